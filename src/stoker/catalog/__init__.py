@@ -1,0 +1,25 @@
+"""The dated, sourced Azure facts stoker plans with, and the tools to override and refresh them."""
+
+from ._load import catalog_layers, default_prices_path, load_catalog
+from ._schema import (
+    BlobTier,
+    Catalog,
+    FilesTier,
+    LustreSku,
+    NetAppLevel,
+    Source,
+    VmSize,
+)
+
+__all__ = [
+    "BlobTier",
+    "Catalog",
+    "FilesTier",
+    "LustreSku",
+    "NetAppLevel",
+    "Source",
+    "VmSize",
+    "catalog_layers",
+    "default_prices_path",
+    "load_catalog",
+]

@@ -1,0 +1,201 @@
+"""Typed view of the catalog: every figure in base units, every entry with its sources.
+
+Each entry names a default ``source`` and may ``cite`` another source for single fields. A figure
+left out (``None``) is one no public source gives; the plan says so instead of inventing it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..quantities import Bytes, Duration, Rate
+
+_BOOKKEEPING = {"source", "cite", "note", "name", "family"}
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str
+    where: str
+    published: dt.date | None = None
+    retrieved: dt.date | None = None
+    verified: bool = True
+
+    @model_validator(mode="after")
+    def _dated(self) -> Source:
+        if self.published is None and self.retrieved is None:
+            raise ValueError("a source needs a 'published' or a 'retrieved' date")
+        return self
+
+    @property
+    def date(self) -> dt.date:
+        return self.published or self.retrieved  # type: ignore[return-value]
+
+
+class Entry(BaseModel):
+    """Fields shared by every catalog entry: where its figures come from."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    cite: dict[str, str] = Field(default_factory=dict)
+    note: str | None = None
+
+    def source_of(self, field: str) -> str:
+        return self.cite.get(field, self.source)
+
+    def figures(self) -> Iterator[tuple[str, object]]:
+        """(field, value) for each figure that is set, bookkeeping fields left out."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if name not in _BOOKKEEPING and value is not None:
+                yield name, value
+
+
+class VmSize(Entry):
+    family: str
+    gpu: str
+    gpus: int = Field(gt=0)
+    gpu_memory: Bytes
+    vcpus: int = Field(gt=0)
+    memory: Bytes
+    scaleup: str
+    scaleup_bw: Rate | None = None
+    scaleup_links: int = 0
+    scaleup_link_bw: Rate | None = None
+    nvls_efficiency: float | None = Field(default=None, gt=0, le=1)
+    nvlink_domain_vms: int = Field(default=1, ge=1)
+    ib_links: int = Field(default=0, ge=0)
+    ib_rate: Rate | None = None
+    ib_achievable: Rate | None = None
+    gpudirect_rdma: bool = False
+    local_nvme: Bytes
+    nvme_read: Rate | None = None
+    nvme_write: Rate | None = None
+    frontend_nic: Rate
+    allreduce_busbw_measured: Rate | None = None
+    allreduce_busbw_floor: Rate | None = None
+    price_per_hour: float | None = Field(default=None, gt=0)
+    price_region: str | None = None
+
+    @property
+    def has_infiniband(self) -> bool:
+        return self.ib_links > 0 and self.ib_rate is not None
+
+    @property
+    def ib_per_vm(self) -> float:
+        """Achievable InfiniBand bytes/s of the whole VM (all rails)."""
+        return self.ib_links * (self.ib_achievable or self.ib_rate or 0.0)
+
+
+class Fabric(Entry):
+    scale_set_vms: int = Field(gt=0)
+    scale_set_vms_on_request: int = Field(gt=0)
+    availability_set_vms: int = Field(gt=0)
+    net_ring_latency: Duration
+    net_tree_latency: Duration
+    nvlink_ring_latency: Duration
+
+
+class BlobTier(Entry):
+    name: str
+    ingress: Rate | None = None
+    egress: Rate | None = None
+    requests_per_s: int | None = None
+    per_blob_requests_per_s: int | None = None
+    max_block: Bytes | None = None
+    max_blocks: int | None = None
+    price_hot_gb_month: float | None = None
+    price_cool_gb_month: float | None = None
+    price_cold_gb_month: float | None = None
+    price_archive_gb_month: float | None = None
+    price_region: str | None = None
+
+
+class LustreSku(Entry):
+    name: str
+    throughput_per_tib: Rate
+    min_size: Bytes
+    max_size: Bytes
+    step: Bytes
+    price_per_tib_hour: float | None = Field(default=None, gt=0)
+
+
+class LustreCommon(Entry):
+    max_size_on_request: Bytes
+    delivered_fraction: float = Field(gt=0, le=1)
+    hsm_export_rate: Rate
+
+
+class FilesTier(Entry):
+    name: str
+    min_size: Bytes
+    max_size: Bytes
+    base_iops: int
+    iops_per_gib: float | None = None
+    max_iops: int
+    base_throughput: Rate
+    throughput_per_gib: Rate | None = None
+    max_throughput: Rate
+    per_file_throughput: Rate | None = None
+    price_per_gib_month: float | None = Field(default=None, gt=0)
+
+
+class NetAppLevel(Entry):
+    name: str
+    throughput_per_tib: Rate
+    max_throughput: Rate
+    min_size: Bytes
+    max_size: Bytes
+    price_per_tib_month: float | None = Field(default=None, gt=0)
+
+
+class Reliability(Entry):
+    gpu_mtbf: Duration
+    effective_training_fraction: float = Field(gt=0, le=1)
+
+
+class CatalogInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    as_of: dt.date
+    currency: str = "USD"
+
+
+class Catalog(BaseModel):
+    """The whole catalog. ``Catalog.sections()`` walks every entry for listing and checks."""
+
+    model_config = ConfigDict(extra="forbid")
+    catalog: CatalogInfo
+    sources: dict[str, Source]
+    vm: dict[str, VmSize]
+    fabric: Fabric
+    blob: dict[str, BlobTier]
+    lustre: dict[str, LustreSku]
+    lustre_common: LustreCommon
+    files: dict[str, FilesTier]
+    netapp: dict[str, NetAppLevel]
+    reliability: Reliability
+
+    def entries(self) -> Iterator[tuple[str, Entry]]:
+        """("vm.ND96isr_H100_v5", entry) for every entry, singletons by section name."""
+        for section in ("vm", "blob", "lustre", "files", "netapp"):
+            for key, entry in getattr(self, section).items():
+                yield f"{section}.{key}", entry
+        for section in ("fabric", "lustre_common", "reliability"):
+            yield section, getattr(self, section)
+
+    @model_validator(mode="after")
+    def _every_figure_sourced(self) -> Catalog:
+        for where, entry in self.entries():
+            for field, source in [("source", entry.source), *entry.cite.items()]:
+                if source not in self.sources:
+                    raise ValueError(
+                        f"{where}.{field} cites source {source!r}, which is not in [sources]"
+                    )
+            for field in entry.cite:
+                if field not in type(entry).model_fields:
+                    raise ValueError(f"{where}.cite names {field!r}, which is not a field")
+        return self
