@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
-from .units import parse_bytes, parse_duration, parse_rate
+from .units import parse_bytes, parse_count, parse_duration, parse_rate
 
 
 def _positive(value: float) -> float:
@@ -28,3 +28,4 @@ def _not_negative(value: float) -> float:
 Bytes = Annotated[float, BeforeValidator(parse_bytes), AfterValidator(_positive)]
 Rate = Annotated[float, BeforeValidator(parse_rate), AfterValidator(_positive)]
 Duration = Annotated[float, BeforeValidator(parse_duration), AfterValidator(_not_negative)]
+Count = Annotated[float, BeforeValidator(parse_count), AfterValidator(_positive)]

@@ -67,6 +67,7 @@ _EXAMPLES = {
     "size": "'28 TiB', '2.5 PB' or '512 MB'",
     "rate": "'400 Gb/s', '10 GB/s' or '125 MiB/s'",
     "duration": "'90 s', '14 min' or '3 h'",
+    "count": "'405B', '15T', '2.5M' or 1e9",
 }
 
 
@@ -107,6 +108,21 @@ def parse_duration(value: object) -> float:
             f"cannot read {value!r} as a duration; write it like {_EXAMPLES['duration']}"
         )
     return _number(match["num"]) * _TIME[unit]
+
+
+_COUNT_RE = re.compile(_NUMBER + r"\s*(?P<suffix>[kKMBGT])?$")
+_COUNT_SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def parse_count(value: object) -> float:
+    """A plain count: ``"405B"`` parameters, ``"15T"`` tokens, ``"2.5M"`` samples."""
+    number = _coerce(value, "count")
+    if number is not None:
+        return number
+    match = _COUNT_RE.match(str(value).strip())
+    if not match:
+        raise UnitError(f"cannot read {value!r} as a count; write it like {_EXAMPLES['count']}")
+    return _number(match["num"]) * _COUNT_SCALE.get(match["suffix"] or "", 1.0)
 
 
 def format_bytes(size_bytes: float, binary: bool = True) -> str:

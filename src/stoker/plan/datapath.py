@@ -1,0 +1,199 @@
+"""What each storage tier can deliver to the job, how long staging takes, and the data stall.
+
+All pure: bytes, bytes/s and seconds in, numbers out. Reading overlaps compute (the loader
+prefetches), so a step stalls only for the part of its read that outlasts the ideal step:
+``stall = max(0, bytes_per_step / deliverable - ideal_step)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..catalog import Catalog, LustreSku, VmSize
+
+TIB = 2**40
+GIB = 2**30
+MIB = 2**20
+
+# Local NVMe is filled to at most this share, leaving room for scratch and checkpoints.
+NVME_USABLE = 0.8
+
+
+@dataclass(frozen=True)
+class DataNeed:
+    bytes_per_step: float
+    ideal_step_s: float  # compute + exposed communication
+    dataset_bytes: float
+    nodes: int
+
+    @property
+    def rate(self) -> float:
+        """Bytes/s the whole job must read to never wait on data."""
+        return self.bytes_per_step / self.ideal_step_s if self.ideal_step_s > 0 else 0.0
+
+
+@dataclass
+class TierOption:
+    tier: str  # blob | nvme | lustre | netapp | files
+    name: str
+    size_bytes: float | None
+    deliverable: float | None  # bytes/s to the whole job; None when no figure is published
+    limited_by: str
+    stall_per_step_s: float | None
+    fits: bool
+    staging_s: float = 0.0
+    staging_on_gpu_vms: bool = False
+    price_per_hour: float | None = None  # storage only, $/h while provisioned
+    sku: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def stall(need: DataNeed, deliverable: float | None) -> float | None:
+    if deliverable is None:
+        return None
+    if deliverable <= 0:
+        return math.inf
+    return max(0.0, need.bytes_per_step / deliverable - need.ideal_step_s)
+
+
+def round_up(value: float, step: float) -> float:
+    return math.ceil(value / step - 1e-9) * step
+
+
+def lustre_rated(size_bytes: float, sku: LustreSku) -> float:
+    """Nominal throughput Azure rates a Managed Lustre file system of this size at."""
+    return size_bytes / TIB * sku.throughput_per_tib
+
+
+def lustre_size(capacity: float, throughput: float, sku: LustreSku, delivered: float) -> float:
+    """Smallest size on the SKU's step that holds ``capacity`` and delivers ``throughput``."""
+    by_throughput = throughput / (sku.throughput_per_tib * delivered) * TIB
+    return round_up(max(capacity, by_throughput, sku.min_size), sku.step)
+
+
+def blob_egress(cat: Catalog, tier: str, accounts: int) -> float | None:
+    egress = cat.blob[tier].egress
+    return None if egress is None else egress * accounts
+
+
+def _cap(values: dict[str, float | None]) -> tuple[float | None, str]:
+    known = {k: v for k, v in values.items() if v is not None}
+    if not known:
+        return None, "no published figure"
+    name = min(known, key=known.__getitem__)
+    return known[name], name
+
+
+def blob_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str, accounts: int) -> TierOption:
+    deliverable, limit = _cap({
+        f"Blob account egress x {accounts}": blob_egress(cat, tier, accounts),
+        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+    })  # fmt: skip
+    return TierOption("blob", cat.blob[tier].name, need.dataset_bytes, deliverable, limit,
+                      stall(need, deliverable), True)  # fmt: skip
+
+
+def nvme_option(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None) -> TierOption:
+    """Each VM stages only its own shard of the dataset onto its NVMe (stoker stage --rank)."""
+    shard = need.dataset_bytes / need.nodes
+    fits = shard <= vm.local_nvme * NVME_USABLE
+    deliverable = None if vm.nvme_read is None else need.nodes * vm.nvme_read
+    per_node_pull, _ = _cap({"nic": vm.frontend_nic,
+                             "blob": None if blob_rate is None else blob_rate / need.nodes})  # fmt: skip
+    option = TierOption("nvme", f"local NVMe ({vm.family})", shard, deliverable,
+                        "NVMe read rate" if deliverable else "no published NVMe read figure",
+                        stall(need, deliverable), fits, staging_s=shard / (per_node_pull or 1.0),
+                        staging_on_gpu_vms=True, price_per_hour=0.0)  # fmt: skip
+    if not fits:
+        option.notes.append(f"a VM's shard does not fit: needs {shard:.3g} B of "
+                            f"{vm.local_nvme * NVME_USABLE:.3g} B usable NVMe")  # fmt: skip
+    return option
+
+
+def lustre_option(need: DataNeed, vm: VmSize, cat: Catalog, sku_name: str,
+                  blob_rate: float | None, extra_capacity: float = 0.0) -> TierOption:  # fmt: skip
+    sku, common = cat.lustre[sku_name], cat.lustre_common
+    size = lustre_size(need.dataset_bytes + extra_capacity, need.rate, sku,
+                       common.delivered_fraction)  # fmt: skip
+    rated = lustre_rated(size, sku)
+    deliverable, limit = _cap({
+        "Lustre size x MB/s per TiB": rated * common.delivered_fraction,
+        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+    })  # fmt: skip
+    pull, _ = _cap({"lustre": rated, "blob": blob_rate})
+    price = None if sku.price_per_tib_hour is None else sku.price_per_tib_hour * size / TIB
+    option = TierOption("lustre", sku.name, size, deliverable, limit, stall(need, deliverable),
+                        size <= common.max_size_on_request,
+                        staging_s=need.dataset_bytes / (pull or 1.0), price_per_hour=price,
+                        sku=sku_name)  # fmt: skip
+    by_capacity = round_up(max(need.dataset_bytes + extra_capacity, sku.min_size), sku.step)
+    option.notes.append(
+        f"sized by {'throughput' if size > by_capacity else 'capacity'}; "
+        f"rated {rated / 1e9:.1f} GB/s nominal"
+    )
+    if size > sku.max_size:
+        option.notes.append("above the self-service maximum: ask Azure support for this size")
+    return option
+
+
+def cheapest_lustre(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None,
+                    extra_capacity: float = 0.0) -> TierOption:  # fmt: skip
+    """The SKU that meets capacity and throughput at the lowest price; where the catalog has no
+    Lustre prices, the one with the least rated throughput (Azure prices tiers by it)."""
+    options = [lustre_option(need, vm, cat, name, blob_rate, extra_capacity) for name in cat.lustre]
+    fitting = [o for o in options if o.fits] or options
+    if all(o.price_per_hour is not None for o in fitting):
+        return min(fitting, key=lambda o: o.price_per_hour)  # type: ignore[arg-type,return-value]
+    return min(fitting, key=lambda o: lustre_rated(o.size_bytes or 0, cat.lustre[o.sku or ""]))
+
+
+def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierOption:
+    lvl = cat.netapp[level]
+    by_rate = need.rate / lvl.throughput_per_tib * TIB
+    size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
+    deliverable, limit = _cap({
+        "volume size x MiB/s per TiB": min(size / TIB * lvl.throughput_per_tib, lvl.max_throughput),
+        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+    })  # fmt: skip
+    price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
+    return TierOption("netapp", lvl.name, size, deliverable, limit, stall(need, deliverable),
+                      need.dataset_bytes <= lvl.max_size, price_per_hour=price, sku=level)  # fmt: skip
+
+
+def files_throughput(size_bytes: float, cat: Catalog, tier: str = "premium_v1") -> float:
+    """Provisioned v1: 100 + 0.04 x GiB + 0.06 x GiB MiB/s, capped (ceil terms dropped)."""
+    t = cat.files[tier]
+    per_gib = t.throughput_per_gib or 0.0
+    return min(t.base_throughput + per_gib * size_bytes / GIB, t.max_throughput)
+
+
+def files_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str = "premium_v1") -> TierOption:
+    t = cat.files[tier]
+    per_gib = t.throughput_per_gib or 0.0
+    by_rate = (need.rate - t.base_throughput) / per_gib * GIB if per_gib else 0.0
+    size = min(max(need.dataset_bytes, by_rate, t.min_size), t.max_size)
+    deliverable, limit = _cap({
+        "share size (provisioned v1 formula)": files_throughput(size, cat, tier),
+        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+    })  # fmt: skip
+    price = None if t.price_per_gib_month is None else t.price_per_gib_month * size / GIB / 730
+    return TierOption("files", t.name, size, deliverable, limit, stall(need, deliverable),
+                      need.dataset_bytes <= t.max_size, price_per_hour=price, sku=tier)  # fmt: skip
+
+
+# Simplest first: read in place from Blob, then stage to the VMs' own NVMe, then a shared tier.
+_PREFERENCE = ("blob", "nvme", "lustre", "netapp", "files")
+
+
+def choose(options: list[TierOption], ideal_step_s: float) -> TierOption:
+    """The simplest tier that fits and keeps the GPU fed (stall under 1 % of the step); failing
+    that, the one with the least stall."""
+    def stall_of(o: TierOption) -> float:
+        return math.inf if o.stall_per_step_s is None else o.stall_per_step_s
+
+    fed = [o for o in options if o.fits and stall_of(o) <= 0.01 * ideal_step_s]
+    if fed:
+        return min(fed, key=lambda o: _PREFERENCE.index(o.tier))
+    fitting = [o for o in options if o.fits] or options
+    return min(fitting, key=stall_of)

@@ -1,0 +1,148 @@
+"""The job spec: what a user writes in ``job.toml``, validated once, in base units after.
+
+Quantities are written the way people write them ("400 Gb/s", "28 TiB", "2.5 PB", "90 s",
+"405B" parameters); see docs/job-spec.md for every field. Unknown fields are refused so a typo
+never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .._validation import describe
+from ..errors import SpecError
+from ..quantities import Bytes, Count, Duration
+
+WorkloadKind = Literal["pretrain", "fine-tune", "inference", "data-prep"]
+Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
+DataTier = Literal["auto", "lustre", "nvme", "blob", "files", "netapp"]
+CheckpointTier = Literal["auto", "lustre", "nvme", "netapp", "blob"]
+Sharding = Literal["ddp", "fsdp"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+
+PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Cluster(_Section):
+    vm_size: str = Field(description="Catalog VM size, e.g. ND96isr_H100_v5")
+    nodes: int | None = Field(default=None, gt=0, description="number of VMs")
+    gpus: int | None = Field(default=None, gt=0, description="number of GPUs (or give nodes)")
+    region: str = "eastus"
+    placement: Placement = "scale_set"
+    fabric_boundary_vms: int | None = Field(
+        default=None, gt=0, description="VMs that share one InfiniBand fabric; else placement's"
+    )
+    sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
+    price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
+
+    @model_validator(mode="after")
+    def _size_given(self) -> Cluster:
+        if self.nodes is None and self.gpus is None:
+            raise ValueError("give either 'nodes' (VMs) or 'gpus'")
+        return self
+
+
+class Workload(_Section):
+    kind: WorkloadKind = "pretrain"
+    step_time: Duration | None = Field(default=None, description="compute time of one step")
+    params: Count | None = Field(default=None, description="model parameters, e.g. '70B'")
+    tokens_per_s_per_gpu: float | None = Field(default=None, gt=0)
+    global_batch: int = Field(default=1024, gt=0, description="samples per optimizer step")
+    seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
+    sample_size: Bytes | None = Field(default=None, description="bytes per sample as stored")
+    bytes_per_token: float = Field(default=4, gt=0, description="stored bytes per token")
+    dataset_size: Bytes | None = None
+    epochs: float = Field(default=1.0, gt=0)
+    tp: int = Field(default=1, gt=0, description="tensor-parallel degree")
+    pp: int = Field(default=1, gt=0, description="pipeline-parallel degree")
+    dp: int | None = Field(default=None, gt=0, description="data-parallel degree (derived)")
+    sharding: Sharding = "ddp"
+    precision: Precision = "bf16"
+    gradient_bytes: Bytes | None = Field(default=None, description="per step per replica")
+    overlap: float = Field(default=0.5, ge=0, le=1, description="share of comm hidden")
+    replicas: int | None = Field(default=None, gt=0, description="inference: model copies")
+
+    @model_validator(mode="after")
+    def _compute_given(self) -> Workload:
+        if self.kind in ("pretrain", "fine-tune"):
+            if self.step_time is None and (self.params is None or not self.tokens_per_s_per_gpu):
+                raise ValueError(
+                    "give 'step_time', or 'params' with 'tokens_per_s_per_gpu' (and 'seq_len')"
+                )
+            if self.step_time is None and self.seq_len is None:
+                raise ValueError("'tokens_per_s_per_gpu' needs 'seq_len' to know a step's tokens")
+            if self.sample_size is None and self.seq_len is None:
+                raise ValueError("give 'sample_size' (bytes per sample) or 'seq_len'")
+        return self
+
+
+class Data(_Section):
+    source: str | None = Field(default=None, description="where the data lives, e.g. az://...")
+    tier: DataTier = "auto"
+    lustre_sku: str = "auto"
+    blob_tier: Literal["standard", "premium"] = "standard"
+    blob_accounts: int = Field(default=1, gt=0)
+    reread_from_blob: bool = Field(default=False, description="read Blob every epoch, no stage")
+
+
+class Checkpoints(_Section):
+    size: Bytes | None = Field(default=None, description="whole checkpoint; else derived")
+    bytes_per_param: float = Field(default=14.0, gt=0, description="bf16 weights + fp32 Adam")
+    interval: Duration | Literal["auto"] = "auto"
+    tier: CheckpointTier = "auto"
+    mode: Literal["async", "sync"] = "async"
+    keep: int = Field(default=3, gt=0)
+    host_copy_bw_per_gpu: Bytes | None = Field(
+        default=None, description="device-to-host bytes/s per GPU for async snapshots"
+    )
+
+
+class Reliability(_Section):
+    gpu_mtbf: Duration | None = Field(default=None, description="per GPU; default from catalog")
+    restart_time: Duration = Field(default=600.0, description="detect + reschedule + reload")
+
+
+class Run(_Section):
+    length: Duration | None = Field(default=None, description="wall-clock length of the run")
+    tokens: Count | None = Field(default=None, description="tokens to train (derives length)")
+    steps: int | None = Field(default=None, gt=0)
+    idle_storage_hours: float = Field(
+        default=48.0, ge=0, description="hours fast tiers stay up unused (a weekend)"
+    )
+
+
+class JobSpec(_Section):
+    name: str = "job"
+    cluster: Cluster
+    workload: Workload = Field(default_factory=Workload)
+    data: Data = Field(default_factory=Data)
+    checkpoints: Checkpoints = Field(default_factory=Checkpoints)
+    reliability: Reliability = Field(default_factory=Reliability)
+    run: Run = Field(default_factory=Run)
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate a job spec; every problem is reported with the file and field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError as exc:
+        raise SpecError(f"{path}: no such job spec; see examples/ for some to start from") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_spec(data, source=str(path))
+
+
+def parse_spec(data: dict, source: str = "<spec>") -> JobSpec:
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: invalid job spec\n{describe(exc)}") from exc
