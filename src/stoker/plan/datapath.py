@@ -139,13 +139,21 @@ def lustre_option(need: DataNeed, vm: VmSize, cat: Catalog, sku_name: str,
 
 def cheapest_lustre(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None,
                     extra_capacity: float = 0.0) -> TierOption:  # fmt: skip
-    """The SKU that meets capacity and throughput at the lowest price; where the catalog has no
-    Lustre prices, the one with the least rated throughput (Azure prices tiers by it)."""
+    """The SKU that meets capacity and throughput at the lowest price. Where the catalog has no
+    Lustre prices, the one that overshoots least: rated throughput over the need plus size
+    over the capacity needed (a throughput-bound job gets the fast tier, a capacity-bound one
+    the dense tier)."""
     options = [lustre_option(need, vm, cat, name, blob_rate, extra_capacity) for name in cat.lustre]
     fitting = [o for o in options if o.fits] or options
     if all(o.price_per_hour is not None for o in fitting):
         return min(fitting, key=lambda o: o.price_per_hour)  # type: ignore[arg-type,return-value]
-    return min(fitting, key=lambda o: lustre_rated(o.size_bytes or 0, cat.lustre[o.sku or ""]))
+    capacity = max(need.dataset_bytes + extra_capacity, 1.0)
+
+    def overshoot(o: TierOption) -> float:
+        rated = lustre_rated(o.size_bytes or 0.0, cat.lustre[o.sku or ""])
+        return rated / max(need.rate, 1.0) + (o.size_bytes or 0.0) / capacity
+
+    return min(fitting, key=overshoot)
 
 
 def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierOption:

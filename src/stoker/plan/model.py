@@ -1,0 +1,291 @@
+"""Join the pieces: job spec + catalog -> Plan. No I/O; everything here is arithmetic.
+
+Order matters only where one answer feeds the next: the interconnect gives the exposed
+communication, which sets the ideal step that the data path must keep up with; the checkpoint
+blocking time sets the interval; all of them set the step split, the run length and the cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..catalog import Catalog, VmSize
+from ..errors import SpecError
+from . import datapath as dpth
+from . import reliability as rel
+from .cost import cost_plan
+from .inference import inference_plan
+from .interconnect import allreduce, layout, levels, single_vm_busbw
+from .recommend import recommendations
+from .result import (
+    CheckpointPlan,
+    DataPlan,
+    InterconnectPlan,
+    Plan,
+    RunPlan,
+    StepPlan,
+    TierChoice,
+)
+from .spec import PRECISION_BYTES, JobSpec
+
+# Device-to-host copy per GPU for async snapshots: PCIe x16 nominal x 0.8 (derived):
+# Gen5 (H100, H200, MI300X, GB200) 64 GB/s, Gen4 (A100) 32 GB/s.
+_HOST_COPY_BPS = {"A100": 25.6e9}
+_HOST_COPY_DEFAULT_BPS = 51.2e9
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """The job's size and parallel layout, resolved from the spec."""
+
+    vm: VmSize
+    nodes: int
+    gpus: int
+    dp: int
+    boundary_vms: int
+
+
+def shape(spec: JobSpec, cat: Catalog) -> Shape:
+    c, w = spec.cluster, spec.workload
+    if c.vm_size not in cat.vm:
+        known = ", ".join(sorted(cat.vm))
+        raise SpecError(f"cluster.vm_size: unknown VM size {c.vm_size!r}; known: {known}")
+    vm = cat.vm[c.vm_size]
+    nodes = c.nodes or math.ceil((c.gpus or 0) / vm.gpus)
+    gpus = c.gpus or nodes * vm.gpus
+    if gpus > nodes * vm.gpus:
+        raise SpecError(f"cluster: {gpus} GPUs do not fit on {nodes} x {c.vm_size} "
+                        f"({vm.gpus} GPUs each); raise nodes or lower gpus")  # fmt: skip
+    dp = w.dp or max(1, gpus // (w.tp * w.pp))
+    if dp * w.tp * w.pp > gpus:
+        raise SpecError(f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
+                        f"exceeds the job's {gpus} GPUs")  # fmt: skip
+    boundary = c.fabric_boundary_vms or {
+        "scale_set": cat.fabric.scale_set_vms,
+        "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
+        "availability_set": cat.fabric.availability_set_vms,
+    }[c.placement]
+    return Shape(vm, nodes, gpus, dp, boundary)
+
+
+def compute_step_s(spec: JobSpec, s: Shape) -> float:
+    w = spec.workload
+    if w.step_time is not None:
+        return w.step_time
+    tokens = w.global_batch * (w.seq_len or 0)
+    return tokens / ((w.tokens_per_s_per_gpu or 1.0) * s.gpus)
+
+
+def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> InterconnectPlan:
+    w = spec.workload
+    if w.gradient_bytes is not None:
+        grad = w.gradient_bytes
+    elif w.params is not None:
+        grad = w.params * PRECISION_BYTES[w.precision] / (w.tp * w.pp)
+    else:
+        grad = 0.0
+    lay = layout(s.vm, s.nodes, s.dp, w.tp, s.boundary_vms)
+    lvls = levels(s.vm, cat.fabric, lay, spec.cluster.sharp)
+    est = allreduce(grad, lvls, s.dp)
+    # FSDP: reduce-scatter the gradients and all-gather the parameters twice (forward and
+    # backward) = 1.5 all-reduces of traffic.
+    factor, collective = (1.5, "reduce-scatter + 2 all-gathers (FSDP)") if w.sharding == "fsdp" \
+        else (1.0, "all-reduce (DDP)")  # fmt: skip
+    comm = est.seconds * factor
+    exposed = max(comm * (1 - w.overlap), comm - compute_s)
+    needs_ib = lay.domains > 1
+    fabric = "none needed: the job fits in one scale-up domain" if not needs_ib else (
+        f"InfiniBand {s.vm.ib_links} x {s.vm.ib_rate * 8 / 1e9:.0f} Gb/s per VM"
+        + (", GPUDirect RDMA" if s.vm.gpudirect_rdma else "")
+        if s.vm.has_infiniband else "frontend Ethernet only (this size has no InfiniBand)")  # fmt: skip
+    return InterconnectPlan(
+        needs_infiniband=needs_ib, scaleup=s.vm.scaleup, fabric=fabric, gradient_bytes=grad,
+        collective=collective, algorithm=est.algorithm, comm_s=comm, exposed_s=exposed,
+        busbw_bps=est.busbw, single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
+        single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
+        single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
+        fabric_boundary_vms=s.boundary_vms,
+        vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
+        sharp=spec.cluster.sharp,
+        levels=[dataclasses.asdict(level) for level in lvls],
+    )  # fmt: skip
+
+
+def _choice(option: dpth.TierOption) -> TierChoice:
+    return TierChoice(option.tier, option.name, option.size_bytes, option.deliverable,
+                      option.limited_by, option.stall_per_step_s, option.fits, option.staging_s,
+                      option.staging_on_gpu_vms, option.price_per_hour, option.notes)  # fmt: skip
+
+
+def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> DataPlan:
+    d = spec.data
+    blob_rate = dpth.blob_egress(cat, d.blob_tier, d.blob_accounts)
+    if d.lustre_sku != "auto" and d.lustre_sku not in cat.lustre:
+        raise SpecError(f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; "
+                        f"known: auto, {', '.join(cat.lustre)}")  # fmt: skip
+    lustre = (dpth.cheapest_lustre(need, s.vm, cat, blob_rate) if d.lustre_sku == "auto"
+              else dpth.lustre_option(need, s.vm, cat, d.lustre_sku, blob_rate))  # fmt: skip
+    options = [
+        dpth.blob_option(need, s.vm, cat, d.blob_tier, d.blob_accounts),
+        dpth.nvme_option(need, s.vm, cat, blob_rate),
+        lustre,
+        dpth.netapp_option(need, s.vm, cat, "Ultra"),
+        dpth.files_option(need, s.vm, cat),
+    ]
+    chosen = dpth.choose(options, need.ideal_step_s) if d.tier == "auto" else next(
+        o for o in options if o.tier == d.tier)  # fmt: skip
+    return DataPlan(need.rate, need.bytes_per_step, need.dataset_bytes, spec.workload.epochs,
+                    _choice(chosen), [_choice(o) for o in options])  # fmt: skip
+
+
+def checkpoint_size(spec: JobSpec) -> float:
+    ck, w = spec.checkpoints, spec.workload
+    if ck.size is not None:
+        return ck.size
+    if w.params is not None:
+        return w.params * ck.bytes_per_param
+    raise SpecError("checkpoints.size: give the checkpoint size, or workload.params to derive it")
+
+
+# A Lustre file system sized for checkpoints alone aims to take one in this long.
+CHECKPOINT_LUSTRE_WRITE_S = 120.0
+
+
+def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
+                    step_s: float) -> CheckpointPlan:  # fmt: skip
+    """The checkpoint tier with the best goodput (or the one the spec names)."""
+    size = checkpoint_size(spec)
+    nics = s.nodes * s.vm.frontend_nic
+    blob_in = cat.blob[spec.data.blob_tier].ingress
+    to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
+    lustre = next(o for o in data.options if o.tier == "lustre")
+    if data.chosen.tier != "lustre":  # a file system of its own, sized for checkpoints
+        need = dpth.DataNeed(size, CHECKPOINT_LUSTRE_WRITE_S, size * spec.checkpoints.keep, s.nodes)
+        lustre = _choice(dpth.cheapest_lustre(need, s.vm, cat, to_blob))
+    write = {
+        "nvme": s.nodes * s.vm.nvme_write if s.vm.nvme_write else None,
+        "lustre": lustre.deliverable_bps,
+        "netapp": next(o for o in data.options if o.tier == "netapp").deliverable_bps,
+        "blob": to_blob,
+    }
+    upload = {"nvme": to_blob, "lustre": min(to_blob, cat.lustre_common.hsm_export_rate),
+              "netapp": to_blob, "blob": None}  # fmt: skip
+    tier = spec.checkpoints.tier
+    if tier == "auto":
+        candidates = [t for t in ("nvme", "lustre", "blob") if write[t]]
+        plans = [_checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s)
+                 for t in candidates]  # fmt: skip
+        best = max(plans, key=lambda p: round(p.goodput, 3))  # ties: the earlier, cheaper tier
+    else:
+        best = _checkpoint_on(spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s)
+    if best.tier == "lustre" and data.chosen.tier != "lustre":
+        best.lustre = lustre
+    return best
+
+
+def _checkpoint_on(spec: JobSpec, cat: Catalog, s: Shape, tier: str, size: float,
+                   write_bps: float, upload_bps: float | None, step_s: float) -> CheckpointPlan:  # fmt: skip
+    ck = spec.checkpoints
+    write_s = size / write_bps
+    durable_s = write_s + (size / upload_bps if upload_bps else 0.0)
+    # A failed VM takes its NVMe with it: only the copy on Blob can restart the job. Lustre,
+    # NetApp and Blob survive the VM.
+    recoverable_s = durable_s if tier == "nvme" else write_s
+    if ck.mode == "sync":
+        blocking, in_flight = write_s, recoverable_s - write_s
+    else:
+        host_bw = ck.host_copy_bw_per_gpu or next(
+            (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS)
+        blocking, in_flight = size / s.gpus / host_bw, recoverable_s
+    mtbf = rel.job_mtbf(spec.reliability.gpu_mtbf or cat.reliability.gpu_mtbf, s.gpus)
+    restart = spec.reliability.restart_time
+    # The next checkpoint cannot start before the previous one is safe, nor within one step.
+    floor = max(step_s, in_flight if ck.mode == "async" else 0.0)
+    optimal = rel.best_interval(blocking, mtbf, floor)
+    interval = optimal if ck.interval == "auto" else ck.interval
+    basis = "Young/Daly optimum" if ck.interval == "auto" else "set in the spec"
+    if ck.interval == "auto" and optimal == floor and floor > step_s:
+        basis = "as soon as the previous one is safe; Daly's optimum is shorter"
+    waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
+    best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
+    return CheckpointPlan(size, tier, ck.mode, write_bps, write_s, durable_s, blocking, interval,
+                          basis, optimal, mtbf, restart, waste, 1 - waste, 1 - best)  # fmt: skip
+
+
+def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
+    """The whole plan for one job spec; raises SpecError naming the field when it cannot."""
+    s = shape(spec, cat)
+    warnings: list[str] = []
+    if spec.workload.kind == "inference":
+        inference = inference_plan(spec, cat, s.vm, s.nodes)
+        plan = Plan(spec.name, "inference", spec.cluster.vm_size, s.nodes, s.gpus,
+                    spec.cluster.region, cat.catalog.as_of.isoformat(), None, None, None, None,
+                    None, inference, cost_plan(spec, cat, s, None, None, None, inference),
+                    [], warnings)  # fmt: skip
+        plan.recommendations = recommendations(plan, cat, s.vm, warnings)
+        return plan
+
+    w = spec.workload
+    compute = compute_step_s(spec, s) if w.kind != "data-prep" else 0.0
+    ic = interconnect_plan(spec, cat, s, compute) if w.kind != "data-prep" else None
+    exposed = ic.exposed_s if ic else 0.0
+    sample = w.sample_size or (w.seq_len or 0) * w.bytes_per_token
+    dataset = _dataset_bytes(spec, sample)
+    if w.kind == "data-prep":
+        length = spec.run.length
+        if length is None:
+            raise SpecError("run.length: a data-prep job needs the time it may take")
+        # Read everything once and write it back once, spread over the run.
+        need = dpth.DataNeed(2 * dataset * w.epochs, length, dataset, s.nodes)
+    else:
+        need = dpth.DataNeed(w.global_batch * sample, compute + exposed, dataset, s.nodes)
+    data = data_plan(spec, cat, s, need)
+    step_guess = compute + exposed + (data.chosen.stall_per_step_s or 0.0)
+    ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if w.kind != "data-prep" else None
+    step, run = _step_and_run(spec, need, compute, exposed, data, ckpt, sample)
+    plan = Plan(spec.name, w.kind, spec.cluster.vm_size, s.nodes, s.gpus, spec.cluster.region,
+                cat.catalog.as_of.isoformat(), ic, data, ckpt, step, run, None,
+                cost_plan(spec, cat, s, data, ckpt, run, None), [], warnings)  # fmt: skip
+    plan.recommendations = recommendations(plan, cat, s.vm, warnings)
+    return plan
+
+
+def _dataset_bytes(spec: JobSpec, sample: float) -> float:
+    w, r = spec.workload, spec.run
+    if w.dataset_size is not None:
+        return w.dataset_size
+    steps = r.steps or (r.tokens / (w.global_batch * (w.seq_len or 1)) if r.tokens else None)
+    if steps is None:
+        raise SpecError("workload.dataset_size: give the dataset size (or run.steps / run.tokens "
+                        "so stoker can derive what the run reads)")  # fmt: skip
+    return steps * w.global_batch * sample / w.epochs
+
+
+def _step_and_run(spec: JobSpec, need: dpth.DataNeed, compute: float, exposed: float,
+                  data: DataPlan, ckpt: CheckpointPlan | None,
+                  sample: float) -> tuple[StepPlan | None, RunPlan]:  # fmt: skip
+    w, r = spec.workload, spec.run
+    if ckpt is None:  # data-prep: no steps, the run is its length plus any stall
+        stall = data.chosen.stall_per_step_s or 0.0
+        wall = need.ideal_step_s + stall
+        return None, RunPlan(1, wall, wall, need.ideal_step_s / wall if wall else 0.0)
+    stall = data.chosen.stall_per_step_s or 0.0
+    base = compute + exposed + stall
+    blocking_share = ckpt.blocking_s / ckpt.interval_s if ckpt.interval_s else 0.0
+    ckpt_s = base * blocking_share / max(1e-9, 1 - blocking_share)
+    total = base + ckpt_s
+    step = StepPlan(compute, exposed, stall, ckpt_s, total, compute / total if total else 0.0)
+    # Failure losses beyond the checkpoint blocking already in the step.
+    failure_share = max(0.0, ckpt.waste_fraction - blocking_share)
+    if r.steps:
+        steps = float(r.steps)
+    elif r.tokens:
+        steps = r.tokens / (w.global_batch * (w.seq_len or 1))
+    elif r.length:
+        steps = r.length * (1 - failure_share) / total
+    else:
+        steps = need.dataset_bytes * w.epochs / (w.global_batch * sample)
+    productive = steps * total
+    wall = r.length or productive / max(1e-9, 1 - failure_share)
+    return step, RunPlan(steps, productive, wall, steps * compute / wall if wall else 0.0)

@@ -1,0 +1,161 @@
+"""The Plan: what ``stoker plan`` computes, as plain dataclasses.
+
+``Plan.to_dict()`` is the stable JSON schema (``schema = "stoker.plan/1"``), documented field by
+field in docs/plan-json.md. Units are in the names: ``_bytes``, ``_bps`` (bytes per second),
+``_s`` (seconds), ``_usd``. A figure stoker cannot know (no published price, no published NVMe
+rate) is ``null``, never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "stoker.plan/1"
+
+
+@dataclass
+class InterconnectPlan:
+    needs_infiniband: bool
+    scaleup: str
+    fabric: str
+    gradient_bytes: float
+    collective: str  # "all-reduce (DDP)" or "reduce-scatter + 2 all-gathers (FSDP)"
+    algorithm: str
+    comm_s: float
+    exposed_s: float
+    busbw_bps: float  # predicted nccl-tests busbw of the dp group at this message size
+    single_vm_busbw_bps: float  # predicted, 8 GB all-reduce inside one VM
+    single_vm_busbw_published_bps: float | None
+    single_vm_busbw_floor_bps: float | None
+    fabric_boundary_vms: int
+    vms_outside_fabric: int
+    sharp: bool
+    levels: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TierChoice:
+    tier: str
+    name: str
+    size_bytes: float | None
+    deliverable_bps: float | None
+    limited_by: str
+    stall_per_step_s: float | None
+    fits: bool
+    staging_s: float
+    staging_on_gpu_vms: bool
+    price_per_hour_usd: float | None
+    notes: list[str]
+
+
+@dataclass
+class DataPlan:
+    required_bps: float
+    bytes_per_step: float
+    dataset_bytes: float
+    epochs: float
+    chosen: TierChoice
+    options: list[TierChoice]
+
+
+@dataclass
+class CheckpointPlan:
+    size_bytes: float
+    tier: str
+    mode: str
+    write_bps: float | None
+    write_s: float
+    durable_s: float  # until the copy on Blob is complete
+    blocking_s: float
+    interval_s: float
+    interval_basis: str
+    optimal_interval_s: float
+    job_mtbf_s: float
+    restart_s: float
+    waste_fraction: float
+    goodput: float
+    goodput_at_optimal: float
+    lustre: TierChoice | None = None  # a file system sized for checkpoints alone, if chosen
+
+
+@dataclass
+class StepPlan:
+    compute_s: float
+    exposed_comm_s: float
+    data_stall_s: float
+    checkpoint_s: float
+    total_s: float
+    gpu_utilization: float  # compute / total step
+
+
+@dataclass
+class RunPlan:
+    steps: float
+    productive_s: float  # steps x step time, checkpoints included
+    wall_s: float  # with failures, restarts and lost work
+    effective_training_fraction: float  # useful compute / wall clock
+
+
+@dataclass
+class CostItem:
+    item: str
+    hours: float
+    usd: float | None
+    note: str = ""
+
+
+@dataclass
+class CostPlan:
+    currency: str
+    gpu_vm_hours: float
+    price_per_vm_hour_usd: float | None
+    price_note: str
+    items: list[CostItem]
+    idle_gpu_usd: float | None
+    idle_storage_weekend_usd: float | None
+    total_usd: float | None  # None when any item is unknown
+    known_total_usd: float
+    unknown: list[str]
+
+
+@dataclass
+class InferencePlan:
+    model_bytes: float
+    replicas: int
+    cold_start_s: dict[str, float]
+    chosen: str
+
+
+@dataclass
+class Recommendation:
+    need: str
+    choice: str
+    size: str
+    reason: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    name: str
+    kind: str
+    vm_size: str
+    nodes: int
+    gpus: int
+    region: str
+    catalog_as_of: str
+    interconnect: InterconnectPlan | None
+    data: DataPlan | None
+    checkpoints: CheckpointPlan | None
+    step: StepPlan | None
+    run: RunPlan | None
+    inference: InferencePlan | None
+    cost: CostPlan
+    recommendations: list[Recommendation]
+    warnings: list[str]
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
