@@ -187,6 +187,17 @@ class Catalog(BaseModel):
         for section in ("fabric", "lustre_common", "reliability"):
             yield section, getattr(self, section)
 
+    def figures(self, prefix: str = "") -> Iterator[dict[str, object]]:
+        """Every figure with its source and date: the rows of ``stoker catalog --json``."""
+        for where, entry in self.entries():
+            if prefix and not where.startswith(prefix):
+                continue
+            for field, value in entry.figures():
+                key = entry.source_of(field)
+                source = self.sources[key]
+                yield {"entry": where, "field": field, "value": value, "source": key,
+                       "date": source.date.isoformat(), "verified": source.verified}
+
     @model_validator(mode="after")
     def _every_figure_sourced(self) -> Catalog:
         for where, entry in self.entries():

@@ -1,7 +1,18 @@
 """stoker plan: size the interconnect, storage tiers, checkpoints and cost of a job on Azure."""
 
+from .job import plan_job
 from .model import make_plan
+from .render import markdown, markdown_compare
 from .result import Plan
 from .spec import JobSpec, load_spec, parse_spec
 
-__all__ = ["JobSpec", "Plan", "load_spec", "make_plan", "parse_spec"]
+__all__ = [
+    "JobSpec",
+    "Plan",
+    "load_spec",
+    "make_plan",
+    "markdown",
+    "markdown_compare",
+    "parse_spec",
+    "plan_job",
+]

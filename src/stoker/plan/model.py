@@ -150,6 +150,7 @@ def checkpoint_size(spec: JobSpec) -> float:
 
 # A Lustre file system sized for checkpoints alone aims to take one in this long.
 CHECKPOINT_LUSTRE_WRITE_S = 120.0
+GOODPUT_WORTH_PAYING_FOR = 0.005
 
 
 def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
@@ -173,10 +174,15 @@ def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
               "netapp": to_blob, "blob": None}  # fmt: skip
     tier = spec.checkpoints.tier
     if tier == "auto":
-        candidates = [t for t in ("nvme", "lustre", "blob") if write[t]]
+        candidates = [t for t in ("nvme", "blob", "lustre") if write[t]]
         plans = [_checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s)
                  for t in candidates]  # fmt: skip
-        best = max(plans, key=lambda p: round(p.goodput, 3))  # ties: the earlier, cheaper tier
+        # Candidates are in order of cost (NVMe comes with the VM); a dearer tier must buy at
+        # least half a point of goodput to be chosen.
+        best = plans[0]
+        for p in plans[1:]:
+            if p.goodput >= best.goodput + GOODPUT_WORTH_PAYING_FOR:
+                best = p
     else:
         best = _checkpoint_on(spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s)
     if best.tier == "lustre" and data.chosen.tier != "lustre":

@@ -122,8 +122,8 @@ def _checkpoints(plan: Plan) -> Recommendation:
                                 f"instead of {_pct(ck.goodput)}")  # fmt: skip
     if ck.tier != "blob" and ck.durable_s > ck.interval_s:
         rec.warnings.append(f"the copy to Blob takes {fd(ck.durable_s)}, longer than the "
-                            f"{fd(ck.interval_s)} interval: upload every "
-                            f"{int(ck.durable_s // ck.interval_s) + 1}th checkpoint")  # fmt: skip
+                            f"{fd(ck.interval_s)} interval: upload one checkpoint in "
+                            f"{int(ck.durable_s // ck.interval_s) + 1}")  # fmt: skip
     return rec
 
 

@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   create .venv, install stoker, plan the example jobs
+#   make test   create .venv, install stoker + test tools + Azurite, run the tests
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stoker-installed
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+node_modules/.package-lock.json: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/stoker plan examples/pretrain-64vm.toml
+	$(BIN)/stoker plan --compare examples/finetune-1vm.toml examples/pretrain-64vm.toml examples/llama3-405b-2048vm.toml
+
+test: $(STAMP) node_modules/.package-lock.json
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/plan_speed.py --write BENCHMARKS.md
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache

@@ -1,0 +1,130 @@
+"""Refresh VM prices from the Azure Retail Prices API into a dated override file.
+
+The API (``GET https://prices.azure.com/api/retail/prices?$filter=...``, no authentication)
+answers pages of ``{"Items": [...], "NextPageLink": ...}``. Linux and Windows rows share a
+``meterName``; Windows rows say so in ``productName``; Spot and Low Priority are marked in
+``meterName``; reservations carry ``reservationTerm`` and a whole-term price. We keep the Linux
+pay-as-you-go hourly row.
+
+``$STOKER_PRICES_API`` points the client elsewhere (the tests serve a recorded response).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import tomli_w
+
+from ..errors import PriceError
+
+API = "https://prices.azure.com/api/retail/prices"
+MAX_PAGES = 50
+
+
+@dataclass(frozen=True)
+class VmPrice:
+    vm_size: str  # catalog key, without "Standard_"
+    region: str
+    per_hour: float
+    currency: str
+    effective: str
+    meter: str
+
+
+def _filter(region: str, vm_sizes: Iterable[str]) -> str:
+    skus = " or ".join(f"armSkuName eq 'Standard_{v}'" for v in vm_sizes)
+    return f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and ({skus})"
+
+
+def fetch_pages(region: str, vm_sizes: Iterable[str], *, client: httpx.Client | None = None,
+                api: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every page the API returns for these sizes in ``region``."""
+    url: str | None = api or os.environ.get("STOKER_PRICES_API") or API
+    params: dict[str, str] | None = {"$filter": _filter(region, vm_sizes)}
+    own = client is None
+    client = client or httpx.Client(timeout=30.0, follow_redirects=True)
+    pages = []
+    try:
+        while url and len(pages) < MAX_PAGES:
+            response = client.get(url, params=params)
+            response.raise_for_status()
+            page = response.json()
+            if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
+                raise PriceError(f"the Retail Prices API at {url} answered without an Items list")
+            pages.append(page)
+            url, params = page.get("NextPageLink"), None  # the link carries the query
+    except httpx.HTTPStatusError as exc:
+        raise PriceError(f"the Retail Prices API answered HTTP {exc.response.status_code}; "
+                         "the catalog's prices are unchanged") from exc  # fmt: skip
+    except httpx.TransportError as exc:
+        raise PriceError(f"could not reach the Retail Prices API ({type(exc).__name__}): no "
+                         "network? The catalog's prices are unchanged") from exc  # fmt: skip
+    except ValueError as exc:
+        raise PriceError("the Retail Prices API answered with something that is not JSON") from exc
+    finally:
+        if own:
+            client.close()
+    return pages
+
+
+def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
+    """The Linux pay-as-you-go hourly price of each VM size found in ``pages``."""
+    found: dict[str, VmPrice] = {}
+    for page in pages:
+        for row in page["Items"]:
+            meter = str(row.get("meterName", ""))
+            if (row.get("type") != "Consumption" or row.get("reservationTerm")
+                    or "Windows" in str(row.get("productName", ""))
+                    or "Spot" in meter or "Low Priority" in meter
+                    or row.get("unitOfMeasure") != "1 Hour"):  # fmt: skip
+                continue
+            sku = str(row.get("armSkuName", "")).removeprefix("Standard_")
+            price = float(row["retailPrice"])
+            effective = str(row.get("effectiveStartDate", ""))[:10]
+            if price <= 0:
+                continue
+            current = found.get(sku)
+            if current is None or effective > current.effective:  # newest row wins
+                found[sku] = VmPrice(sku, str(row["armRegionName"]), price,
+                                     str(row.get("currencyCode", "USD")), effective, meter)  # fmt: skip
+    return found
+
+
+def price_override(prices: dict[str, VmPrice], fetched: dt.date) -> dict[str, Any]:
+    """A catalog override (see catalog/_load.py) holding these prices and their source."""
+    source = f"retail-api-{fetched.isoformat()}"
+    return {
+        "sources": {source: {
+            "title": "Azure Retail Prices API, Linux pay-as-you-go (read by stoker catalog prices)",
+            "where": API,
+            "retrieved": fetched.isoformat(),
+        }},
+        "vm": {p.vm_size: {"price_per_hour": p.per_hour, "price_region": p.region,
+                           "cite": {"price_per_hour": source, "price_region": source}}
+               for p in sorted(prices.values(), key=lambda p: p.vm_size)},
+    }  # fmt: skip
+
+
+def refresh_prices(vm_sizes: Iterable[str], region: str, path: Path, *,
+                   client: httpx.Client | None = None,
+                   today: dt.date | None = None) -> dict[str, VmPrice]:  # fmt: skip
+    """Fetch, then write ``path`` atomically; on any failure the old file stays as it was."""
+    sizes = list(vm_sizes)
+    prices = linux_on_demand(fetch_pages(region, sizes, client=client))
+    if not prices:
+        raise PriceError(f"the Retail Prices API listed none of {', '.join(sizes)} in {region}; "
+                         "the catalog's prices are unchanged")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        tomli_w.dump(price_override(prices, today or dt.date.today()), f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return prices

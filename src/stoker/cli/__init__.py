@@ -1,0 +1,22 @@
+"""The ``stoker`` command: one small module per verb, no logic the library lacks."""
+
+from __future__ import annotations
+
+import typer
+
+from . import catalog as _catalog
+from . import plan as _plan
+
+app = typer.Typer(
+    name="stoker",
+    help="Keep AI accelerators fed: plan, stage, stream, checkpoint and measure on Azure.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("plan")(_plan.plan)
+app.add_typer(_catalog.app, name="catalog")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,51 @@
+"""All terminal output goes through here: data to stdout, messages to stderr, JSON on request,
+and StokerError turned into one clear line with no traceback (``STOKER_DEBUG=1`` shows it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from ..errors import StokerError
+
+stdout = Console(soft_wrap=False)
+stderr = Console(stderr=True)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+
+
+def emit_text(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Print a StokerError as ``error: ...`` on stderr and exit 2; no traceback."""
+    try:
+        yield
+    except StokerError as exc:
+        if os.environ.get("STOKER_DEBUG"):
+            raise
+        stderr.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        raise typer.Exit(2) from None
+
+
+def command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run a CLI command inside ``user_errors``."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with user_errors():
+            return fn(*args, **kwargs)
+
+    return wrapper

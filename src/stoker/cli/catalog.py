@@ -1,0 +1,125 @@
+"""``stoker catalog``: list the Azure facts stoker plans with; ``catalog prices --refresh``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._output import command, emit_json, stderr, stdout
+from .plan import CatalogOpt
+
+app = typer.Typer(help="The dated, sourced Azure facts stoker plans with.", no_args_is_help=False)
+
+
+def _fmt(field: str, value: object) -> str:
+    from ..units import format_bytes, format_duration, format_rate
+
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    if field.endswith(("_bw", "_rate", "_read", "_write", "nic", "ingress", "egress",
+                       "throughput", "throughput_per_tib", "busbw_measured", "busbw_floor",
+                       "achievable", "throughput_per_gib")):  # fmt: skip
+        return format_rate(value)
+    if field.endswith(("latency", "mtbf")):
+        return format_duration(value)
+    if field.startswith("price") or field.endswith(("fraction", "efficiency")):
+        return f"{value:g}"
+    return format_bytes(value)
+
+
+@app.callback(invoke_without_command=True)
+@command
+def catalog(
+    ctx: typer.Context,
+    entry: Annotated[str, typer.Option("--entry", "-e", help="Only entries starting so, "
+                                       "e.g. vm.ND96isr_H100_v5 or lustre")] = "",  # fmt: skip
+    json_out: Annotated[bool, typer.Option("--json", help="Every figure as JSON.")] = False,
+    catalog_files: CatalogOpt = None,
+) -> None:
+    """List every figure with its source and date."""
+    if ctx.invoked_subcommand:
+        return
+    from rich.table import Table
+
+    from ..catalog import load_catalog
+
+    cat = load_catalog(catalog_files or ())
+    rows = list(cat.figures(entry))
+    if json_out:
+        emit_json({"catalog": cat.catalog.model_dump(mode="json"), "figures": rows})
+        return
+    table = Table(title=f"{cat.catalog.name}, as of {cat.catalog.as_of}", title_justify="left")
+    for col in ("entry", "field", "value", "source", "date"):
+        table.add_column(col)
+    for row in rows:
+        flag = "" if row["verified"] else " (unverified)"
+        table.add_row(str(row["entry"]), str(row["field"]), _fmt(str(row["field"]), row["value"]),
+                      f"{row['source']}{flag}", str(row["date"]))  # fmt: skip
+    stdout.print(table)
+    missing = [name for name, vm in cat.vm.items() if vm.price_per_hour is None]
+    if missing:
+        stderr.print(f"no public price in the catalog for: {', '.join(missing)} "
+                     "(set cluster.price_per_hour, a catalog override, or refresh)")  # fmt: skip
+
+
+@app.command("sources")
+@command
+def sources(catalog_files: CatalogOpt = None,
+            json_out: Annotated[bool, typer.Option("--json")] = False) -> None:  # fmt: skip
+    """List the catalog's sources with their dates."""
+    from rich.table import Table
+
+    from ..catalog import load_catalog
+
+    cat = load_catalog(catalog_files or ())
+    if json_out:
+        emit_json({k: v.model_dump(mode="json") for k, v in cat.sources.items()})
+        return
+    table = Table("key", "date", "title", "where")
+    for key, src in cat.sources.items():
+        table.add_row(key, src.date.isoformat(), src.title + ("" if src.verified else
+                      " [unverified]"), src.where)  # fmt: skip
+    stdout.print(table)
+
+
+@app.command("prices")
+@command
+def prices(
+    refresh: Annotated[bool, typer.Option("--refresh", help="Read the Azure Retail Prices API.")] = False,
+    region: Annotated[str, typer.Option(help="Azure region, e.g. eastus.")] = "eastus",
+    output: Annotated[Path | None, typer.Option(help="Override file to write (default: "
+                                                "~/.config/stoker/prices.toml).")] = None,  # fmt: skip
+    json_out: Annotated[bool, typer.Option("--json")] = False,
+    catalog_files: CatalogOpt = None,
+) -> None:
+    """Show VM prices and their sources; --refresh updates them from the Retail Prices API."""
+    from ..catalog import default_prices_path, load_catalog, refresh_prices
+
+    cat = load_catalog(catalog_files or ())
+    if refresh:
+        path = output or default_prices_path()
+        found = refresh_prices(list(cat.vm), region, path)
+        stderr.print(f"wrote {len(found)} prices for {region} to {path}; "
+                     f"{len(cat.vm) - len(found)} sizes not listed there")  # fmt: skip
+        cat = load_catalog([*(catalog_files or ()), *([path] if output else [])])
+    rows = []
+    for name, vm in cat.vm.items():
+        src = cat.sources[vm.source_of("price_per_hour")] if vm.price_per_hour else None
+        rows.append({"vm_size": name, "price_per_hour": vm.price_per_hour,
+                     "region": vm.price_region, "source": vm.source_of("price_per_hour")
+                     if src else None, "date": src.date.isoformat() if src else None,
+                     "verified": src.verified if src else None})  # fmt: skip
+    if json_out:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table("VM size", "$/hour", "region", "source", "date")
+    for r in rows:
+        price = f"{r['price_per_hour']:.2f}" if r["price_per_hour"] else "no public price"
+        flag = " (unverified)" if r["verified"] is False else ""
+        table.add_row(r["vm_size"], price, r["region"] or "-", (r["source"] or "-") + flag,
+                      r["date"] or "-")  # fmt: skip
+    stdout.print(table)

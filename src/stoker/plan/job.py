@@ -1,0 +1,26 @@
+"""``plan_job``: the Python twin of ``stoker plan``: read a spec and the catalog, make the Plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..catalog import Catalog, load_catalog
+from .model import make_plan
+from .result import Plan
+from .spec import JobSpec, load_spec, parse_spec
+
+
+def plan_job(spec: str | Path | JobSpec | dict[str, Any],
+             catalog: Catalog | Iterable[str | Path] = ()) -> Plan:  # fmt: skip
+    """Plan ``spec`` (a TOML path, a parsed JobSpec or a dict) against the built-in catalog laid
+    under ``catalog`` override files (or a Catalog already loaded)."""
+    if isinstance(spec, JobSpec):
+        job = spec
+    elif isinstance(spec, dict):
+        job = parse_spec(spec)
+    else:
+        job = load_spec(spec)
+    cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    return make_plan(job, cat)

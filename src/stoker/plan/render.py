@@ -1,0 +1,163 @@
+"""Show a Plan: a rich terminal report, Markdown, and two plans side by side.
+
+The JSON form is ``Plan.to_dict()``; these are for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..units import format_duration as fd
+from .result import Plan
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.0f}"
+
+
+def headline(plan: Plan) -> list[tuple[str, str]]:
+    """The few numbers a reader wants first, as (label, value)."""
+    rows = [("job", f"{plan.name} ({plan.kind})"),
+            ("cluster", f"{plan.nodes} x {plan.vm_size} = {plan.gpus} GPUs, {plan.region}")]  # fmt: skip
+    if plan.step and plan.run:
+        rows += [
+            ("step", f"{fd(plan.step.total_s)}; GPU busy {100 * plan.step.gpu_utilization:.1f} %"),
+            ("run", f"{plan.run.steps:,.0f} steps in {fd(plan.run.wall_s)} wall clock; "
+                    f"{100 * plan.run.effective_training_fraction:.1f} % useful"),
+        ]  # fmt: skip
+    elif plan.run:
+        rows.append(("run", f"{fd(plan.run.wall_s)} wall clock"))
+    cost = plan.cost
+    total = _usd(cost.total_usd) if cost.total_usd is not None else (
+        f"at least ${cost.known_total_usd:,.0f} (unknown: {', '.join(cost.unknown)})")
+    rows.append(("cost", total))
+    if cost.idle_gpu_usd is not None:
+        rows.append(("idle GPU time", _usd(cost.idle_gpu_usd)))
+    return rows
+
+
+def _split_table(plan: Plan) -> Table | None:
+    if not plan.step:
+        return None
+    st = plan.step
+    table = Table(title="Where a step's time goes", title_justify="left")
+    for col in ("compute", "exposed comm", "data stall", "checkpoint", "step", "GPU busy"):
+        table.add_column(col, justify="right")
+    table.add_row(fd(st.compute_s), fd(st.exposed_comm_s), fd(st.data_stall_s),
+                  fd(st.checkpoint_s), fd(st.total_s), f"{100 * st.gpu_utilization:.1f} %")  # fmt: skip
+    return table
+
+
+def _recs_block(plan: Plan) -> Panel:
+    text = Text()
+    for i, rec in enumerate(plan.recommendations):
+        if i:
+            text.append("\n\n")
+        text.append(rec.need, style="bold")
+        text.append(f": {rec.choice}")
+        if rec.size != "-":
+            text.append(f" ({rec.size})", style="cyan")
+        text.append(f"\n  {rec.reason}", style="dim")
+    return Panel(text, title="Recommendations", title_align="left")
+
+
+def _cost_table(plan: Plan) -> Table:
+    table = Table(title=f"Cost ({plan.cost.currency})", title_justify="left")
+    for col, justify in (("item", "left"), ("hours", "right"), ("cost", "right"), ("note", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for item in plan.cost.items:
+        table.add_row(item.item, f"{item.hours:,.0f}", _usd(item.usd), item.note)
+    if plan.cost.idle_storage_weekend_usd is not None:
+        table.add_row("fast tier left up unused over a weekend", "48",
+                      _usd(plan.cost.idle_storage_weekend_usd), "")  # fmt: skip
+    return table
+
+
+def rich_report(plan: Plan) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    for label, value in headline(plan):
+        head.add_row(label, value)
+    parts: list = [Panel(head, title="stoker plan", expand=False)]
+    split = _split_table(plan)
+    if split:
+        parts.append(split)
+    parts += [_recs_block(plan), _cost_table(plan)]
+    if plan.warnings:
+        parts.append(Panel(Text("\n".join(f"! {w}" for w in plan.warnings), style="yellow"),
+                           title="What to change", expand=False))  # fmt: skip
+    parts.append(Text(f"catalog as of {plan.catalog_as_of}; --json for every figure",
+                      style="dim"))  # fmt: skip
+    return Group(*parts)
+
+
+def markdown(plan: Plan) -> str:
+    lines = [f"# stoker plan: {plan.name}", ""]
+    lines += [f"- **{label}**: {value}" for label, value in headline(plan)]
+    if plan.step:
+        st = plan.step
+        lines += ["", "## Where a step's time goes", "",
+                  "| compute | exposed comm | data stall | checkpoint | step | GPU busy |",
+                  "|---:|---:|---:|---:|---:|---:|",
+                  f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {fd(st.data_stall_s)} | "
+                  f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |"]  # fmt: skip
+    lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
+    lines += [f"| {r.need} | {r.choice} | {r.size} | {r.reason} |" for r in plan.recommendations]
+    lines += ["", f"## Cost ({plan.cost.currency})", "", "| item | hours | cost | note |",
+              "|---|---:|---:|---|"]  # fmt: skip
+    lines += [f"| {i.item} | {i.hours:,.0f} | {_usd(i.usd)} | {i.note} |" for i in plan.cost.items]
+    if plan.warnings:
+        lines += ["", "## What to change", ""] + [f"- {w}" for w in plan.warnings]
+    lines += ["", f"_Catalog as of {plan.catalog_as_of}._", ""]
+    return "\n".join(lines)
+
+
+def _pct_or_dash(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+COMPARE_ROWS: list[tuple[str, Callable[[Plan], str]]] = [
+    ("cluster", lambda p: f"{p.nodes} x {p.vm_size}"),
+    ("GPUs", lambda p: f"{p.gpus:,}"),
+    ("step", lambda p: fd(p.step.total_s) if p.step else "-"),
+    ("GPU busy", lambda p: _pct_or_dash(p.step.gpu_utilization if p.step else None)),
+    ("exposed comm", lambda p: fd(p.step.exposed_comm_s) if p.step else "-"),
+    ("data stall", lambda p: fd(p.step.data_stall_s) if p.step else "-"),
+    ("data tier", lambda p: p.data.chosen.name if p.data else "-"),
+    ("checkpoint every", lambda p: fd(p.checkpoints.interval_s) if p.checkpoints else "-"),
+    ("useful share of wall clock",
+     lambda p: _pct_or_dash(p.run.effective_training_fraction if p.run else None)),
+    ("wall clock", lambda p: fd(p.run.wall_s) if p.run else "-"),
+    ("GPU VM hours", lambda p: f"{p.cost.gpu_vm_hours:,.0f}"),
+    ("cost", lambda p: _usd(p.cost.total_usd) if p.cost.total_usd is not None
+     else f">= ${p.cost.known_total_usd:,.0f}"),
+    ("idle GPU cost", lambda p: _usd(p.cost.idle_gpu_usd)),
+    ("warnings", lambda p: str(len(p.warnings))),
+]  # fmt: skip
+
+
+def compare_rows(plans: list[Plan]) -> list[list[str]]:
+    return [[label, *(fn(p) for p in plans)] for label, fn in COMPARE_ROWS]
+
+
+def rich_compare(plans: list[Plan]) -> Table:
+    table = Table(title="stoker plan --compare", title_justify="left")
+    table.add_column("")
+    for plan in plans:
+        table.add_column(plan.name, justify="right")
+    for row in compare_rows(plans):
+        table.add_row(*row)
+    return table
+
+
+def markdown_compare(plans: list[Plan]) -> str:
+    head = "| | " + " | ".join(p.name for p in plans) + " |"
+    rule = "|---|" + "---:|" * len(plans)
+    body = ["| " + " | ".join(row) + " |" for row in compare_rows(plans)]
+    return "\n".join([head, rule, *body, ""])
