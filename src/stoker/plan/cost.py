@@ -68,7 +68,9 @@ def cost_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan | None,
     stored = (data.dataset_bytes if data else 0.0) + (
         ckpt.size_bytes * spec.checkpoints.keep if ckpt else 0.0)
     stored += inference.model_bytes if inference else 0.0
-    items.append(CostItem(f"Blob ({spec.data.blob_tier}, hot) for data and checkpoints",
+    held = [name for name, there in (("data", data), ("checkpoints", ckpt), ("the model", inference))
+            if there]  # fmt: skip
+    items.append(CostItem(f"Blob ({spec.data.blob_tier}, hot) for {' and '.join(held)}",
                           wall_s / 3600, _times(blob.price_hot_gb_month, stored / 1e9 * months),
                           f"{stored / 1e12:.3g} TB" + (
                               "" if blob.price_hot_gb_month else "; no public price")))  # fmt: skip

@@ -14,6 +14,8 @@ from .spec import PRECISION_BYTES, JobSpec
 
 # A shared model cache keeps a few versions side by side (the one serving, the one rolling out).
 VERSIONS_KEPT = 3
+# A shared cache is sized so that every replica starting at once has the model in this long.
+COLD_START_TARGET_S = 300.0
 
 
 def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> InferencePlan:
@@ -24,8 +26,10 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
     model = w.params * PRECISION_BYTES[w.precision]
     replicas = w.replicas or nodes
     blob = dpth.blob_egress(cat, spec.data.blob_tier, spec.data.blob_accounts)
-    files_size = max(cat.files["premium_v1"].min_size, VERSIONS_KEPT * model)
-    files_bw = dpth.files_throughput(files_size, cat)
+    # Size the premium share for the throughput of a fleet-wide cold start, not just capacity.
+    fleet = dpth.DataNeed(replicas * model, COLD_START_TARGET_S, VERSIONS_KEPT * model, replicas)
+    files = dpth.files_option(fleet, vm, cat)
+    files_bw = files.deliverable or 0.0
     netapp = cat.netapp["Premium"]
     netapp_bw = min(netapp.min_size / dpth.TIB * netapp.throughput_per_tib, netapp.max_throughput)
 
@@ -40,4 +44,5 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
     if vm.nvme_read:
         cold["nvme"] = model / vm.nvme_read  # a restart on a VM that already holds the model
     shared = {k: v for k, v in cold.items() if k != "nvme"}
-    return InferencePlan(model, replicas, cold, min(shared, key=shared.__getitem__))
+    return InferencePlan(model, replicas, cold, min(shared, key=shared.__getitem__),
+                         files.size_bytes or 0.0)

@@ -1,10 +1,11 @@
 """How long the data-parallel gradient exchange takes, level by level. Pure functions.
 
 A collective runs hierarchically: inside the scale-up domain (NVLink/NVSwitch or Infinity
-Fabric), then across VMs on InfiniBand (one rail per GPU, GPUDirect RDMA), then, for VMs outside
-one InfiniBand fabric (scale set placement group), over the frontend Ethernet NIC. Each lower
-level does a reduce-scatter before and an all-gather after the level above, so the message
-shrinks by that level's rank count on the way up:
+Fabric), then across VMs on InfiniBand (one rail per GPU, GPUDirect RDMA). A job larger than one
+InfiniBand fabric (a scale set's placement group) falls back to the frontend Ethernet NIC for
+its whole network level, since NCCL's rings cross the slow links. Each lower level does a
+reduce-scatter before and an all-gather after the level above, so the message shrinks by that
+level's rank count on the way up:
 
     T = sum over lower levels of RS+AG(S_i)  +  all-reduce(S_top) at the top,  S_{i+1} = S_i / p_i
 
@@ -73,19 +74,20 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
     # Every GPU of a VM talks on its own rail (and shares the frontend NIC): all dp groups
     # of the job run their collectives at the same time.
     per_rank_share = vm.gpus
-    inside = math.ceil(lay.domains / lay.fabrics)
-    if inside > 1:
-        if vm.has_infiniband:
-            out.append(Level("InfiniBand", inside, vm.ib_per_vm / per_rank_share,
+    if lay.domains > 1:
+        if lay.fabrics > 1:
+            # NCCL builds its rings and trees over one flat network: once the job spans several
+            # InfiniBand fabrics, every ring crosses the frontend Ethernet and runs at its pace.
+            out.append(Level(f"Ethernet (the job spans {lay.fabrics} InfiniBand fabrics)",
+                             lay.domains, vm.frontend_nic / per_rank_share,
+                             fabric.net_ring_latency, fabric.net_tree_latency))  # fmt: skip
+        elif vm.has_infiniband:
+            out.append(Level("InfiniBand", lay.domains, vm.ib_per_vm / per_rank_share,
                              fabric.net_ring_latency, fabric.net_tree_latency, sharp=sharp))  # fmt: skip
         else:
-            out.append(Level("Ethernet (no InfiniBand on this size)", inside,
+            out.append(Level("Ethernet (no InfiniBand on this size)", lay.domains,
                              vm.frontend_nic / per_rank_share, fabric.net_ring_latency,
                              fabric.net_tree_latency))  # fmt: skip
-    if lay.fabrics > 1:
-        out.append(Level("Ethernet (between InfiniBand fabrics)", lay.fabrics,
-                         vm.frontend_nic / per_rank_share, fabric.net_ring_latency,
-                         fabric.net_tree_latency))  # fmt: skip
     return tuple(out)
 
 

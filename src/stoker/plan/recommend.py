@@ -144,6 +144,7 @@ def _model_cache(plan: Plan) -> Recommendation:
     assert inf is not None
     names = {"blob": "Blob, read directly", "files": "Azure Files premium share",
              "netapp": "Azure NetApp Files Premium", "nvme": "local NVMe (warm restart)"}
+    names["files"] += f" of {fb(inf.files_share_bytes)}"
     times = "; ".join(f"{names[k]} {fd(v)}" for k, v in inf.cold_start_s.items())
     return Recommendation("model cache for inference", names[inf.chosen],
                           f"{fb(inf.model_bytes, binary=False)} model x {inf.replicas} replicas",

@@ -126,6 +126,7 @@ class InferencePlan:
     replicas: int
     cold_start_s: dict[str, float]
     chosen: str
+    files_share_bytes: float  # premium share sized for the cold-start target
 
 
 @dataclass
