@@ -36,8 +36,12 @@ def test_busbw_matches_nccl_tests_formulas():
 
 @pytest.mark.parametrize(
     "vm, published",
-    [("ND96isr_H100_v5", 478.9e9), ("ND96isr_H200_v5", 480.0e9), ("ND96asr_v4", 231.6e9),
-     ("ND128isr_NDR_GB200_v6", 679.6e9)],
+    [
+        ("ND96isr_H100_v5", 478.9e9),
+        ("ND96isr_H200_v5", 480.0e9),
+        ("ND96asr_v4", 231.6e9),
+        ("ND128isr_NDR_GB200_v6", 679.6e9),
+    ],
 )
 def test_single_vm_busbw_within_10_percent_of_published(cat, vm, published):
     predicted = single_vm_busbw(cat.vm[vm], cat.fabric)
@@ -56,8 +60,10 @@ def test_h100_uses_nvls_and_a100_ring(cat):
     lay = layout(h100, 1, 8, 1, 100)
     assert "nvls" in allreduce(8e9, levels(h100, cat.fabric, lay, False), 8).algorithm
     a100 = cat.vm["ND96asr_v4"]
-    assert "ring" in allreduce(8e9, levels(a100, cat.fabric, layout(a100, 1, 8, 1, 100), False),
-                               8).algorithm
+    assert (
+        "ring"
+        in allreduce(8e9, levels(a100, cat.fabric, layout(a100, 1, 8, 1, 100), False), 8).algorithm
+    )
 
 
 def test_single_vm_job_has_no_network_level(cat):

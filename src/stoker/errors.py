@@ -1,10 +1,10 @@
 """One exception tree for everything stoker tells a user.
 
-    StokerError                 every error stoker raises on purpose; the CLI prints it, no traceback
-    ├── UnitError               a size, rate or duration that cannot be read ("400 Gbs")
-    ├── SpecError               a job spec that is missing, unreadable or invalid (names file and field)
-    ├── CatalogError            a catalog file or override that is invalid, or an unknown VM size
-    └── PriceError              the Azure Retail Prices API answered badly or could not be reached
+    StokerError   every error stoker raises on purpose; the CLI prints it, no traceback
+    ├── UnitError     a size, rate, duration or count that cannot be read ("400 Gbs")
+    ├── SpecError     a job spec that is missing, unreadable or invalid (names file, field)
+    ├── CatalogError  a catalog file or override that is invalid
+    └── PriceError    the Azure Retail Prices API answered badly or could not be reached
 
 Third-party errors (pydantic, tomllib, httpx) are translated where they are caught and chained
 with ``raise ... from exc`` so a debug run still shows the cause.

@@ -24,16 +24,36 @@ _DECIMAL = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 _TIME = {
-    "us": 1e-6, "µs": 1e-6, "ms": 1e-3,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
-}  # fmt: skip
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hrs": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+    "w": 604800.0,
+    "week": 604800.0,
+    "weeks": 604800.0,
+}
 
 _NUMBER = r"(?P<num>[+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
-_SIZE_RE = re.compile(_NUMBER + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|[kKMGTPE])?(?P<unit>B|b|bit|bits|byte|bytes)?$")
+_SIZE_RE = re.compile(
+    _NUMBER + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|[kKMGTPE])?(?P<unit>B|b|bit|bits|byte|bytes)?$"
+)
 _RATE_RE = re.compile(
     _NUMBER
     + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|[kKMGTPE])?(?P<unit>B|b|bit|bits|bps|Bps|byte|bytes)"
@@ -127,8 +147,11 @@ def parse_count(value: object) -> float:
 
 def format_bytes(size_bytes: float, binary: bool = True) -> str:
     """``format_bytes(28 * 2**40) == '28 TiB'``; decimal units with ``binary=False``."""
-    base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]) if binary else (
-        1000.0, ["B", "kB", "MB", "GB", "TB", "PB", "EB"])  # fmt: skip
+    base, units = (
+        (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"])
+        if binary
+        else (1000.0, ["B", "kB", "MB", "GB", "TB", "PB", "EB"])
+    )
     value = float(size_bytes)
     for unit in units:
         if abs(value) < base or unit == units[-1]:

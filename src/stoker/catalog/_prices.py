@@ -42,8 +42,13 @@ def _filter(region: str, vm_sizes: Iterable[str]) -> str:
     return f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and ({skus})"
 
 
-def fetch_pages(region: str, vm_sizes: Iterable[str], *, client: httpx.Client | None = None,
-                api: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def fetch_pages(
+    region: str,
+    vm_sizes: Iterable[str],
+    *,
+    client: httpx.Client | None = None,
+    api: str | None = None,
+) -> list[dict[str, Any]]:
     """Every page the API returns for these sizes in ``region``."""
     url: str | None = api or os.environ.get("STOKER_PRICES_API") or API
     params: dict[str, str] | None = {"$filter": _filter(region, vm_sizes)}
@@ -60,11 +65,15 @@ def fetch_pages(region: str, vm_sizes: Iterable[str], *, client: httpx.Client | 
             pages.append(page)
             url, params = page.get("NextPageLink"), None  # the link carries the query
     except httpx.HTTPStatusError as exc:
-        raise PriceError(f"the Retail Prices API answered HTTP {exc.response.status_code}; "
-                         "the catalog's prices are unchanged") from exc  # fmt: skip
+        raise PriceError(
+            f"the Retail Prices API answered HTTP {exc.response.status_code}; "
+            "the catalog's prices are unchanged"
+        ) from exc
     except httpx.TransportError as exc:
-        raise PriceError(f"could not reach the Retail Prices API ({type(exc).__name__}): no "
-                         "network? The catalog's prices are unchanged") from exc  # fmt: skip
+        raise PriceError(
+            f"could not reach the Retail Prices API ({type(exc).__name__}): no "
+            "network? The catalog's prices are unchanged"
+        ) from exc
     except ValueError as exc:
         raise PriceError("the Retail Prices API answered with something that is not JSON") from exc
     finally:
@@ -79,10 +88,14 @@ def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
     for page in pages:
         for row in page["Items"]:
             meter = str(row.get("meterName", ""))
-            if (row.get("type") != "Consumption" or row.get("reservationTerm")
-                    or "Windows" in str(row.get("productName", ""))
-                    or "Spot" in meter or "Low Priority" in meter
-                    or row.get("unitOfMeasure") != "1 Hour"):  # fmt: skip
+            if (
+                row.get("type") != "Consumption"
+                or row.get("reservationTerm")
+                or "Windows" in str(row.get("productName", ""))
+                or "Spot" in meter
+                or "Low Priority" in meter
+                or row.get("unitOfMeasure") != "1 Hour"
+            ):
                 continue
             sku = str(row.get("armSkuName", "")).removeprefix("Standard_")
             price = float(row["retailPrice"])
@@ -91,8 +104,14 @@ def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
                 continue
             current = found.get(sku)
             if current is None or effective > current.effective:  # newest row wins
-                found[sku] = VmPrice(sku, str(row["armRegionName"]), price,
-                                     str(row.get("currencyCode", "USD")), effective, meter)  # fmt: skip
+                found[sku] = VmPrice(
+                    sku,
+                    str(row["armRegionName"]),
+                    price,
+                    str(row.get("currencyCode", "USD")),
+                    effective,
+                    meter,
+                )
     return found
 
 
@@ -100,26 +119,40 @@ def price_override(prices: dict[str, VmPrice], fetched: dt.date) -> dict[str, An
     """A catalog override (see catalog/_load.py) holding these prices and their source."""
     source = f"retail-api-{fetched.isoformat()}"
     return {
-        "sources": {source: {
-            "title": "Azure Retail Prices API, Linux pay-as-you-go (read by stoker catalog prices)",
-            "where": API,
-            "retrieved": fetched.isoformat(),
-        }},
-        "vm": {p.vm_size: {"price_per_hour": p.per_hour, "price_region": p.region,
-                           "cite": {"price_per_hour": source, "price_region": source}}
-               for p in sorted(prices.values(), key=lambda p: p.vm_size)},
-    }  # fmt: skip
+        "sources": {
+            source: {
+                "title": "Azure Retail Prices API, Linux pay-as-you-go (stoker catalog prices)",
+                "where": API,
+                "retrieved": fetched.isoformat(),
+            }
+        },
+        "vm": {
+            p.vm_size: {
+                "price_per_hour": p.per_hour,
+                "price_region": p.region,
+                "cite": {"price_per_hour": source, "price_region": source},
+            }
+            for p in sorted(prices.values(), key=lambda p: p.vm_size)
+        },
+    }
 
 
-def refresh_prices(vm_sizes: Iterable[str], region: str, path: Path, *,
-                   client: httpx.Client | None = None,
-                   today: dt.date | None = None) -> dict[str, VmPrice]:  # fmt: skip
+def refresh_prices(
+    vm_sizes: Iterable[str],
+    region: str,
+    path: Path,
+    *,
+    client: httpx.Client | None = None,
+    today: dt.date | None = None,
+) -> dict[str, VmPrice]:
     """Fetch, then write ``path`` atomically; on any failure the old file stays as it was."""
     sizes = list(vm_sizes)
     prices = linux_on_demand(fetch_pages(region, sizes, client=client))
     if not prices:
-        raise PriceError(f"the Retail Prices API listed none of {', '.join(sizes)} in {region}; "
-                         "the catalog's prices are unchanged")  # fmt: skip
+        raise PriceError(
+            f"the Retail Prices API listed none of {', '.join(sizes)} in {region}; "
+            "the catalog's prices are unchanged"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:

@@ -195,8 +195,14 @@ class Catalog(BaseModel):
             for field, value in entry.figures():
                 key = entry.source_of(field)
                 source = self.sources[key]
-                yield {"entry": where, "field": field, "value": value, "source": key,
-                       "date": source.date.isoformat(), "verified": source.verified}
+                yield {
+                    "entry": where,
+                    "field": field,
+                    "value": value,
+                    "source": key,
+                    "date": source.date.isoformat(),
+                    "verified": source.verified,
+                }
 
     @model_validator(mode="after")
     def _every_figure_sourced(self) -> Catalog:

@@ -18,9 +18,23 @@ def _fmt(field: str, value: object) -> str:
 
     if isinstance(value, bool) or not isinstance(value, float):
         return str(value)
-    if field.endswith(("_bw", "_rate", "_read", "_write", "nic", "ingress", "egress",
-                       "throughput", "throughput_per_tib", "busbw_measured", "busbw_floor",
-                       "achievable", "throughput_per_gib")):  # fmt: skip
+    if field.endswith(
+        (
+            "_bw",
+            "_rate",
+            "_read",
+            "_write",
+            "nic",
+            "ingress",
+            "egress",
+            "throughput",
+            "throughput_per_tib",
+            "busbw_measured",
+            "busbw_floor",
+            "achievable",
+            "throughput_per_gib",
+        )
+    ):
         return format_rate(value)
     if field.endswith(("latency", "mtbf")):
         return format_duration(value)
@@ -33,8 +47,12 @@ def _fmt(field: str, value: object) -> str:
 @command
 def catalog(
     ctx: typer.Context,
-    entry: Annotated[str, typer.Option("--entry", "-e", help="Only entries starting so, "
-                                       "e.g. vm.ND96isr_H100_v5 or lustre")] = "",  # fmt: skip
+    entry: Annotated[
+        str,
+        typer.Option(
+            "--entry", "-e", help="Only entries starting so, e.g. vm.ND96isr_H100_v5 or lustre"
+        ),
+    ] = "",
     json_out: Annotated[bool, typer.Option("--json", help="Every figure as JSON.")] = False,
     catalog_files: CatalogOpt = None,
 ) -> None:
@@ -55,19 +73,27 @@ def catalog(
         table.add_column(col)
     for row in rows:
         flag = "" if row["verified"] else " (unverified)"
-        table.add_row(str(row["entry"]), str(row["field"]), _fmt(str(row["field"]), row["value"]),
-                      f"{row['source']}{flag}", str(row["date"]))  # fmt: skip
+        table.add_row(
+            str(row["entry"]),
+            str(row["field"]),
+            _fmt(str(row["field"]), row["value"]),
+            f"{row['source']}{flag}",
+            str(row["date"]),
+        )
     stdout.print(table)
     missing = [name for name, vm in cat.vm.items() if vm.price_per_hour is None]
     if missing:
-        stderr.print(f"no public price in the catalog for: {', '.join(missing)} "
-                     "(set cluster.price_per_hour, a catalog override, or refresh)")  # fmt: skip
+        stderr.print(
+            f"no public price in the catalog for: {', '.join(missing)} "
+            "(set cluster.price_per_hour, a catalog override, or refresh)"
+        )
 
 
 @app.command("sources")
 @command
-def sources(catalog_files: CatalogOpt = None,
-            json_out: Annotated[bool, typer.Option("--json")] = False) -> None:  # fmt: skip
+def sources(
+    catalog_files: CatalogOpt = None, json_out: Annotated[bool, typer.Option("--json")] = False
+) -> None:
     """List the catalog's sources with their dates."""
     from rich.table import Table
 
@@ -79,18 +105,26 @@ def sources(catalog_files: CatalogOpt = None,
         return
     table = Table("key", "date", "title", "where")
     for key, src in cat.sources.items():
-        table.add_row(key, src.date.isoformat(), src.title + ("" if src.verified else
-                      " [unverified]"), src.where)  # fmt: skip
+        table.add_row(
+            key,
+            src.date.isoformat(),
+            src.title + ("" if src.verified else " [unverified]"),
+            src.where,
+        )
     stdout.print(table)
 
 
 @app.command("prices")
 @command
 def prices(
-    refresh: Annotated[bool, typer.Option("--refresh", help="Read the Azure Retail Prices API.")] = False,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Read the Azure Retail Prices API.")
+    ] = False,
     region: Annotated[str, typer.Option(help="Azure region, e.g. eastus.")] = "eastus",
-    output: Annotated[Path | None, typer.Option(help="Override file to write (default: "
-                                                "~/.config/stoker/prices.toml).")] = None,  # fmt: skip
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Override file to write (default: ~/.config/stoker/prices.toml)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
     catalog_files: CatalogOpt = None,
 ) -> None:
@@ -101,16 +135,24 @@ def prices(
     if refresh:
         path = output or default_prices_path()
         found = refresh_prices(list(cat.vm), region, path)
-        stderr.print(f"wrote {len(found)} prices for {region} to {path}; "
-                     f"{len(cat.vm) - len(found)} sizes not listed there")  # fmt: skip
+        stderr.print(
+            f"wrote {len(found)} prices for {region} to {path}; "
+            f"{len(cat.vm) - len(found)} sizes not listed there"
+        )
         cat = load_catalog([*(catalog_files or ()), *([path] if output else [])])
     rows = []
     for name, vm in cat.vm.items():
         src = cat.sources[vm.source_of("price_per_hour")] if vm.price_per_hour else None
-        rows.append({"vm_size": name, "price_per_hour": vm.price_per_hour,
-                     "region": vm.price_region, "source": vm.source_of("price_per_hour")
-                     if src else None, "date": src.date.isoformat() if src else None,
-                     "verified": src.verified if src else None})  # fmt: skip
+        rows.append(
+            {
+                "vm_size": name,
+                "price_per_hour": vm.price_per_hour,
+                "region": vm.price_region,
+                "source": vm.source_of("price_per_hour") if src else None,
+                "date": src.date.isoformat() if src else None,
+                "verified": src.verified if src else None,
+            }
+        )
     if json_out:
         emit_json(rows)
         return
@@ -120,6 +162,7 @@ def prices(
     for r in rows:
         price = f"{r['price_per_hour']:.2f}" if r["price_per_hour"] else "no public price"
         flag = " (unverified)" if r["verified"] is False else ""
-        table.add_row(r["vm_size"], price, r["region"] or "-", (r["source"] or "-") + flag,
-                      r["date"] or "-")  # fmt: skip
+        table.add_row(
+            r["vm_size"], price, r["region"] or "-", (r["source"] or "-") + flag, r["date"] or "-"
+        )
     stdout.print(table)

@@ -17,16 +17,19 @@ CatalogOpt = Annotated[
 
 @command
 def plan(
-    specs: Annotated[list[Path], typer.Argument(help="Job spec (TOML); two or more with --compare.")],
+    specs: Annotated[
+        list[Path], typer.Argument(help="Job spec (TOML); two or more with --compare.")
+    ],
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
     markdown_out: Annotated[bool, typer.Option("--markdown", help="Print Markdown.")] = False,
-    compare: Annotated[bool, typer.Option("--compare", help="Show the specs side by side.")] = False,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Show the specs side by side.")
+    ] = False,
     catalog: CatalogOpt = None,
 ) -> None:
     """Plan a job: where the GPU would wait, what to provision, and what it costs."""
-    from ..plan import plan_job
     from ..errors import SpecError
-    from ..plan import render
+    from ..plan import plan_job, render
 
     if len(specs) > 1 and not compare:
         raise SpecError("several specs given: add --compare to show them side by side")

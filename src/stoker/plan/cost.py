@@ -29,8 +29,10 @@ def vm_price(spec: JobSpec, cat: Catalog, s: Shape) -> tuple[float | None, str]:
         return spec.cluster.price_per_hour, "set in the job spec"
     vm = cat.vm[spec.cluster.vm_size]
     if vm.price_per_hour is None:
-        return None, (f"no public price for {spec.cluster.vm_size} in the catalog: set "
-                      "cluster.price_per_hour or run `stoker catalog prices --refresh`")  # fmt: skip
+        return None, (
+            f"no public price for {spec.cluster.vm_size} in the catalog: set "
+            "cluster.price_per_hour or run `stoker catalog prices --refresh`"
+        )
     source = cat.sources[vm.source_of("price_per_hour")]
     note = f"{vm.price_region} pay-as-you-go, {source.date.isoformat()}"
     if not source.verified:
@@ -40,45 +42,83 @@ def vm_price(spec: JobSpec, cat: Catalog, s: Shape) -> tuple[float | None, str]:
     return vm.price_per_hour, note
 
 
-def cost_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan | None,
-              ckpt: CheckpointPlan | None, run: RunPlan | None,
-              inference: InferencePlan | None) -> CostPlan:  # fmt: skip
+def cost_plan(
+    spec: JobSpec,
+    cat: Catalog,
+    s: Shape,
+    data: DataPlan | None,
+    ckpt: CheckpointPlan | None,
+    run: RunPlan | None,
+    inference: InferencePlan | None,
+) -> CostPlan:
     wall_s = run.wall_s if run else (spec.run.length or INFERENCE_DEFAULT_S)
     staging_s = data.chosen.staging_s if data else 0.0
     on_vms = staging_s if data and data.chosen.staging_on_gpu_vms else 0.0
     vm_hours = s.nodes * (wall_s + on_vms) / 3600
     price, note = vm_price(spec, cat, s)
-    items = [CostItem(f"GPU VMs: {s.nodes} x {spec.cluster.vm_size}", vm_hours, _times(price, vm_hours),
-                      note)]  # fmt: skip
+    items = [
+        CostItem(
+            f"GPU VMs: {s.nodes} x {spec.cluster.vm_size}", vm_hours, _times(price, vm_hours), note
+        )
+    ]
     weekend = None
     if data and data.chosen.tier in ("lustre", "netapp", "files"):
         hours = (wall_s + staging_s) / 3600
         tier_price = data.chosen.price_per_hour_usd
-        items.append(CostItem(f"{data.chosen.name} for the run and its staging", hours,
-                              _times(tier_price, hours),
-                              "" if tier_price is not None else "no public price in the catalog"))  # fmt: skip
+        items.append(
+            CostItem(
+                f"{data.chosen.name} for the run and its staging",
+                hours,
+                _times(tier_price, hours),
+                "" if tier_price is not None else "no public price in the catalog",
+            )
+        )
         weekend = _times(tier_price, spec.run.idle_storage_hours)
     if ckpt and ckpt.lustre:
         hours = wall_s / 3600
         lp = ckpt.lustre.price_per_hour_usd
-        items.append(CostItem(f"{ckpt.lustre.name} for checkpoints", hours, _times(lp, hours),
-                              "" if lp is not None else "no public price in the catalog"))
+        items.append(
+            CostItem(
+                f"{ckpt.lustre.name} for checkpoints",
+                hours,
+                _times(lp, hours),
+                "" if lp is not None else "no public price in the catalog",
+            )
+        )
     blob = cat.blob[spec.data.blob_tier]
     months = wall_s / 3600 / HOURS_PER_MONTH
     stored = (data.dataset_bytes if data else 0.0) + (
-        ckpt.size_bytes * spec.checkpoints.keep if ckpt else 0.0)
+        ckpt.size_bytes * spec.checkpoints.keep if ckpt else 0.0
+    )
     stored += inference.model_bytes if inference else 0.0
-    held = [name for name, there in (("data", data), ("checkpoints", ckpt), ("the model", inference))
-            if there]  # fmt: skip
-    items.append(CostItem(f"Blob ({spec.data.blob_tier}, hot) for {' and '.join(held)}",
-                          wall_s / 3600, _times(blob.price_hot_gb_month, stored / 1e9 * months),
-                          f"{stored / 1e12:.3g} TB" + (
-                              "" if blob.price_hot_gb_month else "; no public price")))  # fmt: skip
+    held = [
+        name
+        for name, there in (("data", data), ("checkpoints", ckpt), ("the model", inference))
+        if there
+    ]
+    items.append(
+        CostItem(
+            f"Blob ({spec.data.blob_tier}, hot) for {' and '.join(held)}",
+            wall_s / 3600,
+            _times(blob.price_hot_gb_month, stored / 1e9 * months),
+            f"{stored / 1e12:.3g} TB" + ("" if blob.price_hot_gb_month else "; no public price"),
+        )
+    )
     idle = None
     if price is not None:
         useful = run.effective_training_fraction if run else 1.0
         idle = price * (s.nodes * wall_s / 3600 * (1 - useful) + s.nodes * on_vms / 3600)
     unknown = [i.item for i in items if i.usd is None]
     known = sum(i.usd for i in items if i.usd is not None)
-    return CostPlan(cat.catalog.currency, vm_hours, price, note, items, idle, weekend,
-                    None if unknown else known, known, unknown)  # fmt: skip
+    return CostPlan(
+        cat.catalog.currency,
+        vm_hours,
+        price,
+        note,
+        items,
+        idle,
+        weekend,
+        None if unknown else known,
+        known,
+        unknown,
+    )

@@ -86,12 +86,21 @@ def _cap(values: dict[str, float | None]) -> tuple[float | None, str]:
 
 
 def blob_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str, accounts: int) -> TierOption:
-    deliverable, limit = _cap({
-        f"Blob account egress x {accounts}": blob_egress(cat, tier, accounts),
-        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-    })  # fmt: skip
-    return TierOption("blob", cat.blob[tier].name, need.dataset_bytes, deliverable, limit,
-                      stall(need, deliverable), True)  # fmt: skip
+    deliverable, limit = _cap(
+        {
+            f"Blob account egress x {accounts}": blob_egress(cat, tier, accounts),
+            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+        }
+    )
+    return TierOption(
+        "blob",
+        cat.blob[tier].name,
+        need.dataset_bytes,
+        deliverable,
+        limit,
+        stall(need, deliverable),
+        True,
+    )
 
 
 def nvme_option(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None) -> TierOption:
@@ -99,34 +108,62 @@ def nvme_option(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | Non
     shard = need.dataset_bytes / need.nodes
     fits = shard <= vm.local_nvme * NVME_USABLE
     deliverable = None if vm.nvme_read is None else need.nodes * vm.nvme_read
-    per_node_pull, _ = _cap({"nic": vm.frontend_nic,
-                             "blob": None if blob_rate is None else blob_rate / need.nodes})  # fmt: skip
-    option = TierOption("nvme", f"local NVMe ({vm.family})", shard, deliverable,
-                        "NVMe read rate" if deliverable else "no published NVMe read figure",
-                        stall(need, deliverable), fits, staging_s=shard / (per_node_pull or 1.0),
-                        staging_on_gpu_vms=True, price_per_hour=0.0)  # fmt: skip
+    per_node_pull, _ = _cap(
+        {"nic": vm.frontend_nic, "blob": None if blob_rate is None else blob_rate / need.nodes}
+    )
+    option = TierOption(
+        "nvme",
+        f"local NVMe ({vm.family})",
+        shard,
+        deliverable,
+        "NVMe read rate" if deliverable else "no published NVMe read figure",
+        stall(need, deliverable),
+        fits,
+        staging_s=shard / (per_node_pull or 1.0),
+        staging_on_gpu_vms=True,
+        price_per_hour=0.0,
+    )
     if not fits:
-        option.notes.append(f"a VM's shard does not fit: needs {shard:.3g} B of "
-                            f"{vm.local_nvme * NVME_USABLE:.3g} B usable NVMe")  # fmt: skip
+        option.notes.append(
+            f"a VM's shard does not fit: needs {shard:.3g} B of "
+            f"{vm.local_nvme * NVME_USABLE:.3g} B usable NVMe"
+        )
     return option
 
 
-def lustre_option(need: DataNeed, vm: VmSize, cat: Catalog, sku_name: str,
-                  blob_rate: float | None, extra_capacity: float = 0.0) -> TierOption:  # fmt: skip
+def lustre_option(
+    need: DataNeed,
+    vm: VmSize,
+    cat: Catalog,
+    sku_name: str,
+    blob_rate: float | None,
+    extra_capacity: float = 0.0,
+) -> TierOption:
     sku, common = cat.lustre[sku_name], cat.lustre_common
-    size = lustre_size(need.dataset_bytes + extra_capacity, need.rate, sku,
-                       common.delivered_fraction)  # fmt: skip
+    size = lustre_size(
+        need.dataset_bytes + extra_capacity, need.rate, sku, common.delivered_fraction
+    )
     rated = lustre_rated(size, sku)
-    deliverable, limit = _cap({
-        "Lustre size x MB/s per TiB": rated * common.delivered_fraction,
-        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-    })  # fmt: skip
+    deliverable, limit = _cap(
+        {
+            "Lustre size x MB/s per TiB": rated * common.delivered_fraction,
+            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+        }
+    )
     pull, _ = _cap({"lustre": rated, "blob": blob_rate})
     price = None if sku.price_per_tib_hour is None else sku.price_per_tib_hour * size / TIB
-    option = TierOption("lustre", sku.name, size, deliverable, limit, stall(need, deliverable),
-                        size <= common.max_size_on_request,
-                        staging_s=need.dataset_bytes / (pull or 1.0), price_per_hour=price,
-                        sku=sku_name)  # fmt: skip
+    option = TierOption(
+        "lustre",
+        sku.name,
+        size,
+        deliverable,
+        limit,
+        stall(need, deliverable),
+        size <= common.max_size_on_request,
+        staging_s=need.dataset_bytes / (pull or 1.0),
+        price_per_hour=price,
+        sku=sku_name,
+    )
     by_capacity = round_up(max(need.dataset_bytes + extra_capacity, sku.min_size), sku.step)
     option.notes.append(
         f"sized by {'throughput' if size > by_capacity else 'capacity'}; "
@@ -137,8 +174,9 @@ def lustre_option(need: DataNeed, vm: VmSize, cat: Catalog, sku_name: str,
     return option
 
 
-def cheapest_lustre(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None,
-                    extra_capacity: float = 0.0) -> TierOption:  # fmt: skip
+def cheapest_lustre(
+    need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | None, extra_capacity: float = 0.0
+) -> TierOption:
     """The SKU that meets capacity and throughput at the lowest price. Where the catalog has no
     Lustre prices, the one that overshoots least: rated throughput over the need plus size
     over the capacity needed (a throughput-bound job gets the fast tier, a capacity-bound one
@@ -160,13 +198,26 @@ def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierO
     lvl = cat.netapp[level]
     by_rate = need.rate / lvl.throughput_per_tib * TIB
     size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
-    deliverable, limit = _cap({
-        "volume size x MiB/s per TiB": min(size / TIB * lvl.throughput_per_tib, lvl.max_throughput),
-        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-    })  # fmt: skip
+    deliverable, limit = _cap(
+        {
+            "volume size x MiB/s per TiB": min(
+                size / TIB * lvl.throughput_per_tib, lvl.max_throughput
+            ),
+            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+        }
+    )
     price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
-    return TierOption("netapp", lvl.name, size, deliverable, limit, stall(need, deliverable),
-                      need.dataset_bytes <= lvl.max_size, price_per_hour=price, sku=level)  # fmt: skip
+    return TierOption(
+        "netapp",
+        lvl.name,
+        size,
+        deliverable,
+        limit,
+        stall(need, deliverable),
+        need.dataset_bytes <= lvl.max_size,
+        price_per_hour=price,
+        sku=level,
+    )
 
 
 def files_throughput(size_bytes: float, cat: Catalog, tier: str = "premium_v1") -> float:
@@ -181,13 +232,24 @@ def files_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str = "premium_
     per_gib = t.throughput_per_gib or 0.0
     by_rate = (need.rate - t.base_throughput) / per_gib * GIB if per_gib else 0.0
     size = min(max(need.dataset_bytes, by_rate, t.min_size), t.max_size)
-    deliverable, limit = _cap({
-        "share size (provisioned v1 formula)": files_throughput(size, cat, tier),
-        "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-    })  # fmt: skip
+    deliverable, limit = _cap(
+        {
+            "share size (provisioned v1 formula)": files_throughput(size, cat, tier),
+            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
+        }
+    )
     price = None if t.price_per_gib_month is None else t.price_per_gib_month * size / GIB / 730
-    return TierOption("files", t.name, size, deliverable, limit, stall(need, deliverable),
-                      need.dataset_bytes <= t.max_size, price_per_hour=price, sku=tier)  # fmt: skip
+    return TierOption(
+        "files",
+        t.name,
+        size,
+        deliverable,
+        limit,
+        stall(need, deliverable),
+        need.dataset_bytes <= t.max_size,
+        price_per_hour=price,
+        sku=tier,
+    )
 
 
 # Simplest first: read in place from Blob, then stage to the VMs' own NVMe, then a shared tier.
@@ -197,6 +259,7 @@ _PREFERENCE = ("blob", "nvme", "lustre", "netapp", "files")
 def choose(options: list[TierOption], ideal_step_s: float) -> TierOption:
     """The simplest tier that fits and keeps the GPU fed (stall under 1 % of the step); failing
     that, the one with the least stall."""
+
     def stall_of(o: TierOption) -> float:
         return math.inf if o.stall_per_step_s is None else o.stall_per_step_s
 

@@ -21,8 +21,10 @@ COLD_START_TARGET_S = 300.0
 def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> InferencePlan:
     w = spec.workload
     if w.params is None:
-        raise SpecError("workload.params: an inference plan needs the model's parameter count "
-                        "(e.g. params = '70B')")  # fmt: skip
+        raise SpecError(
+            "workload.params: an inference plan needs the model's parameter count "
+            "(e.g. params = '70B')"
+        )
     model = w.params * PRECISION_BYTES[w.precision]
     replicas = w.replicas or nodes
     blob = dpth.blob_egress(cat, spec.data.blob_tier, spec.data.blob_accounts)
@@ -44,5 +46,6 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
     if vm.nvme_read:
         cold["nvme"] = model / vm.nvme_read  # a restart on a VM that already holds the model
     shared = {k: v for k, v in cold.items() if k != "nvme"}
-    return InferencePlan(model, replicas, cold, min(shared, key=shared.__getitem__),
-                         files.size_bytes or 0.0)
+    return InferencePlan(
+        model, replicas, cold, min(shared, key=shared.__getitem__), files.size_bytes or 0.0
+    )

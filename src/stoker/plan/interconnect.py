@@ -69,8 +69,16 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
     out: list[Level] = []
     if lay.ranks_per_domain > 1:
         bw = vm.scaleup_links * (vm.scaleup_link_bw or 0.0)
-        out.append(Level(vm.scaleup, lay.ranks_per_domain, bw, fabric.nvlink_ring_latency,
-                         fabric.nvlink_ring_latency, vm.nvls_efficiency))  # fmt: skip
+        out.append(
+            Level(
+                vm.scaleup,
+                lay.ranks_per_domain,
+                bw,
+                fabric.nvlink_ring_latency,
+                fabric.nvlink_ring_latency,
+                vm.nvls_efficiency,
+            )
+        )
     # Every GPU of a VM talks on its own rail (and shares the frontend NIC): all dp groups
     # of the job run their collectives at the same time.
     per_rank_share = vm.gpus
@@ -78,16 +86,36 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
         if lay.fabrics > 1:
             # NCCL builds its rings and trees over one flat network: once the job spans several
             # InfiniBand fabrics, every ring crosses the frontend Ethernet and runs at its pace.
-            out.append(Level(f"Ethernet (the job spans {lay.fabrics} InfiniBand fabrics)",
-                             lay.domains, vm.frontend_nic / per_rank_share,
-                             fabric.net_ring_latency, fabric.net_tree_latency))  # fmt: skip
+            out.append(
+                Level(
+                    f"Ethernet (the job spans {lay.fabrics} InfiniBand fabrics)",
+                    lay.domains,
+                    vm.frontend_nic / per_rank_share,
+                    fabric.net_ring_latency,
+                    fabric.net_tree_latency,
+                )
+            )
         elif vm.has_infiniband:
-            out.append(Level("InfiniBand", lay.domains, vm.ib_per_vm / per_rank_share,
-                             fabric.net_ring_latency, fabric.net_tree_latency, sharp=sharp))  # fmt: skip
+            out.append(
+                Level(
+                    "InfiniBand",
+                    lay.domains,
+                    vm.ib_per_vm / per_rank_share,
+                    fabric.net_ring_latency,
+                    fabric.net_tree_latency,
+                    sharp=sharp,
+                )
+            )
         else:
-            out.append(Level("Ethernet (no InfiniBand on this size)", lay.domains,
-                             vm.frontend_nic / per_rank_share, fabric.net_ring_latency,
-                             fabric.net_tree_latency))  # fmt: skip
+            out.append(
+                Level(
+                    "Ethernet (no InfiniBand on this size)",
+                    lay.domains,
+                    vm.frontend_nic / per_rank_share,
+                    fabric.net_ring_latency,
+                    fabric.net_tree_latency,
+                )
+            )
     return tuple(out)
 
 
@@ -132,8 +160,12 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
         bw = min(lvls[0].bw, lvls[1].bw * lvls[0].ranks)
         flat = c.ring_allreduce_time(size, dp, bw, lvls[1].alpha)
         if flat < best.seconds:
-            best = CollectiveEstimate(flat, "flat ring over NVLink + InfiniBand",
-                                      c.busbw("all_reduce", size, dp, flat), lvls)  # fmt: skip
+            best = CollectiveEstimate(
+                flat,
+                "flat ring over NVLink + InfiniBand",
+                c.busbw("all_reduce", size, dp, flat),
+                lvls,
+            )
     return best
 
 
@@ -147,7 +179,9 @@ def _hierarchical(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEs
     t, algo = _top_allreduce(part, lvls[-1])
     seconds += t
     names.append(f"{lvls[-1].name} {algo}")
-    return CollectiveEstimate(seconds, " > ".join(names), c.busbw("all_reduce", size, dp, seconds), lvls)
+    return CollectiveEstimate(
+        seconds, " > ".join(names), c.busbw("all_reduce", size, dp, seconds), lvls
+    )
 
 
 def single_vm_busbw(vm: VmSize, fabric: Fabric, size: float = 8e9) -> float:

@@ -12,8 +12,9 @@ from .result import Plan
 from .spec import JobSpec, load_spec, parse_spec
 
 
-def plan_job(spec: str | Path | JobSpec | dict[str, Any],
-             catalog: Catalog | Iterable[str | Path] = ()) -> Plan:  # fmt: skip
+def plan_job(
+    spec: str | Path | JobSpec | dict[str, Any], catalog: Catalog | Iterable[str | Path] = ()
+) -> Plan:
     """Plan ``spec`` (a TOML path, a parsed JobSpec or a dict) against the built-in catalog laid
     under ``catalog`` override files (or a Catalog already loaded)."""
     if isinstance(spec, JobSpec):

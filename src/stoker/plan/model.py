@@ -55,17 +55,24 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
     nodes = c.nodes or math.ceil((c.gpus or 0) / vm.gpus)
     gpus = c.gpus or nodes * vm.gpus
     if gpus > nodes * vm.gpus:
-        raise SpecError(f"cluster: {gpus} GPUs do not fit on {nodes} x {c.vm_size} "
-                        f"({vm.gpus} GPUs each); raise nodes or lower gpus")  # fmt: skip
+        raise SpecError(
+            f"cluster: {gpus} GPUs do not fit on {nodes} x {c.vm_size} "
+            f"({vm.gpus} GPUs each); raise nodes or lower gpus"
+        )
     dp = w.dp or max(1, gpus // (w.tp * w.pp))
     if dp * w.tp * w.pp > gpus:
-        raise SpecError(f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
-                        f"exceeds the job's {gpus} GPUs")  # fmt: skip
-    boundary = c.fabric_boundary_vms or {
-        "scale_set": cat.fabric.scale_set_vms,
-        "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
-        "availability_set": cat.fabric.availability_set_vms,
-    }[c.placement]
+        raise SpecError(
+            f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
+            f"exceeds the job's {gpus} GPUs"
+        )
+    boundary = (
+        c.fabric_boundary_vms
+        or {
+            "scale_set": cat.fabric.scale_set_vms,
+            "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
+            "availability_set": cat.fabric.availability_set_vms,
+        }[c.placement]
+    )
     return Shape(vm, nodes, gpus, dp, boundary)
 
 
@@ -90,42 +97,72 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
     est = allreduce(grad, lvls, s.dp)
     # FSDP: reduce-scatter the gradients and all-gather the parameters twice (forward and
     # backward) = 1.5 all-reduces of traffic.
-    factor, collective = (1.5, "reduce-scatter + 2 all-gathers (FSDP)") if w.sharding == "fsdp" \
-        else (1.0, "all-reduce (DDP)")  # fmt: skip
+    factor, collective = (
+        (1.5, "reduce-scatter + 2 all-gathers (FSDP)")
+        if w.sharding == "fsdp"
+        else (1.0, "all-reduce (DDP)")
+    )
     comm = est.seconds * factor
     exposed = max(comm * (1 - w.overlap), comm - compute_s)
     needs_ib = lay.domains > 1
-    fabric = "none needed: the job fits in one scale-up domain" if not needs_ib else (
-        f"InfiniBand {s.vm.ib_links} x {s.vm.ib_rate * 8 / 1e9:.0f} Gb/s per VM"
-        + (", GPUDirect RDMA" if s.vm.gpudirect_rdma else "")
-        if s.vm.has_infiniband else "frontend Ethernet only (this size has no InfiniBand)")  # fmt: skip
+    fabric = (
+        "none needed: the job fits in one scale-up domain"
+        if not needs_ib
+        else (
+            f"InfiniBand {s.vm.ib_links} x {s.vm.ib_rate * 8 / 1e9:.0f} Gb/s per VM"
+            + (", GPUDirect RDMA" if s.vm.gpudirect_rdma else "")
+            if s.vm.has_infiniband
+            else "frontend Ethernet only (this size has no InfiniBand)"
+        )
+    )
     return InterconnectPlan(
-        needs_infiniband=needs_ib, scaleup=s.vm.scaleup, fabric=fabric, gradient_bytes=grad,
-        collective=collective, algorithm=est.algorithm, comm_s=comm, exposed_s=exposed,
-        busbw_bps=est.busbw, single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
+        needs_infiniband=needs_ib,
+        scaleup=s.vm.scaleup,
+        fabric=fabric,
+        gradient_bytes=grad,
+        collective=collective,
+        algorithm=est.algorithm,
+        comm_s=comm,
+        exposed_s=exposed,
+        busbw_bps=est.busbw,
+        single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
         single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
         single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
         fabric_boundary_vms=s.boundary_vms,
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
         sharp=spec.cluster.sharp,
         levels=[dataclasses.asdict(level) for level in lvls],
-    )  # fmt: skip
+    )
 
 
 def _choice(option: dpth.TierOption) -> TierChoice:
-    return TierChoice(option.tier, option.name, option.size_bytes, option.deliverable,
-                      option.limited_by, option.stall_per_step_s, option.fits, option.staging_s,
-                      option.staging_on_gpu_vms, option.price_per_hour, option.notes)  # fmt: skip
+    return TierChoice(
+        option.tier,
+        option.name,
+        option.size_bytes,
+        option.deliverable,
+        option.limited_by,
+        option.stall_per_step_s,
+        option.fits,
+        option.staging_s,
+        option.staging_on_gpu_vms,
+        option.price_per_hour,
+        option.notes,
+    )
 
 
 def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> DataPlan:
     d = spec.data
     blob_rate = dpth.blob_egress(cat, d.blob_tier, d.blob_accounts)
     if d.lustre_sku != "auto" and d.lustre_sku not in cat.lustre:
-        raise SpecError(f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; "
-                        f"known: auto, {', '.join(cat.lustre)}")  # fmt: skip
-    lustre = (dpth.cheapest_lustre(need, s.vm, cat, blob_rate) if d.lustre_sku == "auto"
-              else dpth.lustre_option(need, s.vm, cat, d.lustre_sku, blob_rate))  # fmt: skip
+        raise SpecError(
+            f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; known: auto, {', '.join(cat.lustre)}"
+        )
+    lustre = (
+        dpth.cheapest_lustre(need, s.vm, cat, blob_rate)
+        if d.lustre_sku == "auto"
+        else dpth.lustre_option(need, s.vm, cat, d.lustre_sku, blob_rate)
+    )
     options = [
         dpth.blob_option(need, s.vm, cat, d.blob_tier, d.blob_accounts),
         dpth.nvme_option(need, s.vm, cat, blob_rate),
@@ -133,10 +170,19 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         dpth.netapp_option(need, s.vm, cat, "Ultra"),
         dpth.files_option(need, s.vm, cat),
     ]
-    chosen = dpth.choose(options, need.ideal_step_s) if d.tier == "auto" else next(
-        o for o in options if o.tier == d.tier)  # fmt: skip
-    return DataPlan(need.rate, need.bytes_per_step, need.dataset_bytes, spec.workload.epochs,
-                    _choice(chosen), [_choice(o) for o in options])  # fmt: skip
+    chosen = (
+        dpth.choose(options, need.ideal_step_s)
+        if d.tier == "auto"
+        else next(o for o in options if o.tier == d.tier)
+    )
+    return DataPlan(
+        need.rate,
+        need.bytes_per_step,
+        need.dataset_bytes,
+        spec.workload.epochs,
+        _choice(chosen),
+        [_choice(o) for o in options],
+    )
 
 
 def checkpoint_size(spec: JobSpec) -> float:
@@ -153,8 +199,9 @@ CHECKPOINT_LUSTRE_WRITE_S = 120.0
 GOODPUT_WORTH_PAYING_FOR = 0.005
 
 
-def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
-                    step_s: float) -> CheckpointPlan:  # fmt: skip
+def checkpoint_plan(
+    spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan, step_s: float
+) -> CheckpointPlan:
     """The checkpoint tier with the best goodput (or the one the spec names)."""
     size = checkpoint_size(spec)
     nics = s.nodes * s.vm.frontend_nic
@@ -170,13 +217,18 @@ def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
         "netapp": next(o for o in data.options if o.tier == "netapp").deliverable_bps,
         "blob": to_blob,
     }
-    upload = {"nvme": to_blob, "lustre": min(to_blob, cat.lustre_common.hsm_export_rate),
-              "netapp": to_blob, "blob": None}  # fmt: skip
+    upload = {
+        "nvme": to_blob,
+        "lustre": min(to_blob, cat.lustre_common.hsm_export_rate),
+        "netapp": to_blob,
+        "blob": None,
+    }
     tier = spec.checkpoints.tier
     if tier == "auto":
         candidates = [t for t in ("nvme", "blob", "lustre") if write[t]]
-        plans = [_checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s)
-                 for t in candidates]  # fmt: skip
+        plans = [
+            _checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s) for t in candidates
+        ]
         # Candidates are in order of cost (NVMe comes with the VM); a dearer tier must buy at
         # least half a point of goodput to be chosen.
         best = plans[0]
@@ -184,14 +236,24 @@ def checkpoint_plan(spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan,
             if p.goodput >= best.goodput + GOODPUT_WORTH_PAYING_FOR:
                 best = p
     else:
-        best = _checkpoint_on(spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s)
+        best = _checkpoint_on(
+            spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s
+        )
     if best.tier == "lustre" and data.chosen.tier != "lustre":
         best.lustre = lustre
     return best
 
 
-def _checkpoint_on(spec: JobSpec, cat: Catalog, s: Shape, tier: str, size: float,
-                   write_bps: float, upload_bps: float | None, step_s: float) -> CheckpointPlan:  # fmt: skip
+def _checkpoint_on(
+    spec: JobSpec,
+    cat: Catalog,
+    s: Shape,
+    tier: str,
+    size: float,
+    write_bps: float,
+    upload_bps: float | None,
+    step_s: float,
+) -> CheckpointPlan:
     ck = spec.checkpoints
     write_s = size / write_bps
     durable_s = write_s + (size / upload_bps if upload_bps else 0.0)
@@ -202,7 +264,8 @@ def _checkpoint_on(spec: JobSpec, cat: Catalog, s: Shape, tier: str, size: float
         blocking, in_flight = write_s, recoverable_s - write_s
     else:
         host_bw = ck.host_copy_bw_per_gpu or next(
-            (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS)
+            (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS
+        )
         blocking, in_flight = size / s.gpus / host_bw, recoverable_s
     mtbf = rel.job_mtbf(spec.reliability.gpu_mtbf or cat.reliability.gpu_mtbf, s.gpus)
     restart = spec.reliability.restart_time
@@ -215,8 +278,23 @@ def _checkpoint_on(spec: JobSpec, cat: Catalog, s: Shape, tier: str, size: float
         basis = "as soon as the previous one is safe; Daly's optimum is shorter"
     waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
     best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
-    return CheckpointPlan(size, tier, ck.mode, write_bps, write_s, durable_s, blocking, interval,
-                          basis, optimal, mtbf, restart, waste, 1 - waste, 1 - best)  # fmt: skip
+    return CheckpointPlan(
+        size,
+        tier,
+        ck.mode,
+        write_bps,
+        write_s,
+        durable_s,
+        blocking,
+        interval,
+        basis,
+        optimal,
+        mtbf,
+        restart,
+        waste,
+        1 - waste,
+        1 - best,
+    )
 
 
 def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
@@ -225,10 +303,24 @@ def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     warnings: list[str] = []
     if spec.workload.kind == "inference":
         inference = inference_plan(spec, cat, s.vm, s.nodes)
-        plan = Plan(spec.name, "inference", spec.cluster.vm_size, s.nodes, s.gpus,
-                    spec.cluster.region, cat.catalog.as_of.isoformat(), None, None, None, None,
-                    None, inference, cost_plan(spec, cat, s, None, None, None, inference),
-                    [], warnings)  # fmt: skip
+        plan = Plan(
+            spec.name,
+            "inference",
+            spec.cluster.vm_size,
+            s.nodes,
+            s.gpus,
+            spec.cluster.region,
+            cat.catalog.as_of.isoformat(),
+            None,
+            None,
+            None,
+            None,
+            None,
+            inference,
+            cost_plan(spec, cat, s, None, None, None, inference),
+            [],
+            warnings,
+        )
         plan.recommendations = recommendations(plan, cat, s.vm, warnings)
         return plan
 
@@ -250,9 +342,24 @@ def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     step_guess = compute + exposed + (data.chosen.stall_per_step_s or 0.0)
     ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if w.kind != "data-prep" else None
     step, run = _step_and_run(spec, need, compute, exposed, data, ckpt, sample)
-    plan = Plan(spec.name, w.kind, spec.cluster.vm_size, s.nodes, s.gpus, spec.cluster.region,
-                cat.catalog.as_of.isoformat(), ic, data, ckpt, step, run, None,
-                cost_plan(spec, cat, s, data, ckpt, run, None), [], warnings)  # fmt: skip
+    plan = Plan(
+        spec.name,
+        w.kind,
+        spec.cluster.vm_size,
+        s.nodes,
+        s.gpus,
+        spec.cluster.region,
+        cat.catalog.as_of.isoformat(),
+        ic,
+        data,
+        ckpt,
+        step,
+        run,
+        None,
+        cost_plan(spec, cat, s, data, ckpt, run, None),
+        [],
+        warnings,
+    )
     plan.recommendations = recommendations(plan, cat, s.vm, warnings)
     return plan
 
@@ -263,14 +370,22 @@ def _dataset_bytes(spec: JobSpec, sample: float) -> float:
         return w.dataset_size
     steps = r.steps or (r.tokens / (w.global_batch * (w.seq_len or 1)) if r.tokens else None)
     if steps is None:
-        raise SpecError("workload.dataset_size: give the dataset size (or run.steps / run.tokens "
-                        "so stoker can derive what the run reads)")  # fmt: skip
+        raise SpecError(
+            "workload.dataset_size: give the dataset size (or run.steps / run.tokens "
+            "so stoker can derive what the run reads)"
+        )
     return steps * w.global_batch * sample / w.epochs
 
 
-def _step_and_run(spec: JobSpec, need: dpth.DataNeed, compute: float, exposed: float,
-                  data: DataPlan, ckpt: CheckpointPlan | None,
-                  sample: float) -> tuple[StepPlan | None, RunPlan]:  # fmt: skip
+def _step_and_run(
+    spec: JobSpec,
+    need: dpth.DataNeed,
+    compute: float,
+    exposed: float,
+    data: DataPlan,
+    ckpt: CheckpointPlan | None,
+    sample: float,
+) -> tuple[StepPlan | None, RunPlan]:
     w, r = spec.workload, spec.run
     if ckpt is None:  # data-prep: no steps, the run is its length plus any stall
         stall = data.chosen.stall_per_step_s or 0.0

@@ -15,7 +15,9 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
-def recommendations(plan: Plan, cat: Catalog, vm: VmSize, warnings: list[str]) -> list[Recommendation]:
+def recommendations(
+    plan: Plan, cat: Catalog, vm: VmSize, warnings: list[str]
+) -> list[Recommendation]:
     recs = []
     if plan.interconnect:
         recs.append(_interconnect(plan, vm, cat))
@@ -30,8 +32,10 @@ def recommendations(plan: Plan, cat: Catalog, vm: VmSize, warnings: list[str]) -
     recs.extend(_scratch_bulk_team(plan, vm, cat))
     if plan.cost.unknown:
         recs[-1].warnings.append(
-            "cost incomplete, no price for: " + "; ".join(plan.cost.unknown)
-            + " (override in a catalog file or refresh with `stoker catalog prices --refresh`)")
+            "cost incomplete, no price for: "
+            + "; ".join(plan.cost.unknown)
+            + " (override in a catalog file or refresh with `stoker catalog prices --refresh`)"
+        )
     for rec in recs:
         warnings.extend(rec.warnings)
     return recs
@@ -41,30 +45,47 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     ic = plan.interconnect
     assert ic is not None
     step = plan.step.total_s if plan.step else 0.0
-    reason = (f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
-              f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
-              f"{fr(ic.busbw_bps)} (one VM: {fr(ic.single_vm_busbw_bps)}"
-              + (f", published {fr(ic.single_vm_busbw_published_bps)}"
-                 if ic.single_vm_busbw_published_bps else "") + ")")  # fmt: skip
-    rec = Recommendation("GPU-to-GPU interconnect", ic.fabric if ic.needs_infiniband else
-                         f"{ic.scaleup} inside the VM; no InfiniBand needed",
-                         f"{plan.nodes} VM(s), {plan.gpus} GPUs", reason)  # fmt: skip
+    reason = (
+        f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
+        f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
+        f"{fr(ic.busbw_bps)} (one VM: {fr(ic.single_vm_busbw_bps)}"
+        + (
+            f", published {fr(ic.single_vm_busbw_published_bps)}"
+            if ic.single_vm_busbw_published_bps
+            else ""
+        )
+        + ")"
+    )
+    rec = Recommendation(
+        "GPU-to-GPU interconnect",
+        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} inside the VM; no InfiniBand needed",
+        f"{plan.nodes} VM(s), {plan.gpus} GPUs",
+        reason,
+    )
     if ic.needs_infiniband and not vm.has_infiniband:
-        rec.warnings.append(f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
-                            f"gradients cross the {fr(vm.frontend_nic)} frontend NIC")  # fmt: skip
+        rec.warnings.append(
+            f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
+            f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
+        )
     if ic.vms_outside_fabric:
         rec.warnings.append(
             f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
             f"(one scale set placement group): {ic.vms_outside_fabric} VMs fall back to Ethernet "
             f"between fabrics; request {cat.fabric.scale_set_vms_on_request}-VM scale sets or "
-            "keep each data-parallel group inside one fabric")  # fmt: skip
+            "keep each data-parallel group inside one fabric"
+        )
     if ic.needs_infiniband:
-        rec.choice += f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)" \
-            if not ic.vms_outside_fabric else ""  # fmt: skip
+        rec.choice += (
+            f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)"
+            if not ic.vms_outside_fabric
+            else ""
+        )
     if step and ic.exposed_s > 0.1 * step:
-        rec.warnings.append(f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "
-                            "overlap more (bucketed DDP/FSDP prefetch), shard with tensor "
-                            "parallelism inside the VM" + ("" if ic.sharp else ", or try SHARP"))
+        rec.warnings.append(
+            f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "
+            "overlap more (bucketed DDP/FSDP prefetch), shard with tensor "
+            "parallelism inside the VM" + ("" if ic.sharp else ", or try SHARP")
+        )
     return rec
 
 
@@ -73,29 +94,45 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
     assert d is not None
     ch = d.chosen
     stall = ch.stall_per_step_s or 0.0
-    reason = (f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
-              f"{ch.name} delivers {fr(ch.deliverable_bps) if ch.deliverable_bps else 'unknown'}, "
-              f"limited by {ch.limited_by}; stall {fd(stall)} per step")  # fmt: skip
-    rec = Recommendation("high-throughput training data", ch.name,
-                         fb(ch.size_bytes) if ch.size_bytes else "-", reason + (
-                             "; " + "; ".join(ch.notes) if ch.notes else ""))  # fmt: skip
+    reason = (
+        f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
+        f"{ch.name} delivers {fr(ch.deliverable_bps) if ch.deliverable_bps else 'unknown'}, "
+        f"limited by {ch.limited_by}; stall {fd(stall)} per step"
+    )
+    rec = Recommendation(
+        "high-throughput training data",
+        ch.name,
+        fb(ch.size_bytes) if ch.size_bytes else "-",
+        reason + ("; " + "; ".join(ch.notes) if ch.notes else ""),
+    )
     if ch.tier == "lustre" and ch.size_bytes:
         sku = cat.lustre[next(k for k, v in cat.lustre.items() if v.name == ch.name)]
         by_capacity = dpth.round_up(max(d.dataset_bytes, sku.min_size), sku.step)
         delivered = dpth.lustre_rated(by_capacity, sku) * cat.lustre_common.delivered_fraction
         if delivered < d.required_bps:
-            rec.warnings.append(f"Lustre sized for capacity ({fb(by_capacity)}) delivers "
-                                f"{_pct(delivered / d.required_bps)} of the needed throughput: "
-                                f"sized for throughput instead, {fb(ch.size_bytes)}")  # fmt: skip
+            rec.warnings.append(
+                f"Lustre sized for capacity ({fb(by_capacity)}) delivers "
+                f"{_pct(delivered / d.required_bps)} of the needed throughput: "
+                f"sized for throughput instead, {fb(ch.size_bytes)}"
+            )
     if ch.staging_s > 3600:
-        where = ("the GPU VMs idle meanwhile: stage while they are being provisioned"
-                 if ch.staging_on_gpu_vms else "start it before the VMs")  # fmt: skip
+        where = (
+            "the GPU VMs idle meanwhile: stage while they are being provisioned"
+            if ch.staging_on_gpu_vms
+            else "start it before the VMs"
+        )
         rec.warnings.append(f"staging will take {fd(ch.staging_s)}: {where}")
     if plan.step and stall > 0.01 * plan.step.total_s:
         better = [o for o in d.options if o.fits and (o.stall_per_step_s or 0) < stall]
-        hint = f"; {better[0].name} would stall {fd(better[0].stall_per_step_s or 0)}" if better else ""
-        rec.warnings.append(f"the GPU waits {fd(stall)} per step on data "
-                            f"({_pct(stall / plan.step.total_s)} of the step){hint}")  # fmt: skip
+        hint = (
+            f"; {better[0].name} would stall {fd(better[0].stall_per_step_s or 0)}"
+            if better
+            else ""
+        )
+        rec.warnings.append(
+            f"the GPU waits {fd(stall)} per step on data "
+            f"({_pct(stall / plan.step.total_s)} of the step){hint}"
+        )
     if not ch.fits:
         rec.warnings.append(f"{ch.name} cannot hold the data: " + "; ".join(ch.notes))
     return rec
@@ -105,11 +142,17 @@ def _checkpoints(plan: Plan) -> Recommendation:
     ck = plan.checkpoints
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
-    reason = (f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)}{durable}; "
-              f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
-              f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)}")
-    tier = {"nvme": "local NVMe, then Blob in the background", "lustre": "Managed Lustre, "
-            "exported to Blob", "netapp": "Azure NetApp Files", "blob": "Blob"}[ck.tier]  # fmt: skip
+    reason = (
+        f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)}{durable}; "
+        f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
+        f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)}"
+    )
+    tier = {
+        "nvme": "local NVMe, then Blob in the background",
+        "lustre": "Managed Lustre, exported to Blob",
+        "netapp": "Azure NetApp Files",
+        "blob": "Blob",
+    }[ck.tier]
     size = f"{fb(ck.size_bytes, binary=False)} each"
     if ck.lustre:
         tier = f"{ck.lustre.name} of its own, exported to Blob"
@@ -117,53 +160,87 @@ def _checkpoints(plan: Plan) -> Recommendation:
     rec = Recommendation("checkpoints", f"{tier}, every {fd(ck.interval_s)}", size, reason)
     if ck.interval_basis == "set in the spec":
         if ck.goodput_at_optimal - ck.goodput >= 0.005:
-            rec.warnings.append(f"checkpoint every {fd(ck.optimal_interval_s)}, not "
-                                f"{fd(ck.interval_s)}: goodput {_pct(ck.goodput_at_optimal)} "
-                                f"instead of {_pct(ck.goodput)}")  # fmt: skip
+            rec.warnings.append(
+                f"checkpoint every {fd(ck.optimal_interval_s)}, not "
+                f"{fd(ck.interval_s)}: goodput {_pct(ck.goodput_at_optimal)} "
+                f"instead of {_pct(ck.goodput)}"
+            )
     if ck.tier != "blob" and ck.durable_s > ck.interval_s:
-        rec.warnings.append(f"the copy to Blob takes {fd(ck.durable_s)}, longer than the "
-                            f"{fd(ck.interval_s)} interval: upload one checkpoint in "
-                            f"{int(ck.durable_s // ck.interval_s) + 1}")  # fmt: skip
+        rec.warnings.append(
+            f"the copy to Blob takes {fd(ck.durable_s)}, longer than the "
+            f"{fd(ck.interval_s)} interval: upload one checkpoint in "
+            f"{int(ck.durable_s // ck.interval_s) + 1}"
+        )
     return rec
 
 
 def _step(plan: Plan) -> Recommendation:
     st, run = plan.step, plan.run
     assert st is not None and run is not None
-    split = ", ".join(f"{name} {fd(v)}" for name, v in (
-        ("compute", st.compute_s), ("exposed comm", st.exposed_comm_s),
-        ("data stall", st.data_stall_s), ("checkpoint", st.checkpoint_s)))  # fmt: skip
+    split = ", ".join(
+        f"{name} {fd(v)}"
+        for name, v in (
+            ("compute", st.compute_s),
+            ("exposed comm", st.exposed_comm_s),
+            ("data stall", st.data_stall_s),
+            ("checkpoint", st.checkpoint_s),
+        )
+    )
     useful = _pct(run.effective_training_fraction)
-    return Recommendation("step time and GPU utilization", f"{_pct(st.gpu_utilization)} busy",
-                          f"{fd(st.total_s)} per step", f"{split}; {useful} of wall clock is "
-                          "useful training after failures and restarts")  # fmt: skip
+    return Recommendation(
+        "step time and GPU utilization",
+        f"{_pct(st.gpu_utilization)} busy",
+        f"{fd(st.total_s)} per step",
+        f"{split}; {useful} of wall clock is useful training after failures and restarts",
+    )
 
 
 def _model_cache(plan: Plan) -> Recommendation:
     inf = plan.inference
     assert inf is not None
-    names = {"blob": "Blob, read directly", "files": "Azure Files premium share",
-             "netapp": "Azure NetApp Files Premium", "nvme": "local NVMe (warm restart)"}
+    names = {
+        "blob": "Blob, read directly",
+        "files": "Azure Files premium share",
+        "netapp": "Azure NetApp Files Premium",
+        "nvme": "local NVMe (warm restart)",
+    }
     names["files"] += f" of {fb(inf.files_share_bytes)}"
     times = "; ".join(f"{names[k]} {fd(v)}" for k, v in inf.cold_start_s.items())
-    return Recommendation("model cache for inference", names[inf.chosen],
-                          f"{fb(inf.model_bytes, binary=False)} model x {inf.replicas} replicas",
-                          f"cold start with every replica loading at once: {times}; keep a "
-                          "copy on each VM's NVMe for restarts (stoker cache pull)")  # fmt: skip
+    return Recommendation(
+        "model cache for inference",
+        names[inf.chosen],
+        f"{fb(inf.model_bytes, binary=False)} model x {inf.replicas} replicas",
+        f"cold start with every replica loading at once: {times}; keep a "
+        "copy on each VM's NVMe for restarts (stoker cache pull)",
+    )
 
 
 def _scratch_bulk_team(plan: Plan, vm: VmSize, cat: Catalog) -> list[Recommendation]:
-    nvme = Recommendation("fast scratch", "local NVMe", f"{fb(vm.local_nvme)} per VM",
-                          (f"{fr(vm.nvme_read)} read per VM" if vm.nvme_read else
-                           "no published NVMe rate") + "; wiped when the VM is deallocated")  # fmt: skip
+    nvme = Recommendation(
+        "fast scratch",
+        "local NVMe",
+        f"{fb(vm.local_nvme)} per VM",
+        (f"{fr(vm.nvme_read)} read per VM" if vm.nvme_read else "no published NVMe rate")
+        + "; wiped when the VM is deallocated",
+    )
     blob = cat.blob["standard"]
-    price = (f"${blob.price_hot_gb_month}/GB-month hot, ${blob.price_cold_gb_month} cold"
-             if blob.price_hot_gb_month else "no public price in the catalog")  # fmt: skip
-    bulk = Recommendation("cheap bulk / cold data", "Blob standard (hot for the run, cool or "
-                          "cold after)", "-", f"the cold pool: {price}; egress "
-                          f"{fr(blob.egress or 0)} per account")  # fmt: skip
+    price = (
+        f"${blob.price_hot_gb_month}/GB-month hot, ${blob.price_cold_gb_month} cold"
+        if blob.price_hot_gb_month
+        else "no public price in the catalog"
+    )
+    bulk = Recommendation(
+        "cheap bulk / cold data",
+        "Blob standard (hot for the run, cool or cold after)",
+        "-",
+        f"the cold pool: {price}; egress {fr(blob.egress or 0)} per account",
+    )
     anf = cat.netapp["Premium"]
-    team = Recommendation("shared team storage", anf.name, f"from {fb(anf.min_size)}",
-                          f"{fr(anf.throughput_per_tib)} per TiB, POSIX with snapshots, "
-                          "for home directories, code and small checkpoints")  # fmt: skip
+    team = Recommendation(
+        "shared team storage",
+        anf.name,
+        f"from {fb(anf.min_size)}",
+        f"{fr(anf.throughput_per_tib)} per TiB, POSIX with snapshots, "
+        "for home directories, code and small checkpoints",
+    )
     return [nvme, bulk, team]

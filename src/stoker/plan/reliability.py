@@ -31,8 +31,9 @@ def daly_interval(blocking_s: float, mtbf_s: float) -> float:
     return math.sqrt(2 * blocking_s * mtbf_s) * (1 + math.sqrt(ratio) / 3 + ratio / 9) - blocking_s
 
 
-def waste_fraction(interval_s: float, blocking_s: float, mtbf_s: float, restart_s: float,
-                   in_flight_s: float = 0.0) -> float:  # fmt: skip
+def waste_fraction(
+    interval_s: float, blocking_s: float, mtbf_s: float, restart_s: float, in_flight_s: float = 0.0
+) -> float:
     """Share of wall-clock time not spent on useful training (checkpoints and failures)."""
     if interval_s <= 0:
         return 1.0

@@ -22,19 +22,27 @@ def _usd(value: float | None) -> str:
 
 def headline(plan: Plan) -> list[tuple[str, str]]:
     """The few numbers a reader wants first, as (label, value)."""
-    rows = [("job", f"{plan.name} ({plan.kind})"),
-            ("cluster", f"{plan.nodes} x {plan.vm_size} = {plan.gpus} GPUs, {plan.region}")]  # fmt: skip
+    rows = [
+        ("job", f"{plan.name} ({plan.kind})"),
+        ("cluster", f"{plan.nodes} x {plan.vm_size} = {plan.gpus} GPUs, {plan.region}"),
+    ]
     if plan.step and plan.run:
         rows += [
             ("step", f"{fd(plan.step.total_s)}; GPU busy {100 * plan.step.gpu_utilization:.1f} %"),
-            ("run", f"{plan.run.steps:,.0f} steps in {fd(plan.run.wall_s)} wall clock; "
-                    f"{100 * plan.run.effective_training_fraction:.1f} % useful"),
-        ]  # fmt: skip
+            (
+                "run",
+                f"{plan.run.steps:,.0f} steps in {fd(plan.run.wall_s)} wall clock; "
+                f"{100 * plan.run.effective_training_fraction:.1f} % useful",
+            ),
+        ]
     elif plan.run:
         rows.append(("run", f"{fd(plan.run.wall_s)} wall clock"))
     cost = plan.cost
-    total = _usd(cost.total_usd) if cost.total_usd is not None else (
-        f"at least ${cost.known_total_usd:,.0f} (unknown: {', '.join(cost.unknown)})")
+    total = (
+        _usd(cost.total_usd)
+        if cost.total_usd is not None
+        else (f"at least ${cost.known_total_usd:,.0f} (unknown: {', '.join(cost.unknown)})")
+    )
     rows.append(("cost", total))
     if cost.idle_gpu_usd is not None:
         rows.append(("idle GPU time", _usd(cost.idle_gpu_usd)))
@@ -48,8 +56,14 @@ def _split_table(plan: Plan) -> Table | None:
     table = Table(title="Where a step's time goes", title_justify="left")
     for col in ("compute", "exposed comm", "data stall", "checkpoint", "step", "GPU busy"):
         table.add_column(col, justify="right")
-    table.add_row(fd(st.compute_s), fd(st.exposed_comm_s), fd(st.data_stall_s),
-                  fd(st.checkpoint_s), fd(st.total_s), f"{100 * st.gpu_utilization:.1f} %")  # fmt: skip
+    table.add_row(
+        fd(st.compute_s),
+        fd(st.exposed_comm_s),
+        fd(st.data_stall_s),
+        fd(st.checkpoint_s),
+        fd(st.total_s),
+        f"{100 * st.gpu_utilization:.1f} %",
+    )
     return table
 
 
@@ -73,8 +87,12 @@ def _cost_table(plan: Plan) -> Table:
     for item in plan.cost.items:
         table.add_row(item.item, f"{item.hours:,.0f}", _usd(item.usd), item.note)
     if plan.cost.idle_storage_weekend_usd is not None:
-        table.add_row("fast tier left up unused over a weekend", "48",
-                      _usd(plan.cost.idle_storage_weekend_usd), "")  # fmt: skip
+        table.add_row(
+            "fast tier left up unused over a weekend",
+            "48",
+            _usd(plan.cost.idle_storage_weekend_usd),
+            "",
+        )
     return table
 
 
@@ -90,10 +108,14 @@ def rich_report(plan: Plan) -> Group:
         parts.append(split)
     parts += [_recs_block(plan), _cost_table(plan)]
     if plan.warnings:
-        parts.append(Panel(Text("\n".join(f"! {w}" for w in plan.warnings), style="yellow"),
-                           title="What to change", expand=False))  # fmt: skip
-    parts.append(Text(f"catalog as of {plan.catalog_as_of}; --json for every figure",
-                      style="dim"))  # fmt: skip
+        parts.append(
+            Panel(
+                Text("\n".join(f"! {w}" for w in plan.warnings), style="yellow"),
+                title="What to change",
+                expand=False,
+            )
+        )
+    parts.append(Text(f"catalog as of {plan.catalog_as_of}; --json for every figure", style="dim"))
     return Group(*parts)
 
 
@@ -102,15 +124,24 @@ def markdown(plan: Plan) -> str:
     lines += [f"- **{label}**: {value}" for label, value in headline(plan)]
     if plan.step:
         st = plan.step
-        lines += ["", "## Where a step's time goes", "",
-                  "| compute | exposed comm | data stall | checkpoint | step | GPU busy |",
-                  "|---:|---:|---:|---:|---:|---:|",
-                  f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {fd(st.data_stall_s)} | "
-                  f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |"]  # fmt: skip
+        lines += [
+            "",
+            "## Where a step's time goes",
+            "",
+            "| compute | exposed comm | data stall | checkpoint | step | GPU busy |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {fd(st.data_stall_s)} | "
+            f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |",
+        ]
     lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
     lines += [f"| {r.need} | {r.choice} | {r.size} | {r.reason} |" for r in plan.recommendations]
-    lines += ["", f"## Cost ({plan.cost.currency})", "", "| item | hours | cost | note |",
-              "|---|---:|---:|---|"]  # fmt: skip
+    lines += [
+        "",
+        f"## Cost ({plan.cost.currency})",
+        "",
+        "| item | hours | cost | note |",
+        "|---|---:|---:|---|",
+    ]
     lines += [f"| {i.item} | {i.hours:,.0f} | {_usd(i.usd)} | {i.note} |" for i in plan.cost.items]
     if plan.warnings:
         lines += ["", "## What to change", ""] + [f"- {w}" for w in plan.warnings]
@@ -131,15 +162,23 @@ COMPARE_ROWS: list[tuple[str, Callable[[Plan], str]]] = [
     ("data stall", lambda p: fd(p.step.data_stall_s) if p.step else "-"),
     ("data tier", lambda p: p.data.chosen.name if p.data else "-"),
     ("checkpoint every", lambda p: fd(p.checkpoints.interval_s) if p.checkpoints else "-"),
-    ("useful share of wall clock",
-     lambda p: _pct_or_dash(p.run.effective_training_fraction if p.run else None)),
+    (
+        "useful share of wall clock",
+        lambda p: _pct_or_dash(p.run.effective_training_fraction if p.run else None),
+    ),
     ("wall clock", lambda p: fd(p.run.wall_s) if p.run else "-"),
     ("GPU VM hours", lambda p: f"{p.cost.gpu_vm_hours:,.0f}"),
-    ("cost", lambda p: _usd(p.cost.total_usd) if p.cost.total_usd is not None
-     else f">= ${p.cost.known_total_usd:,.0f}"),
+    (
+        "cost",
+        lambda p: (
+            _usd(p.cost.total_usd)
+            if p.cost.total_usd is not None
+            else f">= ${p.cost.known_total_usd:,.0f}"
+        ),
+    ),
     ("idle GPU cost", lambda p: _usd(p.cost.idle_gpu_usd)),
     ("warnings", lambda p: str(len(p.warnings))),
-]  # fmt: skip
+]
 
 
 def compare_rows(plans: list[Plan]) -> list[list[str]]:

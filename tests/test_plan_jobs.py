@@ -1,0 +1,155 @@
+"""Whole plans: the warnings and choices a user must see, on the shipped examples and variants."""
+
+import copy
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from stoker.catalog import load_catalog
+from stoker.errors import SpecError
+from stoker.plan import make_plan, parse_spec, plan_job
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog(defaults=False)
+
+
+def spec_of(name: str, **changes) -> dict:
+    data = tomllib.loads((EXAMPLES / name).read_text())
+    data = copy.deepcopy(data)
+    for dotted, value in changes.items():
+        section, field = dotted.split("__")
+        data.setdefault(section, {})[field] = value
+    return data
+
+
+def plan(cat, name: str, **changes):
+    return make_plan(parse_spec(spec_of(name, **changes)), cat)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.toml")))
+def test_every_example_plans(cat, example):
+    result = plan_job(EXAMPLES / example, cat)
+    assert result.to_dict()["schema"] == "stoker.plan/1"
+    assert result.recommendations
+
+
+def test_single_vm_needs_no_infiniband(cat):
+    p = plan(cat, "finetune-1vm.toml")
+    assert p.interconnect.needs_infiniband is False
+    assert "no InfiniBand needed" in p.recommendations[0].choice
+    assert not any("InfiniBand" in w for w in p.warnings)
+
+
+def test_multi_node_on_a_size_without_infiniband_is_flagged(cat):
+    p = plan(
+        cat,
+        "finetune-1vm.toml",
+        cluster__vm_size="NC96ads_A100_v4",
+        cluster__nodes=4,
+        cluster__price_per_hour=10.0,
+    )
+    assert p.interconnect.needs_infiniband
+    assert any("multi-node job on a size without InfiniBand" in w for w in p.warnings)
+
+
+def test_job_larger_than_the_fabric_boundary_is_flagged(cat):
+    p = plan(cat, "llama3-405b-2048vm.toml")
+    assert p.interconnect.vms_outside_fabric == 2048 - 300
+    assert any("exceed the 300-VM InfiniBand fabric boundary" in w for w in p.warnings)
+    inside = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric_boundary_vms=2048)
+    assert inside.interconnect.vms_outside_fabric == 0
+    assert inside.step.exposed_comm_s < p.step.exposed_comm_s / 5
+
+
+def test_llama3_scale_goodput_matches_the_published_90_percent(cat):
+    # 16,384 H100 GPUs, per-GPU MTBF from Llama 3's 419 interruptions in 54 days (the catalog
+    # default), 10 min restarts: Meta reported > 90 % effective training time.
+    p = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric_boundary_vms=2048)
+    ck = p.checkpoints
+    assert ck.job_mtbf_s / 3600 == pytest.approx(3.09, abs=0.01)
+    assert 60 <= ck.interval_s <= 3600
+    assert ck.goodput > 0.90
+    assert p.run.effective_training_fraction > 0.88
+
+
+def test_user_interval_far_from_optimal_is_corrected(cat):
+    p = plan(
+        cat,
+        "llama3-405b-2048vm.toml",
+        cluster__fabric_boundary_vms=2048,
+        checkpoints__interval="4 h",
+        checkpoints__tier="lustre",
+    )
+    assert any("not 4 h" in w and w.startswith("checkpoint every") for w in p.warnings)
+    assert p.checkpoints.goodput < p.checkpoints.goodput_at_optimal
+
+
+def test_lustre_sized_for_capacity_alone_is_called_out(cat):
+    p = plan(
+        cat, "vision-32vm.toml", data__tier="lustre", data__lustre_sku="AMLFS-Durable-Premium-40"
+    )
+    assert p.data.chosen.tier == "lustre"
+    warn = next(w for w in p.warnings if w.startswith("Lustre sized for capacity"))
+    assert "of the needed throughput" in warn
+    assert p.data.chosen.deliverable_bps >= p.data.required_bps * 0.99
+
+
+def test_long_staging_on_gpu_vms_is_called_out(cat):
+    p = plan(cat, "vision-32vm.toml", cluster__price_per_hour=20.0)
+    assert p.data.chosen.tier == "nvme"
+    assert any(w.startswith("staging will take") and "GPU VMs idle" in w for w in p.warnings)
+    # Staging time on the GPU VMs is billed and counted as idle GPU time.
+    assert p.cost.gpu_vm_hours > 32 * p.run.wall_s / 3600
+
+
+def test_data_stall_is_reported_with_a_better_option(cat):
+    p = plan(cat, "vision-32vm.toml", data__tier="blob")
+    assert p.step.data_stall_s > 0
+    assert p.step.gpu_utilization < 0.5
+    assert any("waits" in w and "per step on data" in w for w in p.warnings)
+
+
+def test_unknown_price_is_unknown_not_guessed(cat):
+    p = plan(cat, "vision-32vm.toml")  # ND96asr_v4 has no public price in the catalog
+    assert p.cost.total_usd is None and p.cost.idle_gpu_usd is None
+    assert any("ND96asr_v4" in item for item in p.cost.unknown)
+    priced = plan(cat, "vision-32vm.toml", cluster__price_per_hour=27.2)
+    gpu = priced.cost.items[0]
+    assert gpu.usd == pytest.approx(27.2 * gpu.hours)
+    assert priced.cost.total_usd == pytest.approx(sum(i.usd for i in priced.cost.items))
+
+
+def test_step_split_adds_up(cat):
+    st = plan(cat, "pretrain-64vm.toml").step
+    assert st.total_s == pytest.approx(
+        st.compute_s + st.exposed_comm_s + st.data_stall_s + st.checkpoint_s
+    )
+    assert st.gpu_utilization == pytest.approx(st.compute_s / st.total_s)
+
+
+def test_inference_and_data_prep(cat):
+    inf = plan(cat, "inference-cache.toml")
+    assert inf.inference.replicas == 16
+    assert inf.inference.model_bytes == pytest.approx(70e9 * 2)
+    assert set(inf.inference.cold_start_s) >= {"blob", "files", "netapp"}
+    prep = plan(cat, "dataprep.toml")
+    assert prep.interconnect is None and prep.checkpoints is None
+    assert prep.data.required_bps == pytest.approx(2 * 500e12 / (3 * 86400))
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"cluster__vm_size": "ND96isr_H999_v9"}, "cluster.vm_size"),
+        ({"workload__tp": 64, "workload__pp": 64}, "workload"),
+        ({"data__lustre_sku": "fast"}, "data.lustre_sku"),
+    ],
+)
+def test_plan_time_errors_name_the_field(cat, changes, field):
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        plan(cat, "pretrain-64vm.toml", **changes)
