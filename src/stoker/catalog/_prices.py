@@ -16,12 +16,12 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
-import tomli_w
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PriceError
+
+if TYPE_CHECKING:
+    import httpx
 
 API = "https://prices.azure.com/api/retail/prices"
 MAX_PAGES = 50
@@ -50,6 +50,8 @@ def fetch_pages(
     api: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every page the API returns for these sizes in ``region``."""
+    import httpx  # here, not at the top: it costs every other command start-up time
+
     url: str | None = api or os.environ.get("STOKER_PRICES_API") or API
     params: dict[str, str] | None = {"$filter": _filter(region, vm_sizes)}
     own = client is None
@@ -153,6 +155,8 @@ def refresh_prices(
             f"the Retail Prices API listed none of {', '.join(sizes)} in {region}; "
             "the catalog's prices are unchanged"
         )
+    import tomli_w
+
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
