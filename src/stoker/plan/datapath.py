@@ -194,29 +194,52 @@ def cheapest_lustre(
     return min(fitting, key=overshoot)
 
 
-def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierOption:
-    lvl = cat.netapp[level]
-    by_rate = need.rate / lvl.throughput_per_tib * TIB
-    size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
+def _shared_volume(
+    need: DataNeed,
+    vm: VmSize,
+    tier: str,
+    name: str,
+    size: float,
+    throughput: float,
+    sized_by: str,
+    max_size: float,
+    price: float | None,
+    sku: str,
+) -> TierOption:
+    """A NetApp volume or Files share: its own throughput, capped by the VMs' NICs."""
     deliverable, limit = _cap(
-        {
-            "volume size x MiB/s per TiB": min(
-                size / TIB * lvl.throughput_per_tib, lvl.max_throughput
-            ),
-            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-        }
+        {sized_by: throughput, "the VMs' frontend NICs": need.nodes * vm.frontend_nic}
     )
-    price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
     return TierOption(
-        "netapp",
-        lvl.name,
+        tier,
+        name,
         size,
         deliverable,
         limit,
         stall(need, deliverable),
-        need.dataset_bytes <= lvl.max_size,
+        need.dataset_bytes <= max_size,
         price_per_hour=price,
-        sku=level,
+        sku=sku,
+    )
+
+
+def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierOption:
+    lvl = cat.netapp[level]
+    by_rate = need.rate / lvl.throughput_per_tib * TIB
+    size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
+    throughput = min(size / TIB * lvl.throughput_per_tib, lvl.max_throughput)
+    price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
+    return _shared_volume(
+        need,
+        vm,
+        "netapp",
+        lvl.name,
+        size,
+        throughput,
+        "volume size x MiB/s per TiB",
+        lvl.max_size,
+        price,
+        level,
     )
 
 
@@ -232,23 +255,18 @@ def files_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str = "premium_
     per_gib = t.throughput_per_gib or 0.0
     by_rate = (need.rate - t.base_throughput) / per_gib * GIB if per_gib else 0.0
     size = min(max(need.dataset_bytes, by_rate, t.min_size), t.max_size)
-    deliverable, limit = _cap(
-        {
-            "share size (provisioned v1 formula)": files_throughput(size, cat, tier),
-            "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
-        }
-    )
     price = None if t.price_per_gib_month is None else t.price_per_gib_month * size / GIB / 730
-    return TierOption(
+    return _shared_volume(
+        need,
+        vm,
         "files",
         t.name,
         size,
-        deliverable,
-        limit,
-        stall(need, deliverable),
-        need.dataset_bytes <= t.max_size,
-        price_per_hour=price,
-        sku=tier,
+        files_throughput(size, cat, tier),
+        "share size (provisioned v1 formula)",
+        t.max_size,
+        price,
+        tier,
     )
 
 

@@ -20,6 +20,7 @@ from .interconnect import allreduce, layout, levels, single_vm_busbw
 from .recommend import recommendations
 from .result import (
     CheckpointPlan,
+    CostPlan,
     DataPlan,
     InterconnectPlan,
     Plan,
@@ -300,67 +301,47 @@ def _checkpoint_on(
 def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     """The whole plan for one job spec; raises SpecError naming the field when it cannot."""
     s = shape(spec, cat)
-    warnings: list[str] = []
-    if spec.workload.kind == "inference":
-        inference = inference_plan(spec, cat, s.vm, s.nodes)
-        plan = Plan(
-            spec.name,
-            "inference",
-            spec.cluster.vm_size,
-            s.nodes,
-            s.gpus,
-            spec.cluster.region,
-            cat.catalog.as_of.isoformat(),
-            None,
-            None,
-            None,
-            None,
-            None,
-            inference,
-            cost_plan(spec, cat, s, None, None, None, inference),
-            [],
-            warnings,
-        )
-        plan.recommendations = recommendations(plan, cat, s.vm, warnings)
-        return plan
-
     w = spec.workload
-    compute = compute_step_s(spec, s) if w.kind != "data-prep" else 0.0
-    ic = interconnect_plan(spec, cat, s, compute) if w.kind != "data-prep" else None
+    if w.kind == "inference":
+        inference = inference_plan(spec, cat, s.vm, s.nodes)
+        cost = cost_plan(spec, cat, s, None, None, None, inference)
+        return _finish(spec, cat, s, cost, inference=inference)
+
+    training = w.kind != "data-prep"
+    compute = compute_step_s(spec, s) if training else 0.0
+    ic = interconnect_plan(spec, cat, s, compute) if training else None
     exposed = ic.exposed_s if ic else 0.0
     sample = w.sample_size or (w.seq_len or 0) * w.bytes_per_token
     dataset = _dataset_bytes(spec, sample)
-    if w.kind == "data-prep":
-        length = spec.run.length
-        if length is None:
-            raise SpecError("run.length: a data-prep job needs the time it may take")
-        # Read everything once and write it back once, spread over the run.
-        need = dpth.DataNeed(2 * dataset * w.epochs, length, dataset, s.nodes)
-    else:
+    if training:
         need = dpth.DataNeed(w.global_batch * sample, compute + exposed, dataset, s.nodes)
+    elif spec.run.length is None:
+        raise SpecError("run.length: a data-prep job needs the time it may take")
+    else:  # read everything once and write it back once, spread over the run
+        need = dpth.DataNeed(2 * dataset * w.epochs, spec.run.length, dataset, s.nodes)
     data = data_plan(spec, cat, s, need)
     step_guess = compute + exposed + (data.chosen.stall_per_step_s or 0.0)
-    ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if w.kind != "data-prep" else None
+    ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if training else None
     step, run = _step_and_run(spec, need, compute, exposed, data, ckpt, sample)
+    cost = cost_plan(spec, cat, s, data, ckpt, run, None)
+    return _finish(
+        spec, cat, s, cost, interconnect=ic, data=data, checkpoints=ckpt, step=step, run=run
+    )
+
+
+def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: object) -> Plan:
     plan = Plan(
         spec.name,
-        w.kind,
+        spec.workload.kind,
         spec.cluster.vm_size,
         s.nodes,
         s.gpus,
         spec.cluster.region,
         cat.catalog.as_of.isoformat(),
-        ic,
-        data,
-        ckpt,
-        step,
-        run,
-        None,
-        cost_plan(spec, cat, s, data, ckpt, run, None),
-        [],
-        warnings,
-    )
-    plan.recommendations = recommendations(plan, cat, s.vm, warnings)
+        cost,
+        **sections,
+    )  # type: ignore[arg-type]
+    plan.recommendations = recommendations(plan, cat, s.vm, plan.warnings)
     return plan
 
 

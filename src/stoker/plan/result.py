@@ -147,15 +147,15 @@ class Plan:
     gpus: int
     region: str
     catalog_as_of: str
-    interconnect: InterconnectPlan | None
-    data: DataPlan | None
-    checkpoints: CheckpointPlan | None
-    step: StepPlan | None
-    run: RunPlan | None
-    inference: InferencePlan | None
     cost: CostPlan
-    recommendations: list[Recommendation]
-    warnings: list[str]
+    interconnect: InterconnectPlan | None = None
+    data: DataPlan | None = None
+    checkpoints: CheckpointPlan | None = None
+    step: StepPlan | None = None
+    run: RunPlan | None = None
+    inference: InferencePlan | None = None
+    recommendations: list[Recommendation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
