@@ -6,14 +6,10 @@ is reported beside the list of what is missing, so nobody reads a partial sum as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..catalog import Catalog
 from .result import CheckpointPlan, CostItem, CostPlan, DataPlan, InferencePlan, RunPlan
+from .shape import Shape
 from .spec import JobSpec
-
-if TYPE_CHECKING:
-    from .model import Shape
 
 HOURS_PER_MONTH = 730.0
 # Inference has no natural end: price one month of serving unless the spec says otherwise.

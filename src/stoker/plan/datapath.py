@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..catalog import Catalog, LustreSku, VmSize
+from .result import TierChoice
 
 TIB = 2**40
 GIB = 2**30
@@ -286,3 +287,20 @@ def choose(options: list[TierOption], ideal_step_s: float) -> TierOption:
         return min(fed, key=lambda o: _PREFERENCE.index(o.tier))
     fitting = [o for o in options if o.fits] or options
     return min(fitting, key=stall_of)
+
+
+def as_choice(option: TierOption) -> TierChoice:
+    """The JSON-facing copy of an option."""
+    return TierChoice(
+        option.tier,
+        option.name,
+        option.size_bytes,
+        option.deliverable,
+        option.limited_by,
+        option.stall_per_step_s,
+        option.fits,
+        option.staging_s,
+        option.staging_on_gpu_vms,
+        option.price_per_hour,
+        option.notes,
+    )

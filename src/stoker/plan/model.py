@@ -8,12 +8,11 @@ blocking time sets the interval; all of them set the step split, the run length 
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from ..catalog import Catalog, VmSize
+from ..catalog import Catalog
 from ..errors import SpecError
 from . import datapath as dpth
-from . import reliability as rel
+from .checkpoints import checkpoint_plan
 from .cost import cost_plan
 from .inference import inference_plan
 from .interconnect import allreduce, layout, levels, single_vm_busbw
@@ -26,55 +25,9 @@ from .result import (
     Plan,
     RunPlan,
     StepPlan,
-    TierChoice,
 )
+from .shape import Shape, shape
 from .spec import PRECISION_BYTES, JobSpec
-
-# Device-to-host copy per GPU for async snapshots: PCIe x16 nominal x 0.8 (derived):
-# Gen5 (H100, H200, MI300X, GB200) 64 GB/s, Gen4 (A100) 32 GB/s.
-_HOST_COPY_BPS = {"A100": 25.6e9}
-_HOST_COPY_DEFAULT_BPS = 51.2e9
-
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    """The job's size and parallel layout, resolved from the spec."""
-
-    vm: VmSize
-    nodes: int
-    gpus: int
-    dp: int
-    boundary_vms: int
-
-
-def shape(spec: JobSpec, cat: Catalog) -> Shape:
-    c, w = spec.cluster, spec.workload
-    if c.vm_size not in cat.vm:
-        known = ", ".join(sorted(cat.vm))
-        raise SpecError(f"cluster.vm_size: unknown VM size {c.vm_size!r}; known: {known}")
-    vm = cat.vm[c.vm_size]
-    nodes = c.nodes or math.ceil((c.gpus or 0) / vm.gpus)
-    gpus = c.gpus or nodes * vm.gpus
-    if gpus > nodes * vm.gpus:
-        raise SpecError(
-            f"cluster: {gpus} GPUs do not fit on {nodes} x {c.vm_size} "
-            f"({vm.gpus} GPUs each); raise nodes or lower gpus"
-        )
-    dp = w.dp or max(1, gpus // (w.tp * w.pp))
-    if dp * w.tp * w.pp > gpus:
-        raise SpecError(
-            f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
-            f"exceeds the job's {gpus} GPUs"
-        )
-    boundary = (
-        c.fabric_boundary_vms
-        or {
-            "scale_set": cat.fabric.scale_set_vms,
-            "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
-            "availability_set": cat.fabric.availability_set_vms,
-        }[c.placement]
-    )
-    return Shape(vm, nodes, gpus, dp, boundary)
 
 
 def compute_step_s(spec: JobSpec, s: Shape) -> float:
@@ -136,22 +89,6 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
     )
 
 
-def _choice(option: dpth.TierOption) -> TierChoice:
-    return TierChoice(
-        option.tier,
-        option.name,
-        option.size_bytes,
-        option.deliverable,
-        option.limited_by,
-        option.stall_per_step_s,
-        option.fits,
-        option.staging_s,
-        option.staging_on_gpu_vms,
-        option.price_per_hour,
-        option.notes,
-    )
-
-
 def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> DataPlan:
     d = spec.data
     blob_rate = dpth.blob_egress(cat, d.blob_tier, d.blob_accounts)
@@ -181,120 +118,8 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         need.bytes_per_step,
         need.dataset_bytes,
         spec.workload.epochs,
-        _choice(chosen),
-        [_choice(o) for o in options],
-    )
-
-
-def checkpoint_size(spec: JobSpec) -> float:
-    ck, w = spec.checkpoints, spec.workload
-    if ck.size is not None:
-        return ck.size
-    if w.params is not None:
-        return w.params * ck.bytes_per_param
-    raise SpecError("checkpoints.size: give the checkpoint size, or workload.params to derive it")
-
-
-# A Lustre file system sized for checkpoints alone aims to take one in this long.
-CHECKPOINT_LUSTRE_WRITE_S = 120.0
-GOODPUT_WORTH_PAYING_FOR = 0.005
-
-
-def checkpoint_plan(
-    spec: JobSpec, cat: Catalog, s: Shape, data: DataPlan, step_s: float
-) -> CheckpointPlan:
-    """The checkpoint tier with the best goodput (or the one the spec names)."""
-    size = checkpoint_size(spec)
-    nics = s.nodes * s.vm.frontend_nic
-    blob_in = cat.blob[spec.data.blob_tier].ingress
-    to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
-    lustre = next(o for o in data.options if o.tier == "lustre")
-    if data.chosen.tier != "lustre":  # a file system of its own, sized for checkpoints
-        need = dpth.DataNeed(size, CHECKPOINT_LUSTRE_WRITE_S, size * spec.checkpoints.keep, s.nodes)
-        lustre = _choice(dpth.cheapest_lustre(need, s.vm, cat, to_blob))
-    write = {
-        "nvme": s.nodes * s.vm.nvme_write if s.vm.nvme_write else None,
-        "lustre": lustre.deliverable_bps,
-        "netapp": next(o for o in data.options if o.tier == "netapp").deliverable_bps,
-        "blob": to_blob,
-    }
-    upload = {
-        "nvme": to_blob,
-        "lustre": min(to_blob, cat.lustre_common.hsm_export_rate),
-        "netapp": to_blob,
-        "blob": None,
-    }
-    tier = spec.checkpoints.tier
-    if tier == "auto":
-        candidates = [t for t in ("nvme", "blob", "lustre") if write[t]]
-        plans = [
-            _checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s) for t in candidates
-        ]
-        # Candidates are in order of cost (NVMe comes with the VM); a dearer tier must buy at
-        # least half a point of goodput to be chosen.
-        best = plans[0]
-        for p in plans[1:]:
-            if p.goodput >= best.goodput + GOODPUT_WORTH_PAYING_FOR:
-                best = p
-    else:
-        best = _checkpoint_on(
-            spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s
-        )
-    if best.tier == "lustre" and data.chosen.tier != "lustre":
-        best.lustre = lustre
-    return best
-
-
-def _checkpoint_on(
-    spec: JobSpec,
-    cat: Catalog,
-    s: Shape,
-    tier: str,
-    size: float,
-    write_bps: float,
-    upload_bps: float | None,
-    step_s: float,
-) -> CheckpointPlan:
-    ck = spec.checkpoints
-    write_s = size / write_bps
-    durable_s = write_s + (size / upload_bps if upload_bps else 0.0)
-    # A failed VM takes its NVMe with it: only the copy on Blob can restart the job. Lustre,
-    # NetApp and Blob survive the VM.
-    recoverable_s = durable_s if tier == "nvme" else write_s
-    if ck.mode == "sync":
-        blocking, in_flight = write_s, recoverable_s - write_s
-    else:
-        host_bw = ck.host_copy_bw_per_gpu or next(
-            (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS
-        )
-        blocking, in_flight = size / s.gpus / host_bw, recoverable_s
-    mtbf = rel.job_mtbf(spec.reliability.gpu_mtbf or cat.reliability.gpu_mtbf, s.gpus)
-    restart = spec.reliability.restart_time
-    # The next checkpoint cannot start before the previous one is safe, nor within one step.
-    floor = max(step_s, in_flight if ck.mode == "async" else 0.0)
-    optimal = rel.best_interval(blocking, mtbf, floor)
-    interval = optimal if ck.interval == "auto" else ck.interval
-    basis = "Young/Daly optimum" if ck.interval == "auto" else "set in the spec"
-    if ck.interval == "auto" and optimal == floor and floor > step_s:
-        basis = "as soon as the previous one is safe; Daly's optimum is shorter"
-    waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
-    best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
-    return CheckpointPlan(
-        size,
-        tier,
-        ck.mode,
-        write_bps,
-        write_s,
-        durable_s,
-        blocking,
-        interval,
-        basis,
-        optimal,
-        mtbf,
-        restart,
-        waste,
-        1 - waste,
-        1 - best,
+        dpth.as_choice(chosen),
+        [dpth.as_choice(o) for o in options],
     )
 
 
