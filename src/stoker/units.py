@@ -63,7 +63,10 @@ _DURATION_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zµ]+)?$")
 
 
 def _number(text: str) -> float:
-    return float(text.replace("_", "").replace(",", ""))
+    value = float(text.replace("_", "").replace(",", ""))
+    if not math.isfinite(value):
+        raise UnitError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def _scale(prefix: str | None) -> float:
@@ -153,11 +156,11 @@ def format_bytes(size_bytes: float, binary: bool = True) -> str:
         else (1000.0, ["B", "kB", "MB", "GB", "TB", "PB", "EB"])
     )
     value = float(size_bytes)
-    for unit in units:
-        if abs(value) < base or unit == units[-1]:
+    for unit in units[:-1]:
+        if abs(_round3(value)) < base:  # round first: 1023.9 KiB prints as 1 MiB
             return f"{_trim(value)} {unit}"
         value /= base
-    raise AssertionError("unreachable")
+    return f"{_trim(value)} {units[-1]}"
 
 
 def format_rate(bytes_per_s: float) -> str:
@@ -169,12 +172,20 @@ def format_duration(seconds: float) -> str:
     """``'14 min'``, ``'6.2 h'``, ``'38 d'``, ``'450 ms'``."""
     if not math.isfinite(seconds):
         return "∞"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
-        if abs(seconds) >= size:
+    if seconds == 0:
+        return "0 s"
+    units = (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3))
+    for unit, size in units:
+        if abs(_round3(seconds / size)) >= 1:  # round first: 59.99 s prints as 1 min
             return f"{_trim(seconds / size)} {unit}"
-    if abs(seconds) >= 1e-3 or seconds == 0:
-        return f"{_trim(seconds * 1e3)} ms" if seconds else "0 s"
     return f"{_trim(seconds * 1e6)} us"
+
+
+def _round3(value: float) -> float:
+    """``value`` rounded as ``_trim`` prints it (three significant figures, whole numbers kept)."""
+    if value == 0:
+        return 0.0
+    return round(value, max(0, 2 - int(math.floor(math.log10(abs(value))))))
 
 
 def _trim(value: float) -> str:
