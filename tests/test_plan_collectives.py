@@ -76,10 +76,10 @@ def test_multi_vm_adds_infiniband_then_ethernet_past_the_fabric_boundary(cat):
     vm = cat.vm["ND96isr_H100_v5"]
     inside = levels(vm, cat.fabric, layout(vm, 64, 512, 1, 100), sharp=False)
     assert [lvl.name for lvl in inside][1:] == ["InfiniBand"]
-    assert inside[1].bw == pytest.approx(vm.ib_per_vm / 8)  # one rail per GPU
+    assert inside[1].bw_bps == pytest.approx(vm.ib_per_vm / 8)  # one rail per GPU
     beyond = levels(vm, cat.fabric, layout(vm, 250, 2000, 1, 100), sharp=False)
     assert beyond[-1].name.startswith("Ethernet") and beyond[-1].ranks == 250
-    assert beyond[-1].bw == pytest.approx(vm.frontend_nic / 8)
+    assert beyond[-1].bw_bps == pytest.approx(vm.frontend_nic / 8)
     fast = allreduce(1e9, inside, 512).seconds
     slow = allreduce(1e9, beyond, 2000).seconds
     assert slow > 10 * fast  # 80 Gb/s shared by 8 GPUs against a 400 Gb/s rail each

@@ -10,7 +10,8 @@ Parsing happens once, at the edge (job specs, catalog files, CLI flags).
     >>> parse_duration("90 s"), parse_duration("14 min"), parse_duration("3.1 h")
     (90.0, 840.0, 11160.0)
 
-Case matters for the b/B distinction only: ``Gb`` is gigabits, ``GB`` gigabytes.
+``Gb`` is gigabits and ``GB`` gigabytes; binary prefixes are written ``Ki Mi Gi Ti Pi``, and
+duration units in lower case (``s``, ``min``, ``h``, ``d``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import StokerError
 
@@ -35,7 +36,7 @@ def user_errors() -> Iterator[None]:
     except StokerError as exc:
         if os.environ.get("STOKER_DEBUG"):
             raise
-        stderr.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
 
 

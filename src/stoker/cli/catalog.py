@@ -40,7 +40,7 @@ def _fmt(field: str, value: object) -> str:
         return format_duration(value)
     if field.startswith("price") or field.endswith(("fraction", "efficiency")):
         return f"{value:g}"
-    return format_bytes(value)
+    return format_bytes(value, binary=field not in ("gpu_memory", "memory"))
 
 
 @app.callback(invoke_without_command=True)

@@ -29,8 +29,8 @@ def checkpoint_size(spec: JobSpec) -> float:
     raise SpecError("checkpoints.size: give the checkpoint size, or workload.params to derive it")
 
 
-# A Lustre file system sized for checkpoints alone aims to take one in this long.
-CHECKPOINT_LUSTRE_WRITE_S = 120.0
+# A volume sized for checkpoints alone aims to take one in this long.
+CHECKPOINT_OWN_VOLUME_WRITE_S = 120.0
 GOODPUT_WORTH_PAYING_FOR = 0.005
 
 
@@ -42,14 +42,19 @@ def checkpoint_plan(
     nics = s.nodes * s.vm.frontend_nic
     blob_in = cat.blob[spec.data.blob_tier].ingress
     to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
-    lustre = next(o for o in data.options if o.tier == "lustre")
-    if data.chosen.tier != "lustre":  # a file system of its own, sized for checkpoints
-        need = dpth.DataNeed(size, CHECKPOINT_LUSTRE_WRITE_S, size * spec.checkpoints.keep, s.nodes)
-        lustre = dpth.as_choice(dpth.cheapest_lustre(need, s.vm, cat, to_blob))
+    # A shared tier the data already uses takes the checkpoints too (its size counted them);
+    # otherwise the checkpoints get a volume of their own, sized to write one in 2 minutes.
+    own = dpth.DataNeed(size, CHECKPOINT_OWN_VOLUME_WRITE_S, size * spec.checkpoints.keep, s.nodes)
+    volumes = {
+        "lustre": dpth.as_choice(dpth.cheapest_lustre(own, s.vm, cat, to_blob)),
+        "netapp": dpth.as_choice(dpth.netapp_option(own, s.vm, cat, "Ultra")),
+    }
+    if data.chosen.tier in volumes:
+        volumes[data.chosen.tier] = data.chosen
     write = {
         "nvme": s.nodes * s.vm.nvme_write if s.vm.nvme_write else None,
-        "lustre": lustre.deliverable_bps,
-        "netapp": next(o for o in data.options if o.tier == "netapp").deliverable_bps,
+        "lustre": volumes["lustre"].deliverable_bps,
+        "netapp": volumes["netapp"].deliverable_bps,
         "blob": to_blob,
     }
     upload = {
@@ -70,12 +75,15 @@ def checkpoint_plan(
         for p in plans[1:]:
             if p.goodput >= best.goodput + GOODPUT_WORTH_PAYING_FOR:
                 best = p
-    else:
-        best = _checkpoint_on(
-            spec, cat, s, tier, size, write[tier] or to_blob, upload[tier], step_s
+    elif write[tier] is None:
+        raise SpecError(
+            f"checkpoints.tier: no published write rate for {s.vm.family} local "
+            "NVMe; choose lustre, netapp, blob or auto"
         )
-    if best.tier == "lustre" and data.chosen.tier != "lustre":
-        best.lustre = lustre
+    else:
+        best = _checkpoint_on(spec, cat, s, tier, size, write[tier], upload[tier], step_s)
+    if best.tier in volumes and data.chosen.tier != best.tier:
+        best.volume = volumes[best.tier]
     return best
 
 

@@ -69,13 +69,13 @@ def cost_plan(
                 "" if tier_price is not None else "no public price in the catalog",
             )
         )
-        weekend = _times(tier_price, spec.run.idle_storage_hours)
-    if ckpt and ckpt.lustre:
+        weekend = _times(tier_price, spec.run.idle_storage / 3600)
+    if ckpt and ckpt.volume:
         hours = wall_s / 3600
-        lp = ckpt.lustre.price_per_hour_usd
+        lp = ckpt.volume.price_per_hour_usd
         items.append(
             CostItem(
-                f"{ckpt.lustre.name} for checkpoints",
+                f"{ckpt.volume.name} for checkpoints",
                 hours,
                 _times(lp, hours),
                 "" if lp is not None else "no public price in the catalog",
@@ -101,13 +101,14 @@ def cost_plan(
         )
     )
     idle = None
-    if price is not None:
-        useful = run.effective_training_fraction if run else 1.0
+    if price is not None and run is not None:  # serving has no step split to judge idleness
+        useful = run.effective_training_fraction
         idle = price * (s.nodes * wall_s / 3600 * (1 - useful) + s.nodes * on_vms / 3600)
     unknown = [i.item for i in items if i.usd is None]
     known = sum(i.usd for i in items if i.usd is not None)
     return CostPlan(
         cat.catalog.currency,
+        spec.run.idle_storage / 3600,
         vm_hours,
         price,
         note,

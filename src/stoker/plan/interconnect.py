@@ -29,9 +29,9 @@ from . import collectives as c
 class Level:
     name: str
     ranks: int
-    bw: float  # bytes/s per rank
-    alpha: float  # ring hop latency, s
-    tree_alpha: float
+    bw_bps: float  # per rank
+    alpha_s: float  # ring hop latency
+    tree_alpha_s: float
     nvls_efficiency: float | None = None  # NVLink SHARP inside the switch
     sharp: bool = False  # in-network reduction on the InfiniBand switches
 
@@ -120,30 +120,34 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
 
 
 def _nvls_time(size: float, level: Level) -> float:
-    algbw = level.bw * (level.nvls_efficiency or 0.0) * (level.ranks - 1) / level.ranks
-    return level.alpha * 2 + size / algbw
+    algbw = level.bw_bps * (level.nvls_efficiency or 0.0) * (level.ranks - 1) / level.ranks
+    return level.alpha_s * 2 + size / algbw
 
 
 def _top_allreduce(size: float, level: Level) -> tuple[float, str]:
     options = {
-        "ring": c.ring_allreduce_time(size, level.ranks, level.bw, level.alpha),
-        "tree": c.tree_allreduce_time(size, level.ranks, level.bw, level.tree_alpha),
+        "ring": c.ring_allreduce_time(size, level.ranks, level.bw_bps, level.alpha_s),
+        "tree": c.tree_allreduce_time(size, level.ranks, level.bw_bps, level.tree_alpha_s),
     }
     if level.nvls_efficiency:
         options["nvls"] = _nvls_time(size, level)
     if level.sharp:
-        options["sharp"] = c.sharp_allreduce_time(size, level.ranks, level.bw, level.tree_alpha)
+        options["sharp"] = c.sharp_allreduce_time(
+            size, level.ranks, level.bw_bps, level.tree_alpha_s
+        )
     name = min(options, key=options.__getitem__)
     return options[name], name
 
 
 def _lower_rs_ag(size: float, level: Level) -> tuple[float, str]:
-    ring = 2 * c.scatter_gather_time(size, level.ranks, level.bw, level.alpha)
+    ring = 2 * c.scatter_gather_time(size, level.ranks, level.bw_bps, level.alpha_s)
     options = {"ring": ring}
     if level.nvls_efficiency:
         options["nvls"] = _nvls_time(size, level)
     if level.sharp:  # SHARP reduces on the way up and multicasts on the way down
-        options["sharp"] = c.sharp_allreduce_time(size, level.ranks, level.bw, level.tree_alpha)
+        options["sharp"] = c.sharp_allreduce_time(
+            size, level.ranks, level.bw_bps, level.tree_alpha_s
+        )
     name = min(options, key=options.__getitem__)
     return options[name], name
 
@@ -157,8 +161,8 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
     if len(lvls) == 2 and lvls[1].name == "InfiniBand":
         # One ring per rail: each ring crosses a VM boundary on its own NIC, so the ring runs
         # at the slower of a GPU's scale-up share and the VM's whole InfiniBand bandwidth.
-        bw = min(lvls[0].bw, lvls[1].bw * lvls[0].ranks)
-        flat = c.ring_allreduce_time(size, dp, bw, lvls[1].alpha)
+        bw = min(lvls[0].bw_bps, lvls[1].bw_bps * lvls[0].ranks)
+        flat = c.ring_allreduce_time(size, dp, bw, lvls[1].alpha_s)
         if flat < best.seconds:
             best = CollectiveEstimate(
                 flat,

@@ -12,7 +12,7 @@ import dataclasses
 from ..catalog import Catalog
 from ..errors import SpecError
 from . import datapath as dpth
-from .checkpoints import checkpoint_plan
+from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
 from .inference import inference_plan
 from .interconnect import allreduce, layout, levels, single_vm_busbw
@@ -96,10 +96,14 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         raise SpecError(
             f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; known: auto, {', '.join(cat.lustre)}"
         )
+    # A Lustre that holds the data also holds the checkpoints kept, when there are any.
+    extra = 0.0
+    if spec.workload.kind in ("pretrain", "fine-tune"):
+        extra = checkpoint_size(spec) * spec.checkpoints.keep
     lustre = (
-        dpth.cheapest_lustre(need, s.vm, cat, blob_rate)
+        dpth.cheapest_lustre(need, s.vm, cat, blob_rate, extra)
         if d.lustre_sku == "auto"
-        else dpth.lustre_option(need, s.vm, cat, d.lustre_sku, blob_rate)
+        else dpth.lustre_option(need, s.vm, cat, d.lustre_sku, blob_rate, extra)
     )
     options = [
         dpth.blob_option(need, s.vm, cat, d.blob_tier, d.blob_accounts),
@@ -170,11 +174,20 @@ def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: o
     return plan
 
 
+def _tokens_per_step(spec: JobSpec) -> float:
+    if spec.workload.seq_len is None:
+        raise SpecError(
+            "run.tokens: counting a run in tokens needs workload.seq_len; give "
+            "run.steps or run.length instead"
+        )
+    return spec.workload.global_batch * spec.workload.seq_len
+
+
 def _dataset_bytes(spec: JobSpec, sample: float) -> float:
     w, r = spec.workload, spec.run
     if w.dataset_size is not None:
         return w.dataset_size
-    steps = r.steps or (r.tokens / (w.global_batch * (w.seq_len or 1)) if r.tokens else None)
+    steps = r.steps or (r.tokens / _tokens_per_step(spec) if r.tokens else None)
     if steps is None:
         raise SpecError(
             "workload.dataset_size: give the dataset size (or run.steps / run.tokens "
@@ -208,7 +221,7 @@ def _step_and_run(
     if r.steps:
         steps = float(r.steps)
     elif r.tokens:
-        steps = r.tokens / (w.global_batch * (w.seq_len or 1))
+        steps = r.tokens / _tokens_per_step(spec)
     elif r.length:
         steps = r.length * (1 - failure_share) / total
     else:

@@ -8,7 +8,7 @@ from ..units import format_bytes as fb
 from ..units import format_duration as fd
 from ..units import format_rate as fr
 from . import datapath as dpth
-from .result import Plan, Recommendation
+from .result import InterconnectPlan, Plan, Recommendation
 
 
 def _pct(x: float) -> str:
@@ -30,14 +30,14 @@ def recommendations(
     if plan.inference:
         recs.append(_model_cache(plan))
     recs.extend(_scratch_bulk_team(plan, vm, cat))
+    for rec in recs:
+        warnings.extend(rec.warnings)
     if plan.cost.unknown:
-        recs[-1].warnings.append(
+        warnings.append(
             "cost incomplete, no price for: "
             + "; ".join(plan.cost.unknown)
             + " (override in a catalog file or refresh with `stoker catalog prices --refresh`)"
         )
-    for rec in recs:
-        warnings.extend(rec.warnings)
     return recs
 
 
@@ -68,11 +68,16 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
         )
     if ic.vms_outside_fabric:
+        larger = (
+            f"request {cat.fabric.scale_set_vms_on_request}-VM scale sets, "
+            if ic.fabric_boundary_vms < cat.fabric.scale_set_vms_on_request
+            else ""
+        )
         rec.warnings.append(
             f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
-            f"(one scale set placement group): {ic.vms_outside_fabric} VMs fall back to Ethernet "
-            f"between fabrics; request {cat.fabric.scale_set_vms_on_request}-VM scale sets or "
-            "keep each data-parallel group inside one fabric"
+            f"(one scale set placement group): {ic.vms_outside_fabric} VMs sit outside it, so "
+            "NCCL's rings cross the frontend Ethernet and the whole gradient exchange runs at "
+            f"its pace; {larger}shrink the job to one fabric, or ask Azure for a larger one"
         )
     if ic.needs_infiniband:
         rec.choice += (
@@ -84,9 +89,14 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
         rec.warnings.append(
             f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "
             "overlap more (bucketed DDP/FSDP prefetch), shard with tensor "
-            "parallelism inside the VM" + ("" if ic.sharp else ", or try SHARP")
+            "parallelism inside the VM"
+            + ("" if ic.sharp or not _on_infiniband(ic) else ", or try SHARP")
         )
     return rec
+
+
+def _on_infiniband(ic: InterconnectPlan) -> bool:
+    return any(level["name"] == "InfiniBand" for level in ic.levels)
 
 
 def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
@@ -94,13 +104,24 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
     assert d is not None
     ch = d.chosen
     stall = ch.stall_per_step_s or 0.0
-    reason = (
-        f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
-        f"{ch.name} delivers {fr(ch.deliverable_bps) if ch.deliverable_bps else 'unknown'}, "
-        f"limited by {ch.limited_by}; stall {fd(stall)} per step"
-    )
+    delivers = fr(ch.deliverable_bps) if ch.deliverable_bps else "unknown"
+    if plan.kind == "data-prep":
+        need = "data-prep throughput"
+        reason = (
+            f"reads and writes {fb(d.bytes_per_step, binary=False)} in "
+            f"{fd(d.bytes_per_step / d.required_bps)}: "
+            f"needs {fr(d.required_bps)}; {ch.name} delivers {delivers}, limited by "
+            f"{ch.limited_by}; overrun {fd(stall)}"
+        )
+    else:
+        need = "high-throughput training data"
+        reason = (
+            f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
+            f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; "
+            f"stall {fd(stall)} per step"
+        )
     rec = Recommendation(
-        "high-throughput training data",
+        need,
         ch.name,
         fb(ch.size_bytes) if ch.size_bytes else "-",
         reason + ("; " + "; ".join(ch.notes) if ch.notes else ""),
@@ -154,9 +175,9 @@ def _checkpoints(plan: Plan) -> Recommendation:
         "blob": "Blob",
     }[ck.tier]
     size = f"{fb(ck.size_bytes, binary=False)} each"
-    if ck.lustre:
-        tier = f"{ck.lustre.name} of its own, exported to Blob"
-        size += f"; {fb(ck.lustre.size_bytes or 0)} file system"
+    if ck.volume:
+        tier = f"{ck.volume.name} of its own, copied to Blob"
+        size += f"; {fb(ck.volume.size_bytes or 0)} volume"
     rec = Recommendation("checkpoints", f"{tier}, every {fd(ck.interval_s)}", size, reason)
     if ck.interval_basis == "set in the spec":
         if ck.goodput_at_optimal - ck.goodput >= 0.005:

@@ -84,16 +84,24 @@ def _cost_table(plan: Plan) -> Table:
     table = Table(title=f"Cost ({plan.cost.currency})", title_justify="left")
     for col, justify in (("item", "left"), ("hours", "right"), ("cost", "right"), ("note", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for item in plan.cost.items:
-        table.add_row(item.item, f"{item.hours:,.0f}", _usd(item.usd), item.note)
-    if plan.cost.idle_storage_weekend_usd is not None:
-        table.add_row(
-            "fast tier left up unused over a weekend",
-            "48",
-            _usd(plan.cost.idle_storage_weekend_usd),
-            "",
-        )
+    for row in cost_rows(plan):
+        table.add_row(*row)
     return table
+
+
+def cost_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
+    """(item, hours, cost, note) rows, the fast tier's idle weekend last when it has a price."""
+    rows = [(i.item, f"{i.hours:,.0f}", _usd(i.usd), i.note) for i in plan.cost.items]
+    if plan.cost.idle_storage_weekend_usd is not None:
+        rows.append(
+            (
+                "fast tier left up unused (e.g. over a weekend)",
+                f"{plan.cost.idle_storage_hours:,.0f}",
+                _usd(plan.cost.idle_storage_weekend_usd),
+                "not included in the total",
+            )
+        )
+    return rows
 
 
 def rich_report(plan: Plan) -> Group:
@@ -142,7 +150,7 @@ def markdown(plan: Plan) -> str:
         "| item | hours | cost | note |",
         "|---|---:|---:|---|",
     ]
-    lines += [f"| {i.item} | {i.hours:,.0f} | {_usd(i.usd)} | {i.note} |" for i in plan.cost.items]
+    lines += ["| " + " | ".join(row) + " |" for row in cost_rows(plan)]
     if plan.warnings:
         lines += ["", "## What to change", ""] + [f"- {w}" for w in plan.warnings]
     lines += ["", f"_Catalog as of {plan.catalog_as_of}._", ""]

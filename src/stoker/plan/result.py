@@ -77,7 +77,7 @@ class CheckpointPlan:
     waste_fraction: float
     goodput: float
     goodput_at_optimal: float
-    lustre: TierChoice | None = None  # a file system sized for checkpoints alone, if chosen
+    volume: TierChoice | None = None  # a Lustre or NetApp volume for checkpoints alone
 
 
 @dataclass
@@ -109,6 +109,7 @@ class CostItem:
 @dataclass
 class CostPlan:
     currency: str
+    idle_storage_hours: float  # how long the weekend line assumes the fast tier sits unused
     gpu_vm_hours: float
     price_per_vm_hour_usd: float | None
     price_note: str

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .._validation import describe
 from ..errors import SpecError
-from ..quantities import Bytes, Count, Duration
+from ..quantities import Bytes, Count, Duration, Rate
 
 WorkloadKind = Literal["pretrain", "fine-tune", "inference", "data-prep"]
 Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
@@ -90,7 +90,6 @@ class Data(_Section):
     lustre_sku: str = "auto"
     blob_tier: Literal["standard", "premium"] = "standard"
     blob_accounts: int = Field(default=1, gt=0)
-    reread_from_blob: bool = Field(default=False, description="read Blob every epoch, no stage")
 
 
 class Checkpoints(_Section):
@@ -100,7 +99,7 @@ class Checkpoints(_Section):
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
     keep: int = Field(default=3, gt=0)
-    host_copy_bw_per_gpu: Bytes | None = Field(
+    host_copy_bw_per_gpu: Rate | None = Field(
         default=None, description="device-to-host bytes/s per GPU for async snapshots"
     )
 
@@ -114,8 +113,8 @@ class Run(_Section):
     length: Duration | None = Field(default=None, description="wall-clock length of the run")
     tokens: Count | None = Field(default=None, description="tokens to train (derives length)")
     steps: int | None = Field(default=None, gt=0)
-    idle_storage_hours: float = Field(
-        default=48.0, ge=0, description="hours fast tiers stay up unused (a weekend)"
+    idle_storage: Duration = Field(
+        default=48 * 3600.0, description="how long fast tiers may sit unused (a weekend)"
     )
 
 
