@@ -51,7 +51,8 @@ _TIME = {
     "weeks": 604800.0,
 }
 
-_NUMBER = r"(?P<num>[+-]?(?:\d[\d_,]*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+# Commas only as thousands separators ("1,000 GB"); "1,5 TB" is refused, not read as 15 TB.
+_NUMBER = r"(?P<num>[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _SIZE_RE = re.compile(
     _NUMBER + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|Ei|[kKMGTPE])?(?P<unit>B|b|bit|bits|byte|bytes)?$"
 )

@@ -81,8 +81,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def merge_override(base: dict[str, Any], override: dict[str, Any], path: Path) -> dict[str, Any]:
     """``base`` with ``override`` laid over it; pure, neither argument is changed."""
     merged = copy.deepcopy(base)
-    own_source = f"user:{path.name}"
-    merged.setdefault("sources", {})[own_source] = {
+    sources = merged.setdefault("sources", {})
+    own_source, n = f"user:{path.name}", 2
+    while own_source in sources and sources[own_source].get("where") != str(path):
+        own_source, n = f"user:{path.name}#{n}", n + 1  # two files of one name, two sources
+    sources[own_source] = {
         "title": f"user catalog override {path}",
         "where": str(path),
         "retrieved": dt.date.fromtimestamp(path.stat().st_mtime).isoformat(),
@@ -96,21 +99,28 @@ def merge_override(base: dict[str, Any], override: dict[str, Any], path: Path) -
                 if section == "sources":
                     target[key] = entry
                 else:
-                    target[key] = _merge_entry(target.get(key), entry, own_source, path)
+                    where = f"{section}.{key}"
+                    target[key] = _merge_entry(target.get(key), entry, own_source, path, where)
         elif section in _SINGLE_SECTIONS:
+            if not isinstance(value, dict):
+                raise CatalogError(f"{path}: [{section}] must be a table")
             if section == "catalog":
                 merged["catalog"] = {**merged.get("catalog", {}), **value}
             else:
-                merged[section] = _merge_entry(merged.get(section), value, own_source, path)
+                merged[section] = _merge_entry(
+                    merged.get(section), value, own_source, path, section
+                )
         else:
             known = ", ".join(_KEYED_SECTIONS + _SINGLE_SECTIONS)
             raise CatalogError(f"{path}: unknown section [{section}]; known sections: {known}")
     return merged
 
 
-def _merge_entry(old: dict[str, Any] | None, new: Any, own_source: str, path: Path) -> dict:
+def _merge_entry(
+    old: dict[str, Any] | None, new: Any, own_source: str, path: Path, where: str
+) -> dict:
     if not isinstance(new, dict):
-        raise CatalogError(f"{path}: every catalog entry must be a table, got {new!r}")
+        raise CatalogError(f"{path}: {where} must be a table of figures, got {new!r}")
     entry = copy.deepcopy(old) if old else {"source": new.get("source", own_source)}
     cite = dict(entry.get("cite", {}))
     cite.update(new.get("cite", {}))
@@ -123,7 +133,5 @@ def _merge_entry(old: dict[str, Any] | None, new: Any, own_source: str, path: Pa
             cite[field] = new.get("source", own_source)
     if "note" in new:
         entry["note"] = new["note"]
-    if old and "source" in new:
-        entry["source"] = new["source"]
     entry["cite"] = cite
     return entry

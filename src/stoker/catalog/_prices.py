@@ -100,7 +100,14 @@ def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
             ):
                 continue
             sku = str(row.get("armSkuName", "")).removeprefix("Standard_")
-            price = float(row["retailPrice"])
+            try:
+                price = float(row["retailPrice"])
+                region = str(row["armRegionName"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise PriceError(
+                    f"a Retail Prices API row for {sku or '?'} lacks a usable "
+                    "retailPrice or armRegionName; prices are unchanged"
+                ) from exc
             effective = str(row.get("effectiveStartDate", ""))[:10]
             if price <= 0:
                 continue
@@ -108,7 +115,7 @@ def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
             if current is None or effective > current.effective:  # newest row wins
                 found[sku] = VmPrice(
                     sku,
-                    str(row["armRegionName"]),
+                    region,
                     price,
                     str(row.get("currencyCode", "USD")),
                     effective,
@@ -117,14 +124,16 @@ def linux_on_demand(pages: list[dict[str, Any]]) -> dict[str, VmPrice]:
     return found
 
 
-def price_override(prices: dict[str, VmPrice], fetched: dt.date) -> dict[str, Any]:
+def price_override(
+    prices: dict[str, VmPrice], fetched: dt.date, where: str = API
+) -> dict[str, Any]:
     """A catalog override (see catalog/_load.py) holding these prices and their source."""
     source = f"retail-api-{fetched.isoformat()}"
     return {
         "sources": {
             source: {
                 "title": "Azure Retail Prices API, Linux pay-as-you-go (stoker catalog prices)",
-                "where": API,
+                "where": where,
                 "retrieved": fetched.isoformat(),
             }
         },
@@ -160,7 +169,8 @@ def refresh_prices(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        tomli_w.dump(price_override(prices, today or dt.date.today()), f)
+        where = os.environ.get("STOKER_PRICES_API") or API
+        tomli_w.dump(price_override(prices, today or dt.date.today(), where), f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

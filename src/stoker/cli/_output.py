@@ -36,7 +36,7 @@ def user_errors() -> Iterator[None]:
     except StokerError as exc:
         if os.environ.get("STOKER_DEBUG"):
             raise
-        stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

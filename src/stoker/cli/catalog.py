@@ -69,8 +69,10 @@ def catalog(
         emit_json({"catalog": cat.catalog.model_dump(mode="json"), "figures": rows})
         return
     table = Table(title=f"{cat.catalog.name}, as of {cat.catalog.as_of}", title_justify="left")
+    longest = max((len(str(r["entry"])) for r in rows), default=5)
     for col in ("entry", "field", "value", "source", "date"):
-        table.add_column(col)
+        # Entry names stay whole so `stoker catalog | grep ND96isr_H100_v5` finds them.
+        table.add_column(col, no_wrap=col == "entry", min_width=longest if col == "entry" else None)
     for row in rows:
         flag = "" if row["verified"] else " (unverified)"
         table.add_row(

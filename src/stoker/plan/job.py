@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import Catalog, load_catalog
+from ..errors import SpecError
 from .model import make_plan
 from .result import Plan
 from .spec import JobSpec, load_spec, parse_spec
@@ -24,4 +25,9 @@ def plan_job(
     else:
         job = load_spec(spec)
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    if isinstance(spec, str | Path):
+        try:
+            return make_plan(job, cat)
+        except SpecError as exc:  # name the file: with --compare there are several
+            raise SpecError(f"{spec}: {exc}") from exc
     return make_plan(job, cat)
