@@ -6,6 +6,8 @@ Lustre file system); a dearer tier is chosen only when it buys half a point of g
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..catalog import Catalog
 from ..errors import SpecError
 from . import datapath as dpth
@@ -42,15 +44,15 @@ def checkpoint_plan(
     nics = s.nodes * s.vm.frontend_nic
     blob_in = cat.blob[spec.data.blob_tier].ingress
     to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
-    # A shared tier the data already uses takes the checkpoints too (its size counted them);
+    # A Lustre the data already uses takes the checkpoints too (data_plan sized it for them);
     # otherwise the checkpoints get a volume of their own, sized to write one in 2 minutes.
     own = dpth.DataNeed(size, CHECKPOINT_OWN_VOLUME_WRITE_S, size * spec.checkpoints.keep, s.nodes)
     volumes = {
         "lustre": dpth.as_choice(dpth.cheapest_lustre(own, s.vm, cat, to_blob)),
         "netapp": dpth.as_choice(dpth.netapp_option(own, s.vm, cat, "Ultra")),
     }
-    if data.chosen.tier in volumes:
-        volumes[data.chosen.tier] = data.chosen
+    if data.chosen.tier == "lustre":
+        volumes["lustre"] = data.chosen
     write = {
         "nvme": s.nodes * s.vm.nvme_write if s.vm.nvme_write else None,
         "lustre": volumes["lustre"].deliverable_bps,
@@ -83,7 +85,8 @@ def checkpoint_plan(
     else:
         best = _checkpoint_on(spec, cat, s, tier, size, write[tier], upload[tier], step_s)
     if best.tier in volumes and data.chosen.tier != best.tier:
-        best.volume = volumes[best.tier]
+        # Staging and stall describe a data tier; a checkpoint volume has neither.
+        best.volume = dataclasses.replace(volumes[best.tier], staging_s=0.0, stall_per_step_s=None)
     return best
 
 
@@ -123,6 +126,7 @@ def _checkpoint_on(
     best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
     return CheckpointPlan(
         size,
+        ck.keep,
         tier,
         ck.mode,
         write_bps,

@@ -24,7 +24,7 @@ def recommendations(
     if plan.data:
         recs.append(_training_data(plan, cat))
     if plan.checkpoints:
-        recs.append(_checkpoints(plan))
+        recs.append(_checkpoints(plan, cat))
     if plan.step:
         recs.append(_step(plan))
     if plan.inference:
@@ -95,6 +95,12 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     return rec
 
 
+def _checkpoints_held(plan: Plan) -> float:
+    """Bytes of checkpoints the data's Lustre was sized to keep (see model.data_plan)."""
+    ck = plan.checkpoints
+    return ck.size_bytes * ck.keep if ck else 0.0
+
+
 def _on_infiniband(ic: InterconnectPlan) -> bool:
     return any(level["name"] == "InfiniBand" for level in ic.levels)
 
@@ -128,7 +134,8 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
     )
     if ch.tier == "lustre" and ch.size_bytes:
         sku = cat.lustre[next(k for k, v in cat.lustre.items() if v.name == ch.name)]
-        by_capacity = dpth.round_up(max(d.dataset_bytes, sku.min_size), sku.step)
+        held = d.dataset_bytes + _checkpoints_held(plan)
+        by_capacity = dpth.round_up(max(held, sku.min_size), sku.step)
         delivered = dpth.lustre_rated(by_capacity, sku) * cat.lustre_common.delivered_fraction
         if delivered < d.required_bps:
             rec.warnings.append(
@@ -159,14 +166,15 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
     return rec
 
 
-def _checkpoints(plan: Plan) -> Recommendation:
+def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     ck = plan.checkpoints
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
     reason = (
         f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)}{durable}; "
         f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
-        f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)}"
+        f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)} "
+        f"(Llama 3 reported > {_pct(cat.reliability.effective_training_fraction)} at 16,384 GPUs)"
     )
     tier = {
         "nvme": "local NVMe, then Blob in the background",

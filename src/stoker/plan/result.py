@@ -63,9 +63,10 @@ class DataPlan:
 @dataclass
 class CheckpointPlan:
     size_bytes: float
+    keep: int  # checkpoints kept on each tier
     tier: str
     mode: str
-    write_bps: float | None
+    write_bps: float
     write_s: float
     durable_s: float  # until the copy on Blob is complete
     blocking_s: float
