@@ -4,7 +4,12 @@
     ├── UnitError     a size, rate, duration or count that cannot be read ("400 Gbs")
     ├── SpecError     a job spec that is missing, unreadable or invalid (names file, field)
     ├── CatalogError  a catalog file or override that is invalid
-    └── PriceError    the Azure Retail Prices API answered badly or could not be reached
+    ├── PriceError    the Azure Retail Prices API answered badly or could not be reached
+    ├── StoreError    a storage URL, credential or request that failed (never shows a secret)
+    │   ├── UnsafeKeyError      an object key that would escape the destination (names it)
+    │   ├── SourceChangedError  the source object changed mid-copy; a re-run takes the new one
+    │   └── ChecksumError       a copy whose MD5 does not match the source's
+    └── StageError    a copy that cannot go on (disk full, changed source); a re-run resumes
 
 Third-party errors (pydantic, tomllib, httpx) are translated where they are caught and chained
 with ``raise ... from exc`` so a debug run still shows the cause.
@@ -31,3 +36,23 @@ class CatalogError(StokerError):
 
 class PriceError(StokerError):
     """The Azure Retail Prices API could not be read or answered in an unexpected form."""
+
+
+class StoreError(StokerError):
+    """A storage URL, credential or request that failed. Messages never include secrets."""
+
+
+class UnsafeKeyError(StoreError):
+    """An object key that cannot be written safely under the destination."""
+
+
+class SourceChangedError(StoreError):
+    """The source object changed while it was being copied; a re-run copies the new version."""
+
+
+class ChecksumError(StoreError):
+    """A copy whose hash does not match its source's; the re-run fetches it again."""
+
+
+class StageError(StokerError):
+    """A transfer that cannot go on; what was already copied stays and a re-run resumes."""

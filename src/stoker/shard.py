@@ -1,0 +1,36 @@
+"""Which rank owns an object: one stable rule shared by ``stoker stage --rank`` and the
+streaming loader, so each VM pulls to its NVMe exactly what it will read.
+
+The rule hashes the key (BLAKE2b, 64 bits) modulo the world size: it needs no listing order,
+no coordination between ranks, and every key has exactly one owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+
+def owner(key: str, world_size: int) -> int:
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % world_size
+
+
+def owns(key: str, rank: int, world_size: int) -> bool:
+    return world_size <= 1 or owner(key, world_size) == rank
+
+
+def rank_from_env() -> tuple[int, int]:
+    """(rank, world size) of this node from torchrun's environment, else (0, 1).
+
+    Staging is per node, so GROUP_RANK / NODE_RANK and the node count win over the per-process
+    RANK when torchrun provides them.
+    """
+    env = os.environ
+    node = env.get("GROUP_RANK") or env.get("NODE_RANK")
+    nodes = env.get("STOKER_NODES") or env.get("NNODES")
+    if node is not None and nodes is not None:
+        return int(node), int(nodes)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return int(env["RANK"]), int(env["WORLD_SIZE"])
+    return 0, 1

@@ -1,0 +1,191 @@
+"""The transfer engine: many requests in flight, large objects in blocks, every step recorded.
+
+One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); large
+objects are split into ``block_size`` ranges fetched in parallel and written at their offsets
+into ``NAME.stoker-partial``, each finished block recorded in the manifest, so ``kill -9``
+costs at most the blocks in flight. The MD5 of a download is computed in order as blocks
+arrive (off the event loop: hashlib releases the GIL), and checked against Content-MD5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ChecksumError, StageError, StokerError
+from ..store import PosixStore, Store
+from ._manifest import Manifest
+from ._progress import Reporter
+
+
+@dataclass
+class Counters:
+    files: int = 0
+    bytes: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, src: Store, dst: Store, manifest: Manifest, reporter: Reporter, *,
+                 concurrency: int, block_size: int, hash_files: bool) -> None:  # fmt: skip
+        self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
+        self.block_size, self.hash_files = block_size, hash_files
+        self.requests = asyncio.Semaphore(concurrency)
+        self.files_in_flight = asyncio.Semaphore(max(4, concurrency))
+        self.counters = Counters()
+        self.fatal: BaseException | None = None
+
+    async def run(self, run: int) -> Counters:
+        tasks: set[asyncio.Task] = set()
+        for key, size, etag, md5 in self.manifest.pending(run):
+            if self.fatal:
+                break
+            await self.files_in_flight.acquire()
+            task = asyncio.create_task(self._one(key, size, etag, md5))
+            tasks.add(task)
+            task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
+        if tasks:
+            await asyncio.gather(*tasks)
+        if self.fatal:
+            raise self.fatal
+        return self.counters
+
+    async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
+        try:
+            digest = await self._copy(key, size, etag, md5)
+        except (StageError, OSError) as exc:  # a full disk stops everything: all would fail
+            self.fatal = self.fatal or exc
+            return
+        except StokerError as exc:  # this object only: the others go on
+            self.counters.failed.append(str(exc))
+            self.reporter.note(str(exc))
+            return
+        self.manifest.object_done(key, digest)
+        self.counters.files += 1
+        self.reporter.file_done()
+
+    async def _copy(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        if isinstance(self.dst, PosixStore):
+            if isinstance(self.src, PosixStore):
+                return await self._local_copy(key, size)
+            return await self._download(key, size, etag, md5)
+        return await self._upload(key, size, etag, md5)
+
+    # ----------------------------------------------------------------- remote or local -> POSIX
+    async def _download(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        assert isinstance(self.dst, PosixStore)
+        dst = self.dst
+        fd = await asyncio.to_thread(dst.open_partial, key, size)
+        try:
+            blocks = max(1, -(-size // self.block_size))
+            done = self.manifest.blocks_done(key, etag) if blocks > 1 else set()
+            self.reporter.advance(sum(self._span(i, size)[1] - self._span(i, size)[0]
+                                      for i in done))  # fmt: skip
+            hasher = _InOrderHasher(hashlib.md5()) if (self.hash_files and not done) else None
+
+            async def fetch(i: int) -> None:
+                start, end = self._span(i, size)
+                async with self.requests:
+                    data = await self.src.read_range(key, start, end, etag) if end > start else b""
+                await asyncio.to_thread(os.pwrite, fd, data, start)
+                if blocks > 1:
+                    self.manifest.block_done(key, etag, i)
+                if hasher:
+                    await hasher.add(i, data)
+                self.reporter.advance(end - start)
+
+            await asyncio.gather(*(fetch(i) for i in range(blocks) if i not in done))
+            if hasher:
+                digest = hasher.hexdigest()
+            elif self.hash_files:  # resumed: some blocks came from an earlier run
+                digest = await asyncio.to_thread(_file_md5, fd)
+            else:
+                digest = None
+            if md5 and digest and digest != md5:
+                self.manifest.mark_pending(key)
+                raise ChecksumError(f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
+                                 f"source's Content-MD5 {md5}; re-run to fetch it again")  # fmt: skip
+            await asyncio.to_thread(dst.publish, key, fd)
+            fd = -1
+            return digest
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    async def _local_copy(self, key: str, size: int) -> str | None:
+        src = self.src
+        assert isinstance(src, PosixStore) and isinstance(self.dst, PosixStore)
+        async with self.requests:
+            await self.dst.write_file(key, src.path(key), size, None)
+        self.reporter.advance(size)
+        if self.hash_files:
+            return await asyncio.to_thread(_path_md5, self.dst.path(key))
+        return None
+
+    # ----------------------------------------------------------------- anything -> object store
+    async def _upload(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        if isinstance(self.src, PosixStore):
+            path = self.src.path(key)
+            digest = await asyncio.to_thread(_path_md5, path) if self.hash_files else None
+            async with self.requests:
+                await self.dst.write_file(key, path, size, digest)
+            self.reporter.advance(size)
+            return digest
+        # Object store to object store: through a temporary file, block by block.
+        with tempfile.TemporaryDirectory(prefix="stoker-") as tmp:
+            spool = PosixStore(Path(tmp))
+            relay = Engine(self.src, spool, self.manifest, _Quiet(self.reporter),
+                           concurrency=4, block_size=self.block_size, hash_files=self.hash_files)  # fmt: skip
+            digest = await relay._download(key, size, etag, md5)
+            async with self.requests:
+                await self.dst.write_file(key, spool.path(key), size, digest or md5)
+        return digest
+
+    def _span(self, i: int, size: int) -> tuple[int, int]:
+        return i * self.block_size, min(size, (i + 1) * self.block_size)
+
+
+class _InOrderHasher:
+    """Feed blocks that finish out of order to a hash in order, holding only the early ones."""
+
+    def __init__(self, hasher: hashlib._Hash) -> None:
+        self.hasher, self.next, self.waiting = hasher, 0, {}
+        self.lock = asyncio.Lock()
+
+    async def add(self, idx: int, data: bytes | memoryview) -> None:
+        self.waiting[idx] = data
+        async with self.lock:
+            while self.next in self.waiting:
+                await asyncio.to_thread(self.hasher.update, self.waiting.pop(self.next))
+                self.next += 1
+
+    def hexdigest(self) -> str:
+        return self.hasher.hexdigest()
+
+
+class _Quiet(Reporter):
+    """Counts bytes into the parent's bar but not files (the relay's file is the parent's)."""
+
+    def __init__(self, parent: Reporter) -> None:
+        self.parent = parent
+
+    def advance(self, nbytes: int) -> None:
+        self.parent.advance(nbytes)
+
+
+def _file_md5(fd: int) -> str:
+    hasher = hashlib.md5()
+    offset = 0
+    while chunk := os.pread(fd, 8 << 20, offset):
+        hasher.update(chunk)
+        offset += len(chunk)
+    return hasher.hexdigest()
+
+
+def _path_md5(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "md5").hexdigest()

@@ -1,0 +1,101 @@
+"""Progress of a copy: a rich bar (bytes, files, MB/s, ETA) on a terminal, JSON lines for
+automation, or nothing (the Python API). The engine only calls these methods."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+
+class Reporter:
+    """Silent: what the Python API uses unless asked for more."""
+
+    def start(self, files: int, nbytes: int) -> None: ...
+    def advance(self, nbytes: int) -> None: ...
+    def file_done(self) -> None: ...
+    def note(self, message: str) -> None: ...
+    def finish(self, summary: dict[str, Any]) -> None: ...
+
+
+class JsonReporter(Reporter):
+    """One JSON object per line on stdout: ``progress`` at most once a second, then ``summary``."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s, self.files, self.bytes, self.total_files, self.total_bytes = (
+            every_s,
+            0,
+            0,
+            0,
+            0,
+        )
+        self.last = 0.0
+        self.t0 = time.perf_counter()
+
+    def _emit(self, event: str, **data: Any) -> None:
+        sys.stdout.write(json.dumps({"event": event, **data}) + "\n")
+        sys.stdout.flush()
+
+    def start(self, files: int, nbytes: int) -> None:
+        self.total_files, self.total_bytes = files, nbytes
+        self._emit("start", files=files, bytes=nbytes)
+
+    def advance(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        now = time.perf_counter()
+        if now - self.last >= self.every_s:
+            self.last = now
+            elapsed = max(now - self.t0, 1e-9)
+            self._emit("progress", files=self.files, bytes=self.bytes, total_files=self.total_files,
+                       total_bytes=self.total_bytes, mb_per_s=round(self.bytes / elapsed / 1e6, 1))  # fmt: skip
+
+    def file_done(self) -> None:
+        self.files += 1
+
+    def note(self, message: str) -> None:
+        self._emit("error", message=message)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self._emit("summary", **summary)
+
+
+class RichReporter(Reporter):
+    def __init__(self, description: str) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+            TransferSpeedColumn(), TextColumn("{task.fields[files]} files"),
+            TimeRemainingColumn(), console=self.console, transient=False)  # fmt: skip
+        self.description, self.files, self.total_files = description, 0, 0
+        self.task: Any = None
+
+    def start(self, files: int, nbytes: int) -> None:
+        self.total_files = files
+        self.progress.start()
+        self.task = self.progress.add_task(self.description, total=nbytes, files=f"0/{files}")
+
+    def advance(self, nbytes: int) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, nbytes)
+
+    def file_done(self) -> None:
+        self.files += 1
+        if self.task is not None:
+            self.progress.update(self.task, files=f"{self.files}/{self.total_files}")
+
+    def note(self, message: str) -> None:
+        self.progress.console.print(f"[yellow]![/] {message}", markup=True, highlight=False)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        self.progress.stop()

@@ -1,0 +1,195 @@
+"""``stage(src, dst)``: copy what changed, resumably, verified, and only this rank's share.
+
+A run lists the source into the manifest (streaming, bounded memory), copies what is pending,
+optionally deletes what the source no longer has, and returns a summary. The same command after
+a crash continues: finished files are skipped and large files resume at block granularity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import StageError, UnsafeKeyError
+from ..shard import owns, rank_from_env
+from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
+from ._engine import Engine
+from ._manifest import Manifest, job_id
+from ._progress import Reporter
+
+
+@dataclass
+class StageSummary:
+    src: str
+    dst: str
+    files_total: int = 0
+    bytes_total: int = 0
+    files_copied: int = 0
+    bytes_copied: int = 0
+    files_skipped: int = 0
+    bytes_skipped: int = 0
+    files_deleted: int = 0
+    refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    mb_per_s: float = 0.0
+    dry_run: bool = False
+    estimated_s: float | None = None
+    manifest: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and not self.failed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Selection:
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    rank: int = 0
+    world_size: int = 1
+
+    def wants(self, key: str) -> bool:
+        if self.include and not any(fnmatch.fnmatchcase(key, p) for p in self.include):
+            return False
+        if any(fnmatch.fnmatchcase(key, p) for p in self.exclude):
+            return False
+        return owns(key, self.rank, self.world_size)
+
+    def __str__(self) -> str:
+        return f"{self.include}|{self.exclude}|{self.rank}/{self.world_size}"
+
+
+def state_path(src: Store, dst: Store, selection: Selection, state_dir: Path | None) -> Path:
+    name = f"stage-{job_id(str(src), str(dst), str(selection))}.sqlite"
+    if state_dir:
+        return state_dir / name
+    if isinstance(dst, PosixStore):
+        return dst.root / ".stoker" / name
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "stoker" / "stage" / name
+
+
+def stage(src: str, dst: str, *, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
+          rank: int | None = None, world_size: int | None = None, concurrency: int = 32,
+          block_size: int = 8 << 20, dry_run: bool = False, delete: bool = False,
+          hash_files: bool | None = None, state_dir: Path | None = None,
+          allow_http: bool = False, reporter: Reporter | None = None) -> StageSummary:  # fmt: skip
+    """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
+
+    ``rank``/``world_size`` default to torchrun's environment. ``hash_files`` defaults to on
+    when either side is remote (MD5, checked against Content-MD5) and off for local copies.
+    """
+    if rank is None or world_size is None:
+        env_rank, env_world = rank_from_env()
+        rank = env_rank if rank is None else rank
+        world_size = env_world if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise StageError(f"--rank {rank} is outside --world-size {world_size}")
+    selection = Selection(tuple(include), tuple(exclude), rank, world_size)
+    return asyncio.run(_stage(src, dst, selection, concurrency, block_size, dry_run, delete,
+                              hash_files, state_dir, allow_http, reporter or Reporter()))  # fmt: skip
+
+
+async def _stage(src_url: str, dst_url: str, sel: Selection, concurrency: int, block_size: int,
+                 dry_run: bool, delete: bool, hash_files: bool | None, state_dir: Path | None,
+                 allow_http: bool, reporter: Reporter) -> StageSummary:  # fmt: skip
+    src = open_store(src_url, block_size=block_size, allow_http=allow_http)
+    dst = open_store(dst_url, block_size=block_size, allow_http=allow_http)
+    if hash_files is None:
+        hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
+    manifest = Manifest(state_path(src, dst, sel, state_dir))
+    summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(manifest.path))
+    t0 = time.perf_counter()
+    try:
+        run = manifest.start_run()
+        await _list_into(src, dst, sel, manifest, run, summary)
+        if isinstance(dst, PosixStore):
+            _recheck_done(dst, manifest, run)
+        files, nbytes, done_files, done_bytes = manifest.totals(run)
+        summary.files_total, summary.bytes_total = files + done_files, nbytes + done_bytes
+        summary.files_skipped, summary.bytes_skipped = done_files, done_bytes
+        if dry_run:
+            rate = _last_rate(manifest)
+            summary.files_copied, summary.bytes_copied = files, nbytes
+            summary.estimated_s = nbytes / rate if rate else None
+        else:
+            reporter.start(files, nbytes)
+            engine = Engine(src, dst, manifest, reporter, concurrency=concurrency,
+                            block_size=block_size, hash_files=hash_files)  # fmt: skip
+            counters = await engine.run(run)
+            summary.files_copied, summary.failed = counters.files, counters.failed
+            _, left_bytes, _, _ = manifest.totals(run)
+            summary.bytes_copied = nbytes - left_bytes
+            if delete:
+                summary.files_deleted = await _delete_extra(dst, manifest, run)
+        summary.seconds = time.perf_counter() - t0
+        if not dry_run and summary.seconds > 0:
+            summary.mb_per_s = summary.bytes_copied / summary.seconds / 1e6
+            if summary.bytes_copied > 64 << 20:
+                manifest.db.execute("INSERT OR REPLACE INTO meta VALUES('rate', ?)",
+                                    (str(summary.bytes_copied / summary.seconds),))  # fmt: skip
+        reporter.finish(summary.to_dict())
+        return summary
+    finally:
+        manifest.close()
+        await src.close()
+        await dst.close()
+
+
+async def _list_into(src: Store, dst: Store, sel: Selection, manifest: Manifest, run: int,
+                     summary: StageSummary) -> None:  # fmt: skip
+    local = isinstance(dst, PosixStore)
+    async for batch in src.list():
+        kept: list[ObjectInfo] = []
+        for obj in batch:
+            if not sel.wants(obj.key):
+                continue
+            if local:
+                try:
+                    check_key(obj.key)
+                except UnsafeKeyError as exc:
+                    summary.refused.append(str(exc))
+                    continue
+            kept.append(obj)
+        manifest.record_listing(kept, run)
+
+
+def _recheck_done(dst: PosixStore, manifest: Manifest, run: int) -> None:
+    """A file someone removed or truncated since the last run is copied again."""
+    for key, size, _md5, _hash in manifest.done(run):
+        try:
+            if dst.path(key).stat().st_size == size:
+                continue
+        except FileNotFoundError:
+            pass
+        manifest.mark_pending(key)
+
+
+async def _delete_extra(dst: Store, manifest: Manifest, run: int) -> int:
+    """Mirror deletions: remove destination objects the source no longer lists."""
+    deleted = 0
+    async for batch in dst.list():
+        keys = [o.key for o in batch]
+        marks = ",".join("?" * len(keys))
+        kept = {r[0] for r in manifest.db.execute(
+            f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys))}  # fmt: skip
+        for key in keys:
+            if key not in kept:
+                await dst.delete(key)
+                deleted += 1
+    for key in list(manifest.forget_unseen(run)):
+        manifest.drop(key)
+    return deleted
+
+
+def _last_rate(manifest: Manifest) -> float | None:
+    row = manifest.db.execute("SELECT v FROM meta WHERE k = 'rate'").fetchone()
+    return float(row[0]) if row else None

@@ -1,0 +1,52 @@
+"""What every store offers the transfer engine: batched listing, ranged reads, whole writes.
+
+Keys are relative to the URL's prefix and always use ``/``. Listing yields batches so that a
+listing of ten million objects never sits in memory at once.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LIST_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str  # an opaque version tag: Blob ETag, or "mtime_ns:size" on POSIX
+    md5: str | None = None  # hex; Blob Content-MD5, or the MD5 stoker recorded at upload
+
+
+class Store(abc.ABC):
+    """One place objects live. ``str(store)`` is safe to print: it never shows a secret."""
+
+    @abc.abstractmethod
+    def list(self) -> AsyncIterator[list[ObjectInfo]]:
+        """Every object under the prefix, in batches of up to LIST_BATCH."""
+
+    @abc.abstractmethod
+    async def head(self, key: str) -> ObjectInfo | None:
+        """The object's info, or None when it does not exist."""
+
+    @abc.abstractmethod
+    async def read_range(
+        self, key: str, start: int, end: int, etag: str | None = None
+    ) -> bytes | memoryview:
+        """Bytes ``[start, end)`` of the object; with ``etag``, only of that version
+        (SourceChangedError otherwise)."""
+
+    @abc.abstractmethod
+    async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
+        """Upload a local file as the object ``key`` (atomic: readers see old or new)."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove the object; a missing object is not an error."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

@@ -1,0 +1,150 @@
+"""A POSIX directory as a store: Lustre, NetApp or Azure Files mounts, local NVMe.
+
+Writes never show a partial file at its final path: data goes to ``NAME.stoker-partial`` in the
+same directory, is fsynced, then renamed over the final name, and the directory is fsynced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ..errors import StageError
+from ._base import LIST_BATCH, ObjectInfo, Store
+from ._safety import PARTIAL_SUFFIX, STATE_DIR, safe_path
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def disk_error(exc: OSError, path: Path) -> StageError:
+    """Turn ENOSPC and friends into a message that says what to do."""
+    if exc.errno in (28, 122):  # ENOSPC, EDQUOT
+        return StageError(f"no space left writing {path}: free space or pick another destination; "
+                          "files already copied are kept and a re-run continues from here")  # fmt: skip
+    return StageError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def copy_range(src: int, dst: int, size: int) -> None:
+    """Copy ``size`` bytes in the kernel (copy_file_range; reflinks where the FS has them)."""
+    done = 0
+    try:
+        while done < size:
+            n = os.copy_file_range(src, dst, size - done, done, done)
+            if n == 0:
+                break
+            done += n
+    except OSError as exc:
+        if exc.errno not in (18, 38, 95):  # EXDEV, ENOSYS, EOPNOTSUPP: copy by hand instead
+            raise
+        os.lseek(src, done, 0)
+        os.lseek(dst, done, 0)
+        with os.fdopen(os.dup(src), "rb") as fsrc, os.fdopen(os.dup(dst), "wb") as fdst:
+            shutil.copyfileobj(fsrc, fdst, 8 << 20)
+
+
+class PosixStore(Store):
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+    def path(self, key: str) -> Path:
+        return safe_path(self.root, key)
+
+    def partial(self, key: str) -> Path:
+        final = self.path(key)
+        return final.with_name(final.name + PARTIAL_SUFFIX)
+
+    async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
+        if not self.root.exists():
+            return
+        batch: list[ObjectInfo] = []
+        stack = [self.root]
+        while stack:
+            folder = stack.pop()
+            entries = await asyncio.to_thread(
+                lambda f=folder: sorted(os.scandir(f), key=lambda e: e.name)
+            )
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if not (folder == self.root and entry.name == STATE_DIR):
+                        stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False) and not entry.name.endswith(
+                    PARTIAL_SUFFIX
+                ):
+                    st = entry.stat(follow_symlinks=False)
+                    key = Path(entry.path).relative_to(self.root).as_posix()
+                    batch.append(ObjectInfo(key, st.st_size, f"{st.st_mtime_ns}:{st.st_size}"))
+                    if len(batch) >= LIST_BATCH:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self.path(key).stat()
+        except FileNotFoundError:
+            return None
+        return ObjectInfo(key, st.st_size, f"{st.st_mtime_ns}:{st.st_size}")
+
+    async def read_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        def read() -> bytes:
+            with open(self.path(key), "rb", buffering=0) as f:
+                return os.pread(f.fileno(), end - start, start)
+
+        return await asyncio.to_thread(read)
+
+    def open_partial(self, key: str, size: int) -> int:
+        """A writable fd on the partial file, sized to ``size``; an existing one is reused."""
+        partial = self.partial(key)
+        try:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            return fd
+        except OSError as exc:
+            raise disk_error(exc, partial) from exc
+
+    def publish(self, key: str, fd: int, *, sync: bool = True) -> None:
+        """fsync the partial file, rename it to its final name, fsync the directory."""
+        final = self.path(key)
+        try:
+            if sync:
+                os.fsync(fd)
+            os.close(fd)
+            os.replace(self.partial(key), final)
+            if sync:
+                fsync_dir(final.parent)
+        except OSError as exc:
+            raise disk_error(exc, final) from exc
+
+    async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
+        def copy() -> None:
+            fd = self.open_partial(key, 0)
+            try:
+                with open(source, "rb") as src:
+                    copy_range(src.fileno(), fd, size)
+            except OSError as exc:
+                os.close(fd)
+                raise disk_error(exc, self.path(key)) from exc
+            self.publish(key, fd)
+
+        await asyncio.to_thread(copy)
+
+    async def delete(self, key: str) -> None:
+        try:
+            self.path(key).unlink()
+        except FileNotFoundError:
+            pass

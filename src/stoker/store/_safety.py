@@ -1,0 +1,51 @@
+"""Object keys become file paths only through here: nothing is ever written outside the root.
+
+A key is refused, with an error that names it, when it is absolute, has an empty, ``.`` or
+``..`` segment, contains NUL or a backslash, or has a name or path too long for the file system.
+A symlink inside the root that points outside it is refused too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import UnsafeKeyError
+
+PARTIAL_SUFFIX = ".stoker-partial"
+STATE_DIR = ".stoker"
+
+
+def check_key(key: str, name_max: int = 255, path_max: int = 4096) -> None:
+    why = None
+    if not key:
+        why = "it is empty"
+    elif "\x00" in key:
+        why = "it contains a NUL byte"
+    elif "\\" in key:
+        why = "it contains a backslash"
+    elif key.startswith("/"):
+        why = "it is an absolute path"
+    elif any(seg in ("", ".", "..") for seg in key.split("/")):
+        why = "it has an empty, '.' or '..' segment"
+    elif any(len(seg.encode()) > name_max for seg in key.split("/")):
+        why = f"a name in it is longer than the file system's {name_max} bytes"
+    elif len(key.encode()) > path_max:
+        why = f"it is longer than the file system's {path_max}-byte path limit"
+    elif key.endswith(PARTIAL_SUFFIX) or key.split("/")[0] == STATE_DIR:
+        why = "it collides with stoker's own partial files or state directory"
+    if why:
+        raise UnsafeKeyError(f"refusing object key {key!r}: {why}; nothing was written for it")
+
+
+def safe_path(root: Path, key: str) -> Path:
+    """``root / key``, after checking the key and that no symlink leads outside ``root``."""
+    check_key(key)
+    path = root.joinpath(*key.split("/"))
+    real_root = os.path.realpath(root)
+    parent = os.path.realpath(path.parent)
+    if os.path.commonpath([real_root, parent]) != real_root:
+        raise UnsafeKeyError(
+            f"refusing object key {key!r}: a symlink under {root} leads outside it"
+        )
+    return path
