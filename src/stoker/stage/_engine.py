@@ -30,8 +30,17 @@ class Counters:
 
 
 class Engine:
-    def __init__(self, src: Store, dst: Store, manifest: Manifest, reporter: Reporter, *,
-                 concurrency: int, block_size: int, hash_files: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        src: Store,
+        dst: Store,
+        manifest: Manifest,
+        reporter: Reporter,
+        *,
+        concurrency: int,
+        block_size: int,
+        hash_files: bool,
+    ) -> None:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
         self.requests = asyncio.Semaphore(concurrency)
@@ -83,8 +92,9 @@ class Engine:
         try:
             blocks = max(1, -(-size // self.block_size))
             done = self.manifest.blocks_done(key, etag) if blocks > 1 else set()
-            self.reporter.advance(sum(self._span(i, size)[1] - self._span(i, size)[0]
-                                      for i in done))  # fmt: skip
+            self.reporter.advance(
+                sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
+            )
             hasher = _InOrderHasher(hashlib.md5()) if (self.hash_files and not done) else None
 
             async def fetch(i: int) -> None:
@@ -107,8 +117,10 @@ class Engine:
                 digest = None
             if md5 and digest and digest != md5:
                 self.manifest.mark_pending(key)
-                raise ChecksumError(f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
-                                 f"source's Content-MD5 {md5}; re-run to fetch it again")  # fmt: skip
+                raise ChecksumError(
+                    f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
+                    f"source's Content-MD5 {md5}; re-run to fetch it again"
+                )
             await asyncio.to_thread(dst.publish, key, fd)
             fd = -1
             return digest
@@ -138,8 +150,15 @@ class Engine:
         # Object store to object store: through a temporary file, block by block.
         with tempfile.TemporaryDirectory(prefix="stoker-") as tmp:
             spool = PosixStore(Path(tmp))
-            relay = Engine(self.src, spool, self.manifest, _Quiet(self.reporter),
-                           concurrency=4, block_size=self.block_size, hash_files=self.hash_files)  # fmt: skip
+            relay = Engine(
+                self.src,
+                spool,
+                self.manifest,
+                _Quiet(self.reporter),
+                concurrency=4,
+                block_size=self.block_size,
+                hash_files=self.hash_files,
+            )
             digest = await relay._download(key, size, etag, md5)
             async with self.requests:
                 await self.dst.write_file(key, spool.path(key), size, digest or md5)

@@ -47,8 +47,14 @@ class JsonReporter(Reporter):
         if now - self.last >= self.every_s:
             self.last = now
             elapsed = max(now - self.t0, 1e-9)
-            self._emit("progress", files=self.files, bytes=self.bytes, total_files=self.total_files,
-                       total_bytes=self.total_bytes, mb_per_s=round(self.bytes / elapsed / 1e6, 1))  # fmt: skip
+            self._emit(
+                "progress",
+                files=self.files,
+                bytes=self.bytes,
+                total_files=self.total_files,
+                total_bytes=self.total_bytes,
+                mb_per_s=round(self.bytes / elapsed / 1e6, 1),
+            )
 
     def file_done(self) -> None:
         self.files += 1
@@ -74,9 +80,15 @@ class RichReporter(Reporter):
 
         self.console = Console(stderr=True)
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TextColumn("{task.fields[files]} files"),
-            TimeRemainingColumn(), console=self.console, transient=False)  # fmt: skip
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TextColumn("{task.fields[files]} files"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.description, self.files, self.total_files = description, 0, 0
         self.task: Any = None
 

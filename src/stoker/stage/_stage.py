@@ -77,11 +77,23 @@ def state_path(src: Store, dst: Store, selection: Selection, state_dir: Path | N
     return cache / "stoker" / "stage" / name
 
 
-def stage(src: str, dst: str, *, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
-          rank: int | None = None, world_size: int | None = None, concurrency: int = 32,
-          block_size: int = 8 << 20, dry_run: bool = False, delete: bool = False,
-          hash_files: bool | None = None, state_dir: Path | None = None,
-          allow_http: bool = False, reporter: Reporter | None = None) -> StageSummary:  # fmt: skip
+def stage(
+    src: str,
+    dst: str,
+    *,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    rank: int | None = None,
+    world_size: int | None = None,
+    concurrency: int = 32,
+    block_size: int = 8 << 20,
+    dry_run: bool = False,
+    delete: bool = False,
+    hash_files: bool | None = None,
+    state_dir: Path | None = None,
+    allow_http: bool = False,
+    reporter: Reporter | None = None,
+) -> StageSummary:
     """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
 
     ``rank``/``world_size`` default to torchrun's environment. ``hash_files`` defaults to on
@@ -94,13 +106,36 @@ def stage(src: str, dst: str, *, include: tuple[str, ...] = (), exclude: tuple[s
     if not 0 <= rank < world_size:
         raise StageError(f"--rank {rank} is outside --world-size {world_size}")
     selection = Selection(tuple(include), tuple(exclude), rank, world_size)
-    return asyncio.run(_stage(src, dst, selection, concurrency, block_size, dry_run, delete,
-                              hash_files, state_dir, allow_http, reporter or Reporter()))  # fmt: skip
+    return asyncio.run(
+        _stage(
+            src,
+            dst,
+            selection,
+            concurrency,
+            block_size,
+            dry_run,
+            delete,
+            hash_files,
+            state_dir,
+            allow_http,
+            reporter or Reporter(),
+        )
+    )
 
 
-async def _stage(src_url: str, dst_url: str, sel: Selection, concurrency: int, block_size: int,
-                 dry_run: bool, delete: bool, hash_files: bool | None, state_dir: Path | None,
-                 allow_http: bool, reporter: Reporter) -> StageSummary:  # fmt: skip
+async def _stage(
+    src_url: str,
+    dst_url: str,
+    sel: Selection,
+    concurrency: int,
+    block_size: int,
+    dry_run: bool,
+    delete: bool,
+    hash_files: bool | None,
+    state_dir: Path | None,
+    allow_http: bool,
+    reporter: Reporter,
+) -> StageSummary:
     src = open_store(src_url, block_size=block_size, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, allow_http=allow_http)
     if hash_files is None:
@@ -122,8 +157,15 @@ async def _stage(src_url: str, dst_url: str, sel: Selection, concurrency: int, b
             summary.estimated_s = nbytes / rate if rate else None
         else:
             reporter.start(files, nbytes)
-            engine = Engine(src, dst, manifest, reporter, concurrency=concurrency,
-                            block_size=block_size, hash_files=hash_files)  # fmt: skip
+            engine = Engine(
+                src,
+                dst,
+                manifest,
+                reporter,
+                concurrency=concurrency,
+                block_size=block_size,
+                hash_files=hash_files,
+            )
             counters = await engine.run(run)
             summary.files_copied, summary.failed = counters.files, counters.failed
             _, left_bytes, _, _ = manifest.totals(run)
@@ -134,8 +176,10 @@ async def _stage(src_url: str, dst_url: str, sel: Selection, concurrency: int, b
         if not dry_run and summary.seconds > 0:
             summary.mb_per_s = summary.bytes_copied / summary.seconds / 1e6
             if summary.bytes_copied > 64 << 20:
-                manifest.db.execute("INSERT OR REPLACE INTO meta VALUES('rate', ?)",
-                                    (str(summary.bytes_copied / summary.seconds),))  # fmt: skip
+                manifest.db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES('rate', ?)",
+                    (str(summary.bytes_copied / summary.seconds),),
+                )
         reporter.finish(summary.to_dict())
         return summary
     finally:
@@ -144,8 +188,9 @@ async def _stage(src_url: str, dst_url: str, sel: Selection, concurrency: int, b
         await dst.close()
 
 
-async def _list_into(src: Store, dst: Store, sel: Selection, manifest: Manifest, run: int,
-                     summary: StageSummary) -> None:  # fmt: skip
+async def _list_into(
+    src: Store, dst: Store, sel: Selection, manifest: Manifest, run: int, summary: StageSummary
+) -> None:
     local = isinstance(dst, PosixStore)
     async for batch in src.list():
         kept: list[ObjectInfo] = []
@@ -179,8 +224,12 @@ async def _delete_extra(dst: Store, manifest: Manifest, run: int) -> int:
     async for batch in dst.list():
         keys = [o.key for o in batch]
         marks = ",".join("?" * len(keys))
-        kept = {r[0] for r in manifest.db.execute(
-            f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys))}  # fmt: skip
+        kept = {
+            r[0]
+            for r in manifest.db.execute(
+                f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys)
+            )
+        }
         for key in keys:
             if key not in kept:
                 await dst.delete(key)

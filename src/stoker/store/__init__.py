@@ -10,8 +10,9 @@ from ._safety import check_key, safe_path
 from ._url import Location, parse_url
 
 
-def open_store(url: str, *, block_size: int = 16 << 20, concurrency: int = 12,
-               allow_http: bool = False) -> Store:  # fmt: skip
+def open_store(
+    url: str, *, block_size: int = 16 << 20, concurrency: int = 12, allow_http: bool = False
+) -> Store:
     """The store for ``url`` (see ``parse_url``); credentials from the environment."""
     import os
 
@@ -23,12 +24,23 @@ def open_store(url: str, *, block_size: int = 16 << 20, concurrency: int = 12,
     if loc.scheme == "az":
         from ._azure import BlobStore
 
-        return BlobStore(loc, azure_auth(loc, allow_http), block_size=block_size,
-                         concurrency=concurrency)  # fmt: skip
+        return BlobStore(
+            loc, azure_auth(loc, allow_http), block_size=block_size, concurrency=concurrency
+        )
     from ._object import ObjectStore
 
     return ObjectStore(loc, block_size=block_size, concurrency=concurrency)
 
 
-__all__ = ["Location", "ObjectInfo", "PosixStore", "Store", "azure_auth", "check_key",
-           "open_store", "parse_url", "redact", "safe_path"]  # fmt: skip
+__all__ = [
+    "Location",
+    "ObjectInfo",
+    "PosixStore",
+    "Store",
+    "azure_auth",
+    "check_key",
+    "open_store",
+    "parse_url",
+    "redact",
+    "safe_path",
+]

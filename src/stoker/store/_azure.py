@@ -18,9 +18,12 @@ MD5_METADATA = "stoker_md5"  # metadata names must be C# identifiers: no dashes
 RETRY = {
     "max_retries": 10,
     "retry_timeout": timedelta(minutes=5),
-    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=15),
-                "base": 2},
-}  # fmt: skip
+    "backoff": {
+        "init_backoff": timedelta(milliseconds=100),
+        "max_backoff": timedelta(seconds=15),
+        "base": 2,
+    },
+}
 
 
 def translate(exc: Exception, what: str) -> StoreError:
@@ -30,8 +33,9 @@ def translate(exc: Exception, what: str) -> StoreError:
 
 
 class BlobStore(Store):
-    def __init__(self, loc: Location, auth: AzureAuth, *, block_size: int = 16 << 20,
-                 concurrency: int = 12) -> None:  # fmt: skip
+    def __init__(
+        self, loc: Location, auth: AzureAuth, *, block_size: int = 16 << 20, concurrency: int = 12
+    ) -> None:
         from obstore.store import AzureStore
 
         self.loc, self.auth = loc, auth
@@ -41,19 +45,25 @@ class BlobStore(Store):
             config["account_key"] = auth.key
         elif auth.sas:
             config["sas_key"] = auth.sas
-        options: dict[str, Any] = {"allow_http": auth.endpoint.startswith("http://"),
-                                   "timeout": timedelta(minutes=5),
-                                   "connect_timeout": timedelta(seconds=10)}  # fmt: skip
+        options: dict[str, Any] = {
+            "allow_http": auth.endpoint.startswith("http://"),
+            "timeout": timedelta(minutes=5),
+            "connect_timeout": timedelta(seconds=10),
+        }
         provider = None
         if auth.uses_aad:
             from azure.identity import DefaultAzureCredential
             from obstore.auth.azure import AzureCredentialProvider
 
             provider = AzureCredentialProvider(credential=DefaultAzureCredential())
-        self._store = AzureStore(loc.bucket, prefix=loc.prefix.rstrip("/") or None,
-                                 config=config, client_options=options,  # type: ignore[arg-type]
-                                 retry_config=RETRY,  # type: ignore[arg-type]
-                                 credential_provider=provider)  # fmt: skip
+        self._store = AzureStore(
+            loc.bucket,
+            prefix=loc.prefix.rstrip("/") or None,
+            config=config,
+            client_options=options,  # type: ignore[arg-type]
+            retry_config=RETRY,  # type: ignore[arg-type]
+            credential_provider=provider,
+        )
         self._container: Any = None
 
     def __str__(self) -> str:
@@ -71,21 +81,30 @@ class BlobStore(Store):
                 from azure.identity.aio import DefaultAzureCredential
 
                 credential = DefaultAzureCredential()
-            self._container = ContainerClient(self.auth.endpoint, self.loc.bucket,
-                                              credential=credential)  # fmt: skip
+            self._container = ContainerClient(
+                self.auth.endpoint, self.loc.bucket, credential=credential
+            )
         return self._container
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
         batch: list[ObjectInfo] = []
         cut = len(self.loc.prefix)
         try:
-            pages = self._sdk().list_blobs(name_starts_with=self.loc.prefix or None,
-                                           include=["metadata"], results_per_page=LIST_BATCH)  # fmt: skip
+            pages = self._sdk().list_blobs(
+                name_starts_with=self.loc.prefix or None,
+                include=["metadata"],
+                results_per_page=LIST_BATCH,
+            )
             async for blob in pages:
                 md5 = blob.content_settings.content_md5
-                batch.append(ObjectInfo(
-                    blob.name[cut:], int(blob.size), str(blob.etag).strip('"'),
-                    bytes(md5).hex() if md5 else (blob.metadata or {}).get(MD5_METADATA)))  # fmt: skip
+                batch.append(
+                    ObjectInfo(
+                        blob.name[cut:],
+                        int(blob.size),
+                        str(blob.etag).strip('"'),
+                        bytes(md5).hex() if md5 else (blob.metadata or {}).get(MD5_METADATA),
+                    )
+                )
                 if len(batch) >= LIST_BATCH:
                     yield batch
                     batch = []
@@ -130,12 +149,22 @@ class BlobStore(Store):
         attributes = {MD5_METADATA: md5} if md5 else None
         try:
             if size <= self.block_size:  # one Put Blob: the service records Content-MD5
-                await obstore.put_async(self._store, key, source.read_bytes(), attributes=attributes,
-                                        use_multipart=False)  # fmt: skip
+                await obstore.put_async(
+                    self._store,
+                    key,
+                    source.read_bytes(),
+                    attributes=attributes,
+                    use_multipart=False,
+                )
             else:
-                await obstore.put_async(self._store, key, source, attributes=attributes,
-                                        chunk_size=self.block_size,
-                                        max_concurrency=self.concurrency)  # fmt: skip
+                await obstore.put_async(
+                    self._store,
+                    key,
+                    source,
+                    attributes=attributes,
+                    chunk_size=self.block_size,
+                    max_concurrency=self.concurrency,
+                )
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 

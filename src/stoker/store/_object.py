@@ -27,8 +27,10 @@ class ObjectStore(Store):
 
         try:
             async for chunk in obstore.list(self._store, chunk_size=LIST_BATCH):
-                yield [ObjectInfo(m["path"], m["size"], str(m["e_tag"] or "").strip('"'))
-                       for m in chunk]  # fmt: skip
+                yield [
+                    ObjectInfo(m["path"], m["size"], str(m["e_tag"] or "").strip('"'))
+                    for m in chunk
+                ]
         except Exception as exc:
             raise translate(exc, f"listing {self}") from exc
 
@@ -55,8 +57,13 @@ class ObjectStore(Store):
         import obstore
 
         try:
-            await obstore.put_async(self._store, key, source, chunk_size=self.block_size,
-                                    max_concurrency=self.concurrency)  # fmt: skip
+            await obstore.put_async(
+                self._store,
+                key,
+                source,
+                chunk_size=self.block_size,
+                max_concurrency=self.concurrency,
+            )
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 

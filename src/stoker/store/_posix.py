@@ -28,8 +28,10 @@ def fsync_dir(path: Path) -> None:
 def disk_error(exc: OSError, path: Path) -> StageError:
     """Turn ENOSPC and friends into a message that says what to do."""
     if exc.errno in (28, 122):  # ENOSPC, EDQUOT
-        return StageError(f"no space left writing {path}: free space or pick another destination; "
-                          "files already copied are kept and a re-run continues from here")  # fmt: skip
+        return StageError(
+            f"no space left writing {path}: free space or pick another destination; "
+            "files already copied are kept and a re-run continues from here"
+        )
     return StageError(f"cannot write {path}: {exc.strerror or exc}")
 
 

@@ -89,13 +89,25 @@ def parse_url(url: str | Path) -> Location:
             if not segments:
                 raise StoreError(f"{shown}: the URL names no container")
             account = host[: -len(_BLOB_HOST)]
-            return Location("az", bucket=segments[0], prefix=_prefix(segments[1:]),
-                            account=account, endpoint=f"{scheme}://{host}", sas=sas)  # fmt: skip
+            return Location(
+                "az",
+                bucket=segments[0],
+                prefix=_prefix(segments[1:]),
+                account=account,
+                endpoint=f"{scheme}://{host}",
+                sas=sas,
+            )
         if len(segments) < 2:
             raise StoreError(f"{shown}: a path-style Blob URL is http(s)://HOST/ACCOUNT/CONTAINER")
         endpoint = f"{scheme}://{parts.netloc}/{segments[0]}"
-        return Location("az", bucket=segments[1], prefix=_prefix(segments[2:]),
-                        account=segments[0], endpoint=endpoint, sas=sas)  # fmt: skip
+        return Location(
+            "az",
+            bucket=segments[1],
+            prefix=_prefix(segments[2:]),
+            account=segments[0],
+            endpoint=endpoint,
+            sas=sas,
+        )
     raise StoreError(
         f"{shown}: unknown scheme {scheme!r}; use az://, https://, s3://, gs:// or a path"
     )
