@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from . import cache as _cache
 from . import catalog as _catalog
 from . import plan as _plan
+from . import stage as _stage
 
 app = typer.Typer(
     name="stoker",
@@ -16,6 +18,9 @@ app = typer.Typer(
 )
 app.command("plan")(_plan.plan)
 app.add_typer(_catalog.app, name="catalog")
+app.command("stage")(_stage.stage)
+app.command("verify")(_stage.verify)
+app.add_typer(_cache.app, name="cache")
 
 
 def main() -> None:

@@ -1,0 +1,45 @@
+"""``stoker cache pull URL PATH``: one pod downloads a model, the others wait and share it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._output import command, emit_json, stdout
+
+app = typer.Typer(help="A shared model cache for inference cold starts.", no_args_is_help=True)
+
+
+@app.command("pull")
+@command
+def pull(
+    src: Annotated[str, typer.Argument(help="The model, e.g. az://acct/models/llama-70b")],
+    root: Annotated[str, typer.Argument(help="Shared cache root (Azure Files / NetApp mount).")],
+    name: Annotated[
+        str | None, typer.Option(help="Cache name (default: last URL segment).")
+    ] = None,
+    stale_after: Annotated[
+        float, typer.Option(help="Seconds before a silent puller's lock is taken over.")
+    ] = 60.0,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up waiting after this many seconds.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Make the model available under ROOT/NAME/versions/<version>; print its path."""
+    from ..stage import RichReporter, cache_pull
+
+    result = cache_pull(
+        src,
+        root,
+        name=name,
+        stale_after_s=stale_after,
+        timeout_s=timeout,
+        reporter=None if json_out else RichReporter(f"pull {src}"),
+    )
+    if json_out:
+        emit_json(result.to_dict())
+    else:
+        how = "downloaded" if result.pulled else "already cached"
+        stdout.print(f"{result.path} ({how}, version {result.version})", highlight=False)

@@ -1,0 +1,162 @@
+"""``cache_pull``: many pods on shared storage ask for one model; exactly one downloads it.
+
+Layout under ``ROOT/NAME``::
+
+    versions/<version>/...   complete models, published by one atomic rename
+    current -> versions/<v>  the newest complete one (symlink swapped atomically)
+    .incoming/<version>/     the download in progress (resumable by the next puller)
+    .locks/<version>.lock    held by the puller; its mtime is a heartbeat
+
+The version is a hash of the source listing (key, size, ETag), so a changed model is a new
+version. A puller that dies stops touching its lock; after ``stale_after_s`` another pod takes
+the lock over (by an atomic rename, so only one does) and resumes the download. The lock is an
+``O_CREAT | O_EXCL`` file, which NFS v3+ (NetApp) and SMB (Azure Files) honour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import StageError
+from ..store import open_store
+from ..store._posix import fsync_dir
+from ._progress import Reporter
+from ._stage import stage
+
+
+@dataclass
+class CacheResult:
+    path: str
+    version: str
+    pulled: bool  # this call downloaded it (False: it was there, or another pod fetched it)
+    waited_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+async def _version(url: str) -> str:
+    store = open_store(url)
+    lines = []
+    try:
+        async for batch in store.list():
+            lines.extend(f"{o.key}\t{o.size}\t{o.etag}" for o in batch)
+    finally:
+        await store.close()
+    if not lines:
+        raise StageError(f"{store}: nothing to cache, the source lists no objects")
+    return hashlib.blake2b("\n".join(sorted(lines)).encode(), digest_size=8).hexdigest()
+
+
+def default_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def cache_pull(
+    src: str,
+    root: str | Path,
+    *,
+    name: str | None = None,
+    stale_after_s: float = 60.0,
+    poll_s: float = 0.5,
+    timeout_s: float | None = None,
+    reporter: Reporter | None = None,
+) -> CacheResult:
+    """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc."""
+    base = Path(root) / (name or default_name(src))
+    version = asyncio.run(_version(src))
+    final = base / "versions" / version
+    lock = base / ".locks" / f"{version}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    while True:
+        if final.is_dir():
+            return CacheResult(str(final), version, False, time.monotonic() - t0)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            _break_if_stale(lock, stale_after_s)
+            if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+                raise StageError(
+                    f"waited {timeout_s:.0f} s for another pod to pull {src} "
+                    f"into {final}; its lock is {lock}"
+                ) from None
+            time.sleep(poll_s)
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "t": time.time()}, f)
+        waited = time.monotonic() - t0
+        try:
+            with _Heartbeat(lock, stale_after_s / 4):
+                if not final.is_dir():  # someone may have published while we took the lock
+                    _download(src, base, version, final, reporter)
+            return CacheResult(str(final), version, True, waited)
+        finally:
+            lock.unlink(missing_ok=True)
+            for stale in lock.parent.glob(f"{lock.name}.stale-*"):
+                stale.unlink(missing_ok=True)
+
+
+def _download(src: str, base: Path, version: str, final: Path, reporter: Reporter | None) -> None:
+    incoming = base / ".incoming" / version
+    summary = stage(src, str(incoming), state_dir=base / ".state" / version, reporter=reporter)
+    if not summary.ok:
+        raise StageError(
+            f"pulling {src} failed; the partial copy stays in {incoming} and the "
+            f"next pull resumes it: " + "; ".join(summary.failed + summary.refused)
+        )
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(incoming, final)  # the model appears whole or not at all
+    fsync_dir(final.parent)
+    link = base / "current"
+    tmp = base / f".current-{uuid.uuid4().hex}"
+    os.symlink(Path("versions") / version, tmp)
+    os.replace(tmp, link)
+    shutil.rmtree(base / ".state" / version, ignore_errors=True)  # the manifest is spent
+
+
+def _break_if_stale(lock: Path, stale_after_s: float) -> None:
+    """Take over a lock whose holder stopped its heartbeat; the rename lets only one pod win."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > stale_after_s:
+        try:
+            os.rename(lock, lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex}"))
+        except FileNotFoundError:
+            pass  # another pod broke it first
+
+
+class _Heartbeat:
+    """Touch the lock every ``every_s`` seconds while the download runs."""
+
+    def __init__(self, lock: Path, every_s: float) -> None:
+        self.lock, self.every_s = lock, max(0.05, every_s)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.every_s):
+            try:
+                os.utime(self.lock)
+            except FileNotFoundError:
+                return
+
+    def __enter__(self) -> _Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()

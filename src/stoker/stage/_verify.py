@@ -1,0 +1,110 @@
+"""``verify(src, dst)``: re-check a finished copy and name every mismatch.
+
+Both sides are listed into a scratch SQLite table (bounded memory), then compared: missing,
+extra and size-mismatched keys come straight from SQL. For keys present on both sides, hashes
+are compared: a remote side gives its Content-MD5 (or the MD5 stoker recorded at upload); a
+POSIX side is hashed from disk. A key with no hash on either side is checked by size only and
+counted as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..store import PosixStore, Store, open_store
+
+
+@dataclass
+class VerifyReport:
+    src: str
+    dst: str
+    checked: int = 0
+    hashed: int = 0
+    size_only: int = 0
+    mismatches: list[tuple[str, str]] = field(default_factory=list)  # (key, what is wrong)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def verify(src: str, dst: str, *, concurrency: int = 8, allow_http: bool = False) -> VerifyReport:
+    """Compare ``dst`` with ``src`` object by object; see VerifyReport."""
+    return asyncio.run(_verify(src, dst, concurrency, allow_http))
+
+
+async def _list(store: Store, db: sqlite3.Connection, table: str) -> None:
+    db.execute(f"CREATE TABLE {table}(key TEXT PRIMARY KEY, size INTEGER, md5 TEXT)")
+    async for batch in store.list():
+        db.executemany(
+            f"INSERT INTO {table} VALUES(?, ?, ?)", [(o.key, o.size, o.md5) for o in batch]
+        )
+
+
+async def _md5(store: Store, key: str, known: str | None) -> str | None:
+    if known:
+        return known
+    if isinstance(store, PosixStore):
+
+        def digest() -> str:
+            with open(store.path(key), "rb") as f:
+                return hashlib.file_digest(f, "md5").hexdigest()
+
+        return await asyncio.to_thread(digest)
+    return None
+
+
+async def _verify(src_url: str, dst_url: str, concurrency: int, allow_http: bool) -> VerifyReport:
+    src = open_store(src_url, allow_http=allow_http)
+    dst = open_store(dst_url, allow_http=allow_http)
+    report = VerifyReport(str(src), str(dst))
+    with tempfile.TemporaryDirectory(prefix="stoker-verify-") as tmp:
+        db = sqlite3.connect(Path(tmp) / "verify.sqlite")
+        try:
+            await _list(src, db, "s")
+            await _list(dst, db, "d")
+            for (key,) in db.execute("SELECT key FROM s WHERE key NOT IN (SELECT key FROM d)"):
+                report.mismatches.append((key, "missing from the destination"))
+            for (key,) in db.execute("SELECT key FROM d WHERE key NOT IN (SELECT key FROM s)"):
+                report.mismatches.append((key, "in the destination but not in the source"))
+            rows = db.execute("SELECT s.key, s.size, d.size, s.md5, d.md5 FROM s JOIN d USING(key)")
+            limit = asyncio.Semaphore(concurrency)
+
+            async def check(
+                key: str, s_size: int, d_size: int, s_md5: str | None, d_md5: str | None
+            ) -> None:
+                report.checked += 1
+                if s_size != d_size:
+                    report.mismatches.append((key, f"size {d_size} != source {s_size}"))
+                    return
+                async with limit:
+                    a = await _md5(src, key, s_md5)
+                    b = await _md5(dst, key, d_md5) if a else None
+                if a and b:
+                    report.hashed += 1
+                    if a != b:
+                        report.mismatches.append((key, f"MD5 {b} != source {a}"))
+                else:
+                    report.size_only += 1
+
+            batch: list = []
+            for row in rows:
+                batch.append(check(*row))
+                if len(batch) >= 1000:
+                    await asyncio.gather(*batch)
+                    batch = []
+            await asyncio.gather(*batch)
+        finally:
+            db.close()
+            await src.close()
+            await dst.close()
+    report.mismatches.sort()
+    return report
