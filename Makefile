@@ -20,6 +20,10 @@ node_modules/.package-lock.json: package.json
 demo: $(STAMP)
 	$(BIN)/stoker plan examples/pretrain-64vm.toml
 	$(BIN)/stoker plan --compare examples/finetune-1vm.toml examples/pretrain-64vm.toml examples/llama3-405b-2048vm.toml
+	@echo "--- stage: a generated dataset in .demo/cold (the cold pool) to .demo/fast (the fast tier)"
+	$(BIN)/python examples/make_dataset.py .demo/cold
+	$(BIN)/stoker stage .demo/cold .demo/fast --hash
+	$(BIN)/stoker verify .demo/cold .demo/fast
 
 test: $(STAMP) node_modules/.package-lock.json
 	$(BIN)/python -m pytest
@@ -31,4 +35,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache
+	rm -rf $(VENV) node_modules .pytest_cache .demo .bench

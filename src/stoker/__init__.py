@@ -5,8 +5,20 @@ Only re-exports live here; every name below is documented where it is defined.
 """
 
 from .catalog import Catalog, load_catalog, refresh_prices
-from .errors import CatalogError, PriceError, SpecError, StokerError, UnitError
+from .errors import (
+    CatalogError,
+    ChecksumError,
+    PriceError,
+    SourceChangedError,
+    SpecError,
+    StageError,
+    StokerError,
+    StoreError,
+    UnitError,
+    UnsafeKeyError,
+)
 from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
+from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
 from .units import (
     format_bytes,
     format_duration,
@@ -20,8 +32,19 @@ from .units import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CacheResult",
     "Catalog",
     "CatalogError",
+    "ChecksumError",
+    "SourceChangedError",
+    "StageError",
+    "StageSummary",
+    "StoreError",
+    "UnsafeKeyError",
+    "VerifyReport",
+    "cache_pull",
+    "stage",
+    "verify",
     "JobSpec",
     "Plan",
     "PriceError",
