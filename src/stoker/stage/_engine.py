@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import ChecksumError, StageError, StokerError
 from ..store import PosixStore, Store
+from ..store._posix import disk_error
 from ._manifest import Manifest
 from ._progress import Reporter
 
@@ -40,9 +41,11 @@ class Engine:
         concurrency: int,
         block_size: int,
         hash_files: bool,
+        record_blocks: bool = True,
     ) -> None:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
+        self.record_blocks = record_blocks  # False for a throw-away spool file
         self.requests = asyncio.Semaphore(concurrency)
         self.files_in_flight = asyncio.Semaphore(max(4, concurrency))
         self.counters = Counters()
@@ -91,24 +94,49 @@ class Engine:
         fd = await asyncio.to_thread(dst.open_partial, key, size)
         try:
             blocks = max(1, -(-size // self.block_size))
-            done = self.manifest.blocks_done(key, etag) if blocks > 1 else set()
+            resumable = blocks > 1 and self.record_blocks
+            done = self.manifest.blocks_done(key, etag) if resumable else set()
             self.reporter.advance(
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
             hasher = _InOrderHasher(hashlib.md5()) if (self.hash_files and not done) else None
 
+            failed = False
+
             async def fetch(i: int) -> None:
+                nonlocal failed
                 start, end = self._span(i, size)
-                async with self.requests:
-                    data = await self.src.read_range(key, start, end, etag) if end > start else b""
-                await asyncio.to_thread(os.pwrite, fd, data, start)
-                if blocks > 1:
+                try:
+                    async with self.requests:
+                        if failed:  # a sibling failed: the file will be fetched again
+                            return
+                        data = (
+                            await self.src.read_range(key, start, end, etag) if end > start else b""
+                        )
+                    if failed:
+                        return
+                    await asyncio.to_thread(os.pwrite, fd, data, start)
+                except OSError as exc:
+                    failed = True
+                    raise disk_error(exc, dst.partial(key)) from exc
+                except BaseException:
+                    failed = True
+                    raise
+                if resumable:
                     self.manifest.block_done(key, etag, i)
                 if hasher:
                     await hasher.add(i, data)
+                self.counters.bytes += end - start
                 self.reporter.advance(end - start)
 
-            await asyncio.gather(*(fetch(i) for i in range(blocks) if i not in done))
+            # Every block finishes (or gives up) before the fd is closed: a late write must never
+            # land in whichever file reuses the descriptor number.
+            outcomes = await asyncio.gather(
+                *(fetch(i) for i in range(blocks) if i not in done), return_exceptions=True
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
             if hasher:
                 digest = hasher.hexdigest()
             elif self.hash_files:  # resumed: some blocks came from an earlier run
@@ -117,6 +145,9 @@ class Engine:
                 digest = None
             if md5 and digest and digest != md5:
                 self.manifest.mark_pending(key)
+                os.close(fd)
+                fd = -1
+                dst.partial(key).unlink(missing_ok=True)
                 raise ChecksumError(
                     f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
                     f"source's Content-MD5 {md5}; re-run to fetch it again"
@@ -133,6 +164,7 @@ class Engine:
         assert isinstance(src, PosixStore) and isinstance(self.dst, PosixStore)
         async with self.requests:
             await self.dst.write_file(key, src.path(key), size, None)
+        self.counters.bytes += size
         self.reporter.advance(size)
         if self.hash_files:
             return await asyncio.to_thread(_path_md5, self.dst.path(key))
@@ -145,6 +177,7 @@ class Engine:
             digest = await asyncio.to_thread(_path_md5, path) if self.hash_files else None
             async with self.requests:
                 await self.dst.write_file(key, path, size, digest)
+            self.counters.bytes += size
             self.reporter.advance(size)
             return digest
         # Object store to object store: through a temporary file, block by block.
@@ -158,8 +191,10 @@ class Engine:
                 concurrency=4,
                 block_size=self.block_size,
                 hash_files=self.hash_files,
+                record_blocks=False,
             )
             digest = await relay._download(key, size, etag, md5)
+            self.counters.bytes += relay.counters.bytes
             async with self.requests:
                 await self.dst.write_file(key, spool.path(key), size, digest or md5)
         return digest

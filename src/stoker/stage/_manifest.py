@@ -104,7 +104,10 @@ class Manifest:
             last = rows[-1][0]
 
     def mark_pending(self, key: str) -> None:
-        self.db.execute("UPDATE objects SET state = 0, hash = NULL WHERE key = ?", (key,))
+        """Copy ``key`` again from scratch: its finished blocks are forgotten too."""
+        with self.db:
+            self.db.execute("UPDATE objects SET state = 0, hash = NULL WHERE key = ?", (key,))
+            self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
 
     def blocks_done(self, key: str, etag: str) -> set[int]:
         rows = self.db.execute("SELECT idx FROM blocks WHERE key = ? AND etag = ?", (key, etag))

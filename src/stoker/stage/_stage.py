@@ -168,10 +168,9 @@ async def _stage(
             )
             counters = await engine.run(run)
             summary.files_copied, summary.failed = counters.files, counters.failed
-            _, left_bytes, _, _ = manifest.totals(run)
-            summary.bytes_copied = nbytes - left_bytes
+            summary.bytes_copied = counters.bytes  # moved in this run, resumed blocks excluded
             if delete:
-                summary.files_deleted = await _delete_extra(dst, manifest, run)
+                summary.files_deleted = await _delete_extra(dst, manifest, run, sel)
         summary.seconds = time.perf_counter() - t0
         if not dry_run and summary.seconds > 0:
             summary.mb_per_s = summary.bytes_copied / summary.seconds / 1e6
@@ -218,11 +217,14 @@ def _recheck_done(dst: PosixStore, manifest: Manifest, run: int) -> None:
         manifest.mark_pending(key)
 
 
-async def _delete_extra(dst: Store, manifest: Manifest, run: int) -> int:
-    """Mirror deletions: remove destination objects the source no longer lists."""
+async def _delete_extra(dst: Store, manifest: Manifest, run: int, sel: Selection) -> int:
+    """Mirror deletions: remove destination objects the source no longer lists. Keys outside
+    this run's selection (other ranks' shards, excluded patterns) are left alone."""
     deleted = 0
     async for batch in dst.list():
-        keys = [o.key for o in batch]
+        keys = [o.key for o in batch if sel.wants(o.key)]
+        if not keys:
+            continue
         marks = ",".join("?" * len(keys))
         kept = {
             r[0]

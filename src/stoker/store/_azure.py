@@ -16,8 +16,10 @@ from ._url import Location
 MD5_METADATA = "stoker_md5"  # metadata names must be C# identifiers: no dashes
 
 RETRY = {
-    "max_retries": 10,
-    "retry_timeout": timedelta(minutes=5),
+    # The time limit is the real bound: an emulator restart or a throttled account recovers
+    # within it; a wrong endpoint fails after it.
+    "max_retries": 1000,
+    "retry_timeout": timedelta(minutes=2),
     "backoff": {
         "init_backoff": timedelta(milliseconds=100),
         "max_backoff": timedelta(seconds=15),

@@ -12,7 +12,7 @@ import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ..errors import StageError
+from ..errors import StageError, StokerError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._safety import PARTIAL_SUFFIX, STATE_DIR, safe_path
 
@@ -25,14 +25,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def disk_error(exc: OSError, path: Path) -> StageError:
-    """Turn ENOSPC and friends into a message that says what to do."""
+def disk_error(exc: OSError, path: Path) -> StokerError:
+    """A full disk stops the whole copy (StageError); other errors concern one file."""
     if exc.errno in (28, 122):  # ENOSPC, EDQUOT
         return StageError(
             f"no space left writing {path}: free space or pick another destination; "
             "files already copied are kept and a re-run continues from here"
         )
-    return StageError(f"cannot write {path}: {exc.strerror or exc}")
+    return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def copy_range(src: int, dst: int, size: int) -> None:

@@ -16,7 +16,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 from ..errors import StoreError
 
@@ -84,7 +84,7 @@ def parse_url(url: str | Path) -> Location:
         )
     if scheme in ("http", "https"):
         host = parts.hostname or ""
-        sas = "&".join(f"{k}={v}" for k, v in parse_qsl(parts.query, keep_blank_values=True))
+        sas = parts.query  # as written: decoding would turn a signature's %2B into a space
         if host.endswith(_BLOB_HOST):
             if not segments:
                 raise StoreError(f"{shown}: the URL names no container")

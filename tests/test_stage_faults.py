@@ -1,0 +1,428 @@
+"""stage under faults, against a real Azurite: kill -9 and resume, the service going away and
+coming back, a full disk, a source that changes mid-copy, corrupted and failed blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from azurite import ACCOUNT, Azurite, blob_tree, partials, read_tree
+from stoker.errors import StageError, StoreError
+from stoker.stage import _engine, stage
+from stoker.store import _posix
+from stoker.store._azure import BlobStore
+
+MiB = 1 << 20
+BLOCK = MiB
+
+
+def upload(container: Any, prefix: str, files: dict[str, bytes]) -> None:
+    for key, data in files.items():
+        container.upload_blob(f"{prefix}{key}", data, overwrite=True, max_concurrency=4)
+
+
+@dataclass(frozen=True)
+class Read:
+    key: str
+    start: int
+    end: int
+    began: float  # time.monotonic() when the request went out (after the hook)
+    ended: float
+    error: str = ""
+
+
+def patch_reads(
+    monkeypatch: pytest.MonkeyPatch, hook: Callable[[str, int, int], Any]
+) -> list[Read]:
+    """Route BlobStore.read_range through ``await hook(key, start, end)`` (which may raise,
+    sleep or return a function that replaces the bytes); returns the log of ranges fetched."""
+    real = BlobStore.read_range
+    fetched: list[Read] = []
+
+    async def read_range(
+        self: BlobStore, key: str, start: int, end: int, etag: str | None = None
+    ) -> Any:
+        mangle = await hook(key, start, end)
+        began = time.monotonic()
+        try:
+            data = await real(self, key, start, end, etag)
+        except BaseException as exc:
+            fetched.append(Read(key, start, end, began, time.monotonic(), repr(exc)))
+            raise
+        fetched.append(Read(key, start, end, began, time.monotonic()))
+        return mangle(data) if callable(mangle) else data
+
+    monkeypatch.setattr(BlobStore, "read_range", read_range)
+    return fetched
+
+
+class OsProxy:
+    """The ``os`` module, except that ``name`` raises ENOSPC after ``ok`` successful calls."""
+
+    def __init__(self, name: str, ok: int) -> None:
+        self._name, self._ok, self.calls = name, ok, 0
+
+    def __getattr__(self, attr: str) -> Any:
+        real = getattr(os, attr)
+        if attr != self._name:
+            return real
+
+        def call(*args: Any) -> Any:
+            self.calls += 1
+            if self.calls > self._ok:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(*args)
+
+        return call
+
+
+# ------------------------------------------------------------------------------ kill -9
+def _landed(root: Path) -> int:
+    """Bytes on disk under ``root`` (allocated blocks: partial files are sparse until written),
+    stoker's state directory left out."""
+    total = 0
+    for path in root.rglob("*"):
+        if ".stoker" in path.relative_to(root).parts[:1]:
+            continue
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if path.is_file():
+            total += min(st.st_blocks * 512, st.st_size)
+    return total
+
+
+def _final_sizes(root: Path) -> dict[str, int]:
+    """Sizes of the files at their final names (no partials, no state directory)."""
+    out = {}
+    for path in root.rglob("*"):
+        key = path.relative_to(root).as_posix()
+        if key.startswith(".stoker") or key.endswith(".stoker-partial"):
+            continue
+        try:
+            if path.is_file():
+                out[key] = path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def test_resume_after_kill_9(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import killed (-9) half way resumes: finished files are kept, the large file goes on
+    from its finished blocks, and no file is ever visible at its final name before it is whole.
+    """
+    # Six 4 MiB files, then a 40 MiB one: by key order the big file is the one in progress
+    # when about half of the 64 MiB has landed.
+    files = {f"data/part-{i}.bin": os.urandom(4 * MiB) for i in range(6)}
+    files["data/z-big.bin"] = os.urandom(40 * MiB)
+    total = sum(len(d) for d in files.values())
+    upload(azurite.client(blob_env), "", files)
+    src, dst = f"{blob_env}/data", tmp_path / "dst"
+    code = (
+        "import sys; from stoker.stage import stage; "
+        "stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=4)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, src, str(dst)],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    sizes = {k.removeprefix("data/"): len(v) for k, v in files.items()}
+    landed = 0
+    try:
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline and proc.poll() is None:
+            if dst.exists():
+                # Whatever sits at a final name is whole (size now, content after the kill).
+                for key, size in _final_sizes(dst).items():
+                    assert size == sizes[key], f"{key} visible before it was complete"
+                landed = _landed(dst)
+                if landed >= total // 2:
+                    break
+            time.sleep(0.005)
+        alive = proc.poll() is None
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+    assert alive, f"the copy ended before it could be killed (landed {landed} B): {out[-2000:]}"
+    assert proc.returncode == -signal.SIGKILL
+    assert total // 2 <= landed < total
+
+    before = read_tree(dst)
+    assert before and partials(dst), "the kill should leave finished files and a partial one"
+    for key, data in before.items():
+        assert data == files[f"data/{key}"], f"{key} at its final name but not complete"
+
+    async def count_only(key: str, start: int, end: int) -> None:
+        return None
+
+    fetched = patch_reads(monkeypatch, count_only)
+    summary = stage(src, str(dst), block_size=BLOCK, concurrency=4)
+    assert summary.ok, summary.failed
+    assert read_tree(dst) == {k.removeprefix("data/"): v for k, v in files.items()}
+    assert partials(dst) == []
+    refetched = sum(r.end - r.start for r in fetched)
+    assert refetched < 0.6 * total, f"resume fetched {refetched} of {total} bytes again"
+    assert summary.bytes_copied < 0.6 * total, (
+        f"summary.bytes_copied {summary.bytes_copied} of {total}, but only {refetched} bytes "
+        "were transferred in this run"
+    )
+
+
+# ------------------------------------------------------------------------------ Azurite restart
+DOWN_S = 3.0  # Azurite is started again this long after the kill (it then needs 1-2 s to listen)
+
+
+def test_azurite_restart_mid_transfer(
+    azurite_factory: Callable[[], Azurite],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Azurite is killed (-9) mid-import and is back a few seconds later: requests cut off or
+    refused meanwhile are retried, and the copy completes."""
+    server = azurite_factory()
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", server.connection_string)
+    container = server.container()
+    files = {f"f{i}.bin": os.urandom(2 * MiB + i) for i in range(4)}
+    files["big.bin"] = os.urandom(8 * MiB)
+    upload(container, "", files)
+    server.restart()  # the data is on disk and Azurite's metadata saved
+    assert blob_tree(container) == files
+
+    go_down, is_back = threading.Event(), threading.Event()
+    reads = 0
+
+    async def hook(key: str, start: int, end: int) -> None:
+        nonlocal reads
+        reads += 1
+        if reads == 6:  # some blocks have landed: now the service goes away
+            go_down.set()
+            await asyncio.to_thread(is_back.wait, 30)  # (only to order the test's events)
+
+    fetched = patch_reads(monkeypatch, hook)
+    dst = tmp_path / "dst"
+    result: list[Any] = []
+
+    def copy() -> None:
+        try:
+            result.append(
+                stage(
+                    f"az://{ACCOUNT}/{container.container_name}",
+                    str(dst),
+                    block_size=BLOCK,
+                    concurrency=4,
+                )
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            result.append(exc)
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    assert go_down.wait(30), "the copy never started reading"
+    down = time.monotonic()
+    server.stop(kill=True)  # kill -9: connections in flight die too
+    try:
+        time.sleep(max(0.0, DOWN_S - (time.monotonic() - down)))
+        server.start()
+        back = time.monotonic()
+        assert back - down < 10, "Azurite took too long to come back"
+    finally:
+        is_back.set()
+    thread.join(120)
+    assert not thread.is_alive(), "stage did not finish within 2 minutes of Azurite's return"
+    summary = result[0]
+    assert not isinstance(summary, BaseException), summary
+    gave_up = [
+        f"{r.key}@{r.start} after {r.ended - r.began:.1f} s: {r.error}" for r in fetched if r.error
+    ]
+    assert not gave_up, f"reads gave up during a {back - down:.1f} s outage: {gave_up}"
+    assert summary.ok, summary.failed
+    assert read_tree(dst) == files
+    assert partials(dst) == []
+    # Requests in flight in the middle of the outage were cut off or refused, and retried.
+    mid = (down + back) / 2
+    assert [r for r in fetched if r.began < mid < r.ended], "no request met the outage"
+
+
+# ------------------------------------------------------------------------------ disk full
+def _small_dataset() -> dict[str, bytes]:
+    files = {f"d{i % 3}/f{i:02d}.bin": os.urandom(1000 * i + 1) for i in range(12)}
+    files["big.bin"] = os.urandom(3 * BLOCK + 5)
+    return files
+
+
+@pytest.mark.parametrize(("module", "call"), [(_engine, "pwrite"), (_posix, "ftruncate")])
+def test_disk_full_stops_with_a_clear_error_and_a_rerun_completes(
+    blob_env: str,
+    azurite: Azurite,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    call: str,
+) -> None:
+    files = _small_dataset()
+    upload(azurite.client(blob_env), "", files)
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        proxy = OsProxy(call, ok=4)
+        patch.setattr(module, "os", proxy)
+        with pytest.raises(StageError) as err:
+            stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert proxy.calls > 4
+    message = str(err.value)
+    assert "no space" in message.lower(), message
+    assert str(dst) in message  # names where
+    assert read_tree(dst) != files
+
+    summary = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert summary.ok, summary.failed
+    assert read_tree(dst) == files
+    assert partials(dst) == []
+
+
+# ------------------------------------------------------------------------------ source changes
+def test_source_changing_mid_copy_is_reported_and_rerun_takes_the_new_version(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = azurite.client(blob_env)
+    files = {"keep/a.txt": b"a" * 1000, "keep/b.bin": os.urandom(70_000)}
+    files["moving/big.bin"] = os.urandom(3 * BLOCK + 100)
+    upload(container, "", files)
+    new = os.urandom(2 * BLOCK + 7)
+    replaced = False
+
+    async def hook(key: str, start: int, end: int) -> None:
+        nonlocal replaced
+        if key == "moving/big.bin" and not replaced:
+            replaced = True  # someone rewrites the object after listing, before reading
+            await asyncio.to_thread(container.upload_blob, "moving/big.bin", new, overwrite=True)
+
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        patch_reads(patch, hook)
+        summary = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert replaced
+    assert len(summary.failed) == 1 and not summary.refused
+    assert "moving/big.bin" in summary.failed[0]
+    assert "changed while it was being copied" in summary.failed[0]
+    assert summary.files_copied == 2
+    assert read_tree(dst) == {k: v for k, v in files.items() if k.startswith("keep/")}
+
+    again = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert again.ok, again.failed
+    assert again.files_copied == 1
+    assert read_tree(dst) == {**files, "moving/big.bin": new}
+    assert partials(dst) == []
+
+
+# ------------------------------------------------------------------------------ bad blocks
+def test_corrupted_transfer_is_caught_and_a_rerun_fetches_it_again(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A block damaged in transit fails the MD5 check ("re-run to fetch it again"); the re-run
+    must then fetch it, not trust the damaged blocks it recorded."""
+    files = {"big.bin": os.urandom(3 * BLOCK + 11), "small.bin": os.urandom(5000)}
+    upload(azurite.client(blob_env), "", files)
+
+    async def hook(key: str, start: int, end: int) -> Any:
+        if key == "big.bin" and start == BLOCK:
+            return lambda data: bytes([data[0] ^ 0xFF]) + bytes(data[1:])  # one bit-flipped byte
+        return None
+
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        patch_reads(patch, hook)
+        summary = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert len(summary.failed) == 1 and "big.bin" in summary.failed[0]
+    assert "MD5" in summary.failed[0]
+    assert read_tree(dst) == {"small.bin": files["small.bin"]}  # never published damaged
+
+    again = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert again.ok, again.failed
+    assert read_tree(dst) == files
+
+
+def test_blob_to_blob_rerun_after_a_failed_block(
+    azurite: Azurite, blob_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blob -> Blob relays through a temporary file; a re-run after a failed block must not
+    assume blocks of a temporary file that is gone."""
+    src = azurite.client(blob_env)
+    dst = azurite.container()
+    files = {"big.bin": os.urandom(4 * BLOCK + 3), "small.bin": b"s" * 100}
+    upload(src, "", files)
+    failed_once = False
+
+    async def hook(key: str, start: int, end: int) -> None:
+        nonlocal failed_once
+        if key == "big.bin" and start == 2 * BLOCK and not failed_once:
+            failed_once = True
+            await asyncio.sleep(0.5)  # the other blocks land first
+            raise StoreError("reading big.bin: connection reset (injected)")
+
+    dst_url = f"az://{ACCOUNT}/{dst.container_name}"
+    with monkeypatch.context() as patch:
+        patch_reads(patch, hook)
+        summary = stage(blob_env, dst_url, block_size=BLOCK, concurrency=8)
+    assert failed_once and len(summary.failed) == 1 and "injected" in summary.failed[0]
+
+    again = stage(blob_env, dst_url, block_size=BLOCK, concurrency=8)
+    assert again.ok, again.failed
+    assert blob_tree(dst) == files
+
+
+def test_failed_block_does_not_write_into_another_file(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When one block of a file fails, the file's other blocks still in flight must not be
+    written after its descriptor is closed: by then the number belongs to the next partial
+    file opened (b, c, d or m here, all small and slow), which would then be published
+    holding a's blocks."""
+    files = {
+        "a.bin": bytes([0xA1]) * (3 * BLOCK),  # block 0 fails at once, blocks 1-2 land at 0.4 s
+        "b.bin": bytes([0xB2]) * 100,
+        "c.bin": bytes([0xC3]) * 100,
+        "d.bin": bytes([0xD4]) * 100,
+        "m.bin": bytes([0xE5]) * 100,  # opened when a's slot frees, just after a fails
+    }
+    upload(azurite.client(blob_env), "", files)
+    failed = False
+
+    async def hook(key: str, start: int, end: int) -> None:
+        nonlocal failed
+        if key == "a.bin" and start == 0 and not failed:
+            failed = True
+            raise StoreError("reading a.bin: connection reset (injected)")
+        await asyncio.sleep(0.4 if key == "a.bin" else 1.0)
+
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        patch_reads(patch, hook)
+        summary = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert failed and len(summary.failed) == 1 and "a.bin" in summary.failed[0]
+    got = read_tree(dst)
+    assert set(got) == {"b.bin", "c.bin", "d.bin", "m.bin"}
+    damaged = {
+        key: f"{len(data)} bytes, {len(data) - data.count(files[key][0])} of them not its own"
+        for key, data in got.items()
+        if data != files[key]
+    }
+    assert not damaged, f"published damaged (a.bin's blocks landed in them): {damaged}"
