@@ -4,7 +4,10 @@ One asyncio loop drives it. A semaphore caps the requests in flight (``concurren
 objects are split into ``block_size`` ranges fetched in parallel and written at their offsets
 into ``NAME.stoker-partial``, each finished block recorded in the manifest, so ``kill -9``
 costs at most the blocks in flight. The MD5 of a download is computed in order as blocks
-arrive (off the event loop: hashlib releases the GIL), and checked against Content-MD5.
+arrive (off the event loop: hashlib releases the GIL), and checked against Content-MD5. When
+the source has no MD5 to check against, the recorded hash is XXH3-128 ("xxh128:..."), which
+costs a hundredth of MD5's CPU: on a machine the emulator shares, MD5 alone caps a copy near
+600 MB/s per core.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import xxhash
 
 from ..errors import ChecksumError, StageError, StokerError
 from ..store import PosixStore, Store
@@ -99,7 +104,7 @@ class Engine:
             self.reporter.advance(
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
-            hasher = _InOrderHasher(hashlib.md5()) if (self.hash_files and not done) else None
+            hasher = _InOrderHasher(_hasher(md5)) if (self.hash_files and not done) else None
 
             failed = False
 
@@ -140,7 +145,7 @@ class Engine:
             if hasher:
                 digest = hasher.hexdigest()
             elif self.hash_files:  # resumed: some blocks came from an earlier run
-                digest = await asyncio.to_thread(_file_md5, fd)
+                digest = await asyncio.to_thread(_file_digest, fd, md5)
             else:
                 digest = None
             if md5 and digest and digest != md5:
@@ -167,16 +172,20 @@ class Engine:
         self.counters.bytes += size
         self.reporter.advance(size)
         if self.hash_files:
-            return await asyncio.to_thread(_path_md5, self.dst.path(key))
+            return await asyncio.to_thread(_path_digest, self.dst.path(key), False)
         return None
 
     # ----------------------------------------------------------------- anything -> object store
     async def _upload(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         if isinstance(self.src, PosixStore):
             path = self.src.path(key)
-            digest = await asyncio.to_thread(_path_md5, path) if self.hash_files else None
+            # One Put Blob gets its Content-MD5 from the service; a block upload carries ours.
+            want_md5 = size > self.block_size
+            digest = (
+                await asyncio.to_thread(_path_digest, path, want_md5) if self.hash_files else None
+            )
             async with self.requests:
-                await self.dst.write_file(key, path, size, digest)
+                await self.dst.write_file(key, path, size, digest if want_md5 else None)
             self.counters.bytes += size
             self.reporter.advance(size)
             return digest
@@ -218,7 +227,7 @@ class _InOrderHasher:
                 self.next += 1
 
     def hexdigest(self) -> str:
-        return self.hasher.hexdigest()
+        return _named(self.hasher)
 
 
 class _Quiet(Reporter):
@@ -231,15 +240,28 @@ class _Quiet(Reporter):
         self.parent.advance(nbytes)
 
 
-def _file_md5(fd: int) -> str:
-    hasher = hashlib.md5()
+def _hasher(md5: str | None):  # noqa: ANN202 - hashlib and xxhash share no base class
+    """MD5 when there is a source MD5 to check against, else the much cheaper XXH3-128."""
+    return hashlib.md5() if md5 else xxhash.xxh3_128()
+
+
+def _named(hasher) -> str:  # noqa: ANN001
+    """MD5 as plain hex (as Azure shows it); any other hash prefixed with its name."""
+    return hasher.hexdigest() if hasher.name == "md5" else f"xxh128:{hasher.hexdigest()}"
+
+
+def _file_digest(fd: int, md5: str | None) -> str:
+    hasher = _hasher(md5)
     offset = 0
     while chunk := os.pread(fd, 8 << 20, offset):
         hasher.update(chunk)
         offset += len(chunk)
-    return hasher.hexdigest()
+    return _named(hasher)
 
 
-def _path_md5(path: Path) -> str:
+def _path_digest(path: Path, md5: bool) -> str:
+    hasher = _hasher("md5" if md5 else None)
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "md5").hexdigest()
+        while chunk := f.read(8 << 20):
+            hasher.update(chunk)
+    return _named(hasher)

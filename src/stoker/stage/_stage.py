@@ -146,8 +146,7 @@ async def _stage(
     try:
         run = manifest.start_run()
         await _list_into(src, dst, sel, manifest, run, summary)
-        if isinstance(dst, PosixStore):
-            _recheck_done(dst, manifest, run)
+        await _recheck_done(dst, manifest, run)
         files, nbytes, done_files, done_bytes = manifest.totals(run)
         summary.files_total, summary.bytes_total = files + done_files, nbytes + done_bytes
         summary.files_skipped, summary.bytes_skipped = done_files, done_bytes
@@ -206,15 +205,25 @@ async def _list_into(
         manifest.record_listing(kept, run)
 
 
-def _recheck_done(dst: PosixStore, manifest: Manifest, run: int) -> None:
-    """A file someone removed or truncated since the last run is copied again."""
-    for key, size, _md5, _hash in manifest.done(run):
-        try:
-            if dst.path(key).stat().st_size == size:
-                continue
-        except FileNotFoundError:
-            pass
-        manifest.mark_pending(key)
+async def _recheck_done(dst: Store, manifest: Manifest, run: int) -> None:
+    """Copy again what an earlier run finished but the destination no longer has whole: a file
+    someone removed or truncated, or a container that was emptied or recreated."""
+    db = manifest.db
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
+    db.execute("DELETE FROM present")
+    async for batch in dst.list():
+        with db:
+            db.executemany(
+                "INSERT OR REPLACE INTO present VALUES(?, ?)", [(o.key, o.size) for o in batch]
+            )
+    with db:
+        db.execute(
+            """UPDATE objects SET state = 0, hash = NULL
+               WHERE seen = ? AND state = 1 AND NOT EXISTS (
+                 SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)""",
+            (run,),
+        )
+    db.execute("DELETE FROM present")
 
 
 async def _delete_extra(dst: Store, manifest: Manifest, run: int, sel: Selection) -> int:
