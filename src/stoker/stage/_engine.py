@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +58,27 @@ class Engine:
         self.fatal: BaseException | None = None
 
     async def run(self, run: int) -> Counters:
+        # Writes, fsyncs and hashes run in threads (they release the GIL); asyncio's default pool
+        # of cpu + 4 threads would cap them far below the requests in flight.
+        workers = ThreadPoolExecutor(max_workers=self.requests._value + 8, thread_name_prefix="io")
+        asyncio.get_running_loop().set_default_executor(workers)
         tasks: set[asyncio.Task] = set()
+        flusher = asyncio.create_task(self._flush_every(0.2))
+        try:
+            await self._copy_pending(run, tasks)
+        finally:
+            flusher.cancel()
+            self.manifest.flush()
+        if self.fatal:
+            raise self.fatal
+        return self.counters
+
+    async def _flush_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            self.manifest.flush()
+
+    async def _copy_pending(self, run: int, tasks: set[asyncio.Task]) -> None:
         for key, size, etag, md5 in self.manifest.pending(run):
             if self.fatal:
                 break
@@ -67,9 +88,6 @@ class Engine:
             task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
         if tasks:
             await asyncio.gather(*tasks)
-        if self.fatal:
-            raise self.fatal
-        return self.counters
 
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:

@@ -39,8 +39,10 @@ class Manifest:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
         self.db.executescript(_SCHEMA)
+        self._done: list[tuple[str | None, str]] = []
 
     def close(self) -> None:
+        self.flush()
         self.db.close()
 
     def start_run(self) -> int:
@@ -117,9 +119,20 @@ class Manifest:
         self.db.execute("INSERT OR IGNORE INTO blocks VALUES(?, ?, ?)", (key, etag, idx))
 
     def object_done(self, key: str, digest: str | None) -> None:
+        """Queue ``key`` as done; ``flush`` commits the queue in one transaction (a commit per
+        small file would cost more than copying it). A crash loses at most one queue: those
+        files are copied again, whole and correct."""
+        self._done.append((digest, key))
+        if len(self._done) >= 512:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._done:
+            return
         with self.db:
-            self.db.execute("UPDATE objects SET state = 1, hash = ? WHERE key = ?", (digest, key))
-            self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
+            self.db.executemany("UPDATE objects SET state = 1, hash = ? WHERE key = ?", self._done)
+            self.db.executemany("DELETE FROM blocks WHERE key = ?", [(k,) for _, k in self._done])
+        self._done.clear()
 
     def forget_unseen(self, run: int) -> Iterator[str]:
         """Keys that an earlier run copied but this run's listing no longer has."""

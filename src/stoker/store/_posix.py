@@ -56,12 +56,13 @@ def copy_range(src: int, dst: int, size: int) -> None:
 class PosixStore(Store):
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._safe_folders: set[str] = set()
 
     def __str__(self) -> str:
         return str(self.root)
 
     def path(self, key: str) -> Path:
-        return safe_path(self.root, key)
+        return safe_path(self.root, key, self._safe_folders)
 
     def partial(self, key: str) -> Path:
         final = self.path(key)

@@ -38,14 +38,23 @@ def check_key(key: str, name_max: int = 255, path_max: int = 4096) -> None:
         raise UnsafeKeyError(f"refusing object key {key!r}: {why}; nothing was written for it")
 
 
-def safe_path(root: Path, key: str) -> Path:
-    """``root / key``, after checking the key and that no symlink leads outside ``root``."""
+def safe_path(root: Path, key: str, checked: set[str] | None = None) -> Path:
+    """``root / key``, after checking the key and that no symlink leads outside ``root``.
+
+    ``checked`` remembers folders already proven to stay inside ``root`` (resolving a path
+    costs a system call per component, which adds up over millions of keys).
+    """
     check_key(key)
     path = root.joinpath(*key.split("/"))
+    folder = key.rpartition("/")[0]
+    if checked is not None and folder in checked:
+        return path
     real_root = os.path.realpath(root)
     parent = os.path.realpath(path.parent)
     if os.path.commonpath([real_root, parent]) != real_root:
         raise UnsafeKeyError(
             f"refusing object key {key!r}: a symlink under {root} leads outside it"
         )
+    if checked is not None and os.path.isdir(parent):
+        checked.add(folder)
     return path
