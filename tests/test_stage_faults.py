@@ -426,3 +426,28 @@ def test_failed_block_does_not_write_into_another_file(
         if data != files[key]
     }
     assert not damaged, f"published damaged (a.bin's blocks landed in them): {damaged}"
+
+
+def test_crash_between_publish_and_done_mark_does_not_zero_the_file(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks recorded for a file count only while its partial file exists: if a run died
+    after renaming the file into place but before its done mark, the re-run must not publish
+    an empty partial over the good copy."""
+    from stoker.stage import _manifest
+
+    src = tmp_path / "src"
+    src.mkdir()
+    payload = os.urandom(3 << 20)
+    (src / "big.bin").write_bytes(payload)
+    url = f"{blob_env}/ds"
+    assert stage(str(src), url, block_size=1 << 20).ok
+    dst = tmp_path / "dst"
+    # Lose every done mark, as a kill -9 between publish and the batched commit would.
+    with monkeypatch.context() as patch:
+        patch.setattr(_manifest.Manifest, "flush", lambda self: self._done.clear())
+        stage(url, str(dst), block_size=1 << 20, hash_files=False)
+    assert (dst / "big.bin").read_bytes() == payload
+    again = stage(url, str(dst), block_size=1 << 20, hash_files=False)
+    assert again.files_copied == 1
+    assert (dst / "big.bin").read_bytes() == payload

@@ -28,7 +28,9 @@ def rank_from_env() -> tuple[int, int]:
     """
     env = os.environ
     node = env.get("GROUP_RANK") or env.get("NODE_RANK")
-    nodes = env.get("STOKER_NODES") or env.get("NNODES")
+    nodes = env.get("STOKER_NODES")
+    if nodes is None and "WORLD_SIZE" in env and "LOCAL_WORLD_SIZE" in env:
+        nodes = str(int(env["WORLD_SIZE"]) // int(env["LOCAL_WORLD_SIZE"]))  # torchrun's
     if node is not None and nodes is not None:
         return int(node), int(nodes)
     if "RANK" in env and "WORLD_SIZE" in env:

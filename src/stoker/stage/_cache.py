@@ -93,16 +93,18 @@ def cache_pull(
                 ) from None
             time.sleep(poll_s)
             continue
+        token = uuid.uuid4().hex
         with os.fdopen(fd, "w") as f:
-            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "t": time.time()}, f)
+            json.dump({"host": socket.gethostname(), "pid": os.getpid(), "token": token}, f)
         waited = time.monotonic() - t0
         try:
-            with _Heartbeat(lock, stale_after_s / 4):
+            with _Heartbeat(lock, token, stale_after_s / 4):
                 if not final.is_dir():  # someone may have published while we took the lock
                     _download(src, base, version, final, reporter)
             return CacheResult(str(final), version, True, waited)
         finally:
-            lock.unlink(missing_ok=True)
+            if _holds(lock, token):  # a pod that took over a stalled lock keeps it
+                lock.unlink(missing_ok=True)
             for stale in lock.parent.glob(f"{lock.name}.stale-*"):
                 stale.unlink(missing_ok=True)
 
@@ -138,16 +140,25 @@ def _break_if_stale(lock: Path, stale_after_s: float) -> None:
             pass  # another pod broke it first
 
 
-class _Heartbeat:
-    """Touch the lock every ``every_s`` seconds while the download runs."""
+def _holds(lock: Path, token: str) -> bool:
+    try:
+        return json.loads(lock.read_text()).get("token") == token
+    except (FileNotFoundError, ValueError):
+        return False
 
-    def __init__(self, lock: Path, every_s: float) -> None:
-        self.lock, self.every_s = lock, max(0.05, every_s)
+
+class _Heartbeat:
+    """Touch the lock every ``every_s`` seconds while the download runs, as long as it is ours."""
+
+    def __init__(self, lock: Path, token: str, every_s: float) -> None:
+        self.lock, self.token, self.every_s = lock, token, max(0.05, every_s)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, daemon=True)
 
     def _beat(self) -> None:
         while not self.stop.wait(self.every_s):
+            if not _holds(self.lock, self.token):
+                return
             try:
                 os.utime(self.lock)
             except FileNotFoundError:

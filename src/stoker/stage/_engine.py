@@ -114,11 +114,13 @@ class Engine:
     async def _download(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         assert isinstance(self.dst, PosixStore)
         dst = self.dst
-        fd = await asyncio.to_thread(dst.open_partial, key, size)
+        fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
         try:
             blocks = max(1, -(-size // self.block_size))
             resumable = blocks > 1 and self.record_blocks
-            done = self.manifest.blocks_done(key, etag) if resumable else set()
+            # Finished blocks count only if their partial file is still there: after a crash
+            # between publishing and the done mark, the blocks live in the final file instead.
+            done = self.manifest.blocks_done(key, etag) if resumable and had_partial else set()
             self.reporter.advance(
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
@@ -222,8 +224,9 @@ class Engine:
             )
             digest = await relay._download(key, size, etag, md5)
             self.counters.bytes += relay.counters.bytes
+            carried = digest if digest and ":" not in digest else md5  # only an MD5 is carried
             async with self.requests:
-                await self.dst.write_file(key, spool.path(key), size, digest or md5)
+                await self.dst.write_file(key, spool.path(key), size, carried)
         return digest
 
     def _span(self, i: int, size: int) -> tuple[int, int]:

@@ -28,6 +28,13 @@ RETRY = {
 }
 
 
+def _md5_hex(value: str | None) -> str | None:
+    """A metadata MD5, if it is one (32 hex digits); anything else is ignored."""
+    if value and len(value) == 32 and all(c in "0123456789abcdef" for c in value.lower()):
+        return value.lower()
+    return None
+
+
 def translate(exc: Exception, what: str) -> StoreError:
     """A StoreError with obstore's or the SDK's first line, secrets removed."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -104,7 +111,9 @@ class BlobStore(Store):
                         blob.name[cut:],
                         int(blob.size),
                         str(blob.etag).strip('"'),
-                        bytes(md5).hex() if md5 else (blob.metadata or {}).get(MD5_METADATA),
+                        bytes(md5).hex()
+                        if md5
+                        else _md5_hex((blob.metadata or {}).get(MD5_METADATA)),
                     )
                 )
                 if len(batch) >= LIST_BATCH:

@@ -108,15 +108,17 @@ class PosixStore(Store):
 
         return await asyncio.to_thread(read)
 
-    def open_partial(self, key: str, size: int) -> int:
-        """A writable fd on the partial file, sized to ``size``; an existing one is reused."""
+    def open_partial(self, key: str, size: int) -> tuple[int, bool]:
+        """A writable fd on the partial file, sized to ``size``, and whether an earlier run's
+        partial file of that size was there to resume."""
         partial = self.partial(key)
         try:
             partial.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
-            if os.fstat(fd).st_size != size:
+            resumable = os.fstat(fd).st_size == size
+            if not resumable:
                 os.ftruncate(fd, size)
-            return fd
+            return fd, resumable
         except OSError as exc:
             raise disk_error(exc, partial) from exc
 
@@ -135,7 +137,7 @@ class PosixStore(Store):
 
     async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
         def copy() -> None:
-            fd = self.open_partial(key, 0)
+            fd, _ = self.open_partial(key, 0)
             try:
                 with open(source, "rb") as src:
                     copy_range(src.fileno(), fd, size)
