@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench bench-stage lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(STAMP) node_modules/.package-lock.json
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_speed.py --write BENCHMARKS.md
+
+# Installs AzCopy and rclone under .bench/ and runs them beside stoker on Azurite (~30 min).
+bench-stage: $(STAMP) node_modules/.package-lock.json
+	$(BIN)/python bench/stage_bench.py --write BENCHMARKS.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -221,8 +221,8 @@ def test_rank_from_environment(
     # Staging is per node: torchrun's node rank and node count win over the process rank.
     monkeypatch.setenv("RANK", "7")
     monkeypatch.setenv("WORLD_SIZE", "16")
-    monkeypatch.setenv("NODE_RANK", "0")
-    monkeypatch.setenv("NNODES", "2")
+    monkeypatch.setenv("GROUP_RANK", "0")  # torchrun: node 0 of 16 / 8 = 2 nodes
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     dst = make_side("posix", "by-node")
     stage(src.url, dst.url, block_size=BLOCK)
     assert set(dst.read()) == {k for k in files if owner(k, 2) == 0}

@@ -132,6 +132,8 @@ class Engine:
                 nonlocal failed
                 start, end = self._span(i, size)
                 try:
+                    if hasher:
+                        await hasher.room_for(i)
                     async with self.requests:
                         if failed:  # a sibling failed: the file will be fetched again
                             return
@@ -143,9 +145,13 @@ class Engine:
                     await asyncio.to_thread(os.pwrite, fd, data, start)
                 except OSError as exc:
                     failed = True
+                    if hasher:
+                        await hasher.abort()
                     raise disk_error(exc, dst.partial(key)) from exc
                 except BaseException:
                     failed = True
+                    if hasher:
+                        await hasher.abort()
                     raise
                 if resumable:
                     self.manifest.block_done(key, etag, i)
@@ -234,11 +240,24 @@ class Engine:
 
 
 class _InOrderHasher:
-    """Feed blocks that finish out of order to a hash in order, holding only the early ones."""
+    """Feed blocks that finish out of order to a hash in order. A block may be fetched only
+    ``window`` blocks ahead of the hash, so memory stays bounded when hashing is the slower."""
 
-    def __init__(self, hasher: hashlib._Hash) -> None:
-        self.hasher, self.next, self.waiting = hasher, 0, {}
+    def __init__(self, hasher: hashlib._Hash, window: int = 16) -> None:
+        self.hasher, self.next, self.waiting, self.window = hasher, 0, {}, window
         self.lock = asyncio.Lock()
+        self.moved = asyncio.Condition()
+        self.aborted = False
+
+    async def room_for(self, idx: int) -> None:
+        async with self.moved:
+            await self.moved.wait_for(lambda: self.aborted or idx < self.next + self.window)
+
+    async def abort(self) -> None:
+        """A block failed: the hash will never complete, so release every waiting block."""
+        self.aborted = True
+        async with self.moved:
+            self.moved.notify_all()
 
     async def add(self, idx: int, data: bytes | memoryview) -> None:
         self.waiting[idx] = data
@@ -246,6 +265,8 @@ class _InOrderHasher:
             while self.next in self.waiting:
                 await asyncio.to_thread(self.hasher.update, self.waiting.pop(self.next))
                 self.next += 1
+                async with self.moved:
+                    self.moved.notify_all()
 
     def hexdigest(self) -> str:
         return _named(self.hasher)

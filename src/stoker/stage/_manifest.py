@@ -8,6 +8,7 @@ process crash; listing streams in batches, so memory does not grow with the obje
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -41,6 +42,18 @@ class Manifest:
         self.db.executescript(_SCHEMA)
         self._done: list[tuple[str | None, str]] = []
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN ... COMMIT (or ROLLBACK). The connection runs in autocommit mode, where
+        ``with db:`` would not open a transaction and every row would commit on its own."""
+        self.db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
     def close(self) -> None:
         self.flush()
         self.db.close()
@@ -54,7 +67,7 @@ class Manifest:
     def record_listing(self, batch: Iterable[ObjectInfo], run: int) -> None:
         """Upsert a listing batch: unchanged done objects stay done, changed ones restart."""
         rows = [(o.key, o.size, o.etag, o.md5, run) for o in batch]
-        with self.db:
+        with self.transaction():
             self.db.executemany(
                 """INSERT INTO objects(key, size, etag, md5, hash, state, seen)
                    VALUES(?, ?, ?, ?, NULL, 0, ?)
@@ -107,7 +120,7 @@ class Manifest:
 
     def mark_pending(self, key: str) -> None:
         """Copy ``key`` again from scratch: its finished blocks are forgotten too."""
-        with self.db:
+        with self.transaction():
             self.db.execute("UPDATE objects SET state = 0, hash = NULL WHERE key = ?", (key,))
             self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
 
@@ -129,7 +142,7 @@ class Manifest:
     def flush(self) -> None:
         if not self._done:
             return
-        with self.db:
+        with self.transaction():
             self.db.executemany("UPDATE objects SET state = 1, hash = ? WHERE key = ?", self._done)
             self.db.executemany("DELETE FROM blocks WHERE key = ?", [(k,) for _, k in self._done])
         self._done.clear()

@@ -136,8 +136,8 @@ async def _stage(
     allow_http: bool,
     reporter: Reporter,
 ) -> StageSummary:
-    src = open_store(src_url, block_size=block_size, allow_http=allow_http)
-    dst = open_store(dst_url, block_size=block_size, allow_http=allow_http)
+    src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
+    dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     if hash_files is None:
         hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
     manifest = Manifest(state_path(src, dst, sel, state_dir))
@@ -212,11 +212,11 @@ async def _recheck_done(dst: Store, manifest: Manifest, run: int) -> None:
     db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
     db.execute("DELETE FROM present")
     async for batch in dst.list():
-        with db:
+        with manifest.transaction():
             db.executemany(
                 "INSERT OR REPLACE INTO present VALUES(?, ?)", [(o.key, o.size) for o in batch]
             )
-    with db:
+    with manifest.transaction():
         db.execute(
             """UPDATE objects SET state = 0, hash = NULL
                WHERE seen = ? AND state = 1 AND NOT EXISTS (
