@@ -1,67 +1,91 @@
 """stoker keeps AI accelerators fed: plan the interconnect, storage, checkpoints and cost of GPU
-work on Azure (and, as it grows, stage, stream, checkpoint and measure).
+work on Azure, and stage data between Blob and the fast tiers.
 
-Only re-exports live here; every name below is documented where it is defined.
+Only re-exports live here, each documented where it is defined. They load on first use, so a
+script that only stages data does not pay for the planner's imports (and the reverse).
 """
 
-from .catalog import Catalog, load_catalog, refresh_prices
-from .errors import (
-    CatalogError,
-    ChecksumError,
-    PriceError,
-    SourceChangedError,
-    SpecError,
-    StageError,
-    StokerError,
-    StoreError,
-    UnitError,
-    UnsafeKeyError,
-)
-from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
-from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
-from .units import (
-    format_bytes,
-    format_duration,
-    format_rate,
-    parse_bytes,
-    parse_count,
-    parse_duration,
-    parse_rate,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CacheResult",
-    "Catalog",
-    "CatalogError",
-    "ChecksumError",
-    "SourceChangedError",
-    "StageError",
-    "StageSummary",
-    "StoreError",
-    "UnsafeKeyError",
-    "VerifyReport",
-    "cache_pull",
-    "stage",
-    "verify",
-    "JobSpec",
-    "Plan",
-    "PriceError",
-    "SpecError",
-    "StokerError",
-    "UnitError",
-    "format_bytes",
-    "format_duration",
-    "format_rate",
-    "load_catalog",
-    "load_spec",
-    "make_plan",
-    "markdown",
-    "parse_bytes",
-    "parse_count",
-    "parse_duration",
-    "parse_rate",
-    "plan_job",
-    "refresh_prices",
-]
+_WHERE = {
+    "Catalog": "catalog",
+    "load_catalog": "catalog",
+    "refresh_prices": "catalog",
+    "CatalogError": "errors",
+    "ChecksumError": "errors",
+    "PriceError": "errors",
+    "SourceChangedError": "errors",
+    "SpecError": "errors",
+    "StageError": "errors",
+    "StokerError": "errors",
+    "StoreError": "errors",
+    "UnitError": "errors",
+    "UnsafeKeyError": "errors",
+    "JobSpec": "plan",
+    "Plan": "plan",
+    "load_spec": "plan",
+    "make_plan": "plan",
+    "markdown": "plan",
+    "plan_job": "plan",
+    "CacheResult": "stage",
+    "StageSummary": "stage",
+    "VerifyReport": "stage",
+    "cache_pull": "stage",
+    "stage": "stage",
+    "verify": "stage",
+    "format_bytes": "units",
+    "format_duration": "units",
+    "format_rate": "units",
+    "parse_bytes": "units",
+    "parse_count": "units",
+    "parse_duration": "units",
+    "parse_rate": "units",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+    module = importlib.import_module(f".{_WHERE[name]}", __name__)
+    # stoker.stage is the subpackage, which is callable as the stage() function.
+    value = module if name == "stage" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, load_catalog, refresh_prices
+    from .errors import (
+        CatalogError,
+        ChecksumError,
+        PriceError,
+        SourceChangedError,
+        SpecError,
+        StageError,
+        StokerError,
+        StoreError,
+        UnitError,
+        UnsafeKeyError,
+    )
+    from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
+    from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
+    from .units import (
+        format_bytes,
+        format_duration,
+        format_rate,
+        parse_bytes,
+        parse_count,
+        parse_duration,
+        parse_rate,
+    )

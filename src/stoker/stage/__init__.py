@@ -1,4 +1,12 @@
-"""stoker stage: move datasets, models and checkpoints between Blob and the fast tiers."""
+"""stoker stage: move datasets, models and checkpoints between Blob and the fast tiers.
+
+``stoker.stage(src, dst, ...)`` is both this package and the function: the package is
+callable, so the API twin of ``stoker stage`` reads naturally and ``import stoker.stage.x``
+still works.
+"""
+
+import sys
+import types
 
 from ._cache import CacheResult, cache_pull
 from ._progress import JsonReporter, Reporter, RichReporter
@@ -16,3 +24,11 @@ __all__ = [
     "stage",
     "verify",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
+        return stage(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -63,7 +63,7 @@ class Engine:
         workers = ThreadPoolExecutor(max_workers=self.requests._value + 8, thread_name_prefix="io")
         asyncio.get_running_loop().set_default_executor(workers)
         tasks: set[asyncio.Task] = set()
-        flusher = asyncio.create_task(self._flush_every(0.2))
+        flusher = asyncio.create_task(self._flush_every(0.05))
         try:
             await self._copy_pending(run, tasks)
         finally:
