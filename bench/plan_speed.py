@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _markdown import replace_section
+
 SPEC = """
 name = "bench-100k-gpus"
 [cluster]
@@ -111,18 +113,9 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     section = markdown(result)
     if args.write:
-        _replace_section(args.write, section)
+        replace_section(args.write, section)
     else:
         print(section)
-
-
-def _replace_section(path: Path, section: str) -> None:
-    """Swap the ``## plan:`` section of ``path`` for ``section``, keeping every other one."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    head = section.splitlines()[0].split(":")[0]  # "## plan"
-    parts = text.split("\n## ")
-    kept = [parts[0]] + ["## " + p for p in parts[1:] if not ("## " + p).startswith(head + ":")]
-    path.write_text("\n".join(p.rstrip("\n") + "\n" for p in kept) + "\n" + section)
 
 
 if __name__ == "__main__":

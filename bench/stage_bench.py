@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _markdown import replace_section
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peers  # noqa: E402
 from _peers import ACCOUNT, BENCH, Azurite, Peers  # noqa: E402
@@ -1110,21 +1112,12 @@ def main() -> None:
             (out / f"{shape.name}.json").write_text(json.dumps(result, indent=1))
     section = markdown(mode, info, _saved_shapes(out))
     if args.write:
-        _replace_section(args.write, section)
+        replace_section(args.write, section)
     print(section)
 
 
 def _saved_shapes(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("[A-Z].json"))]
-
-
-def _replace_section(path: Path, section: str) -> None:
-    """Swap the ``## stage:`` section of ``path`` for ``section``, keeping every other one."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    head = section.splitlines()[0].split(":")[0]  # "## stage"
-    parts = text.split("\n## ")
-    kept = [parts[0]] + ["## " + p for p in parts[1:] if not ("## " + p).startswith(head + ":")]
-    path.write_text("\n".join(p.rstrip("\n") + "\n" for p in kept) + "\n" + section)
 
 
 if __name__ == "__main__":
