@@ -107,7 +107,9 @@ class RichReporter(Reporter):
             self.progress.update(self.task, files=f"{self.files}/{self.total_files}")
 
     def note(self, message: str) -> None:
-        self.progress.console.print(f"[yellow]![/] {message}", markup=True, highlight=False)
+        from rich.markup import escape  # keys and messages may hold brackets
+
+        self.progress.console.print(f"[yellow]![/] {escape(message)}", highlight=False)
 
     def finish(self, summary: dict[str, Any]) -> None:
         self.progress.stop()
