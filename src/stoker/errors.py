@@ -9,7 +9,9 @@
     │   ├── UnsafeKeyError      an object key that would escape the destination (names it)
     │   ├── SourceChangedError  the source object changed mid-copy; a re-run takes the new one
     │   └── ChecksumError       a copy whose MD5 does not match the source's
-    └── StageError    a copy that cannot go on (disk full, changed source); a re-run resumes
+    ├── StageError    a copy that cannot go on (disk full, changed source); a re-run resumes
+    └── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
+        └── CorruptCheckpointError  a shard whose size or hash does not match its manifest
 
 Third-party errors (pydantic, tomllib, httpx) are translated where they are caught and chained
 with ``raise ... from exc`` so a debug run still shows the cause.
@@ -56,3 +58,11 @@ class ChecksumError(StoreError):
 
 class StageError(StokerError):
     """A transfer that cannot go on; what was already copied stays and a re-run resumes."""
+
+
+class CheckpointError(StokerError):
+    """A checkpoint that could not be saved or loaded; the message names the step and file."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint shard whose size or hash differs from its manifest (names the file)."""

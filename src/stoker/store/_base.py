@@ -7,6 +7,8 @@ listing of ten million objects never sits in memory at once.
 from __future__ import annotations
 
 import abc
+import hashlib
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
         """Upload a local file as the object ``key`` (atomic: readers see old or new)."""
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        """Store a small object (a manifest, a pointer) as ``key``, atomically."""
+        with tempfile.NamedTemporaryFile(prefix="stoker-") as f:
+            f.write(data)
+            f.flush()
+            await self.write_file(key, Path(f.name), len(data), hashlib.md5(data).hexdigest())
+
+    async def read_all(self, key: str) -> bytes | None:
+        """A small object's bytes, or None when it does not exist."""
+        info = await self.head(key)
+        return None if info is None else bytes(await self.read_range(key, 0, info.size))
 
     @abc.abstractmethod
     async def delete(self, key: str) -> None:

@@ -1,0 +1,261 @@
+"""``Checkpointer``: save blocks only for a copy to host memory; the rest happens behind.
+
+    save(step, state)  snapshot tensors into one reused host buffer   (the only blocking part)
+      writer thread    buffer -> fast tier shard (O_DIRECT, fsync, rename); all ranks' records
+                       gathered; rank 0 writes manifest.json, then latest.json; prune fast tier
+      upload thread    fast shard -> durable tier; gathered; rank 0 commits there; prune durable
+
+A failure in either thread is kept and raised at the next ``save`` or ``wait`` (never dropped).
+The next save waits for the previous write to release the buffer, so one save is in flight
+and memory stays at one copy of the state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CheckpointError, StokerError
+from ._group import Group
+from ._load import Restored, load_newest
+from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
+from ._retention import abandoned, to_delete
+from ._shardfile import Snapshot, take_snapshot, write_snapshot
+from ._tier import IOLoop, Tier
+
+log = logging.getLogger("stoker.checkpoint")
+
+
+@dataclass
+class SaveStats:
+    step: int
+    bytes: int = 0
+    blocking_s: float = 0.0  # how long save() held the training loop
+    fast_s: float | None = None  # save() call -> committed on the fast tier
+    durable_s: float | None = None  # save() call -> committed on the durable tier
+    started: float = field(default_factory=time.perf_counter, repr=False)
+
+
+@dataclass
+class CheckpointInfo:
+    step: int
+    bytes: int
+    world_size: int
+    kind: str
+    created: str
+    tiers: dict[str, str]  # tier name -> "complete" | "incomplete"
+
+
+class Checkpointer:
+    """Async, atomic, tiered checkpoints.
+
+    ``fast`` is a POSIX folder (local NVMe, a Lustre or NetApp mount); ``durable`` is any
+    stoker store URL (``az://account/container/prefix``, a path). Keeps the ``keep_last``
+    newest checkpoints and every step that is a multiple of ``keep_every`` on each tier, and
+    never deletes the newest one.
+    """
+
+    def __init__(
+        self,
+        fast: str | os.PathLike[str],
+        durable: str | os.PathLike[str] | None = None,
+        *,
+        keep_last: int = 3,
+        keep_every: int | None = None,
+        durable_keep_last: int | None = None,
+    ) -> None:
+        if keep_last < 1:
+            raise CheckpointError(f"keep_last={keep_last}: keep at least the newest checkpoint")
+        self.keep_last, self.keep_every = keep_last, keep_every
+        self.durable_keep_last = durable_keep_last or keep_last
+        self._io = IOLoop()
+        self.fast = Tier("fast", fast, self._io)
+        if self.fast.posix is None:
+            raise CheckpointError(
+                f"fast={fast!r}: the fast tier must be a local or mounted folder; "
+                "put object stores in durable="
+            )
+        self.durable = Tier("durable", durable, self._io) if durable is not None else None
+        self.group = Group()
+        self.last_save: SaveStats | None = None
+        self._snapshot: Snapshot | None = None
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-write")
+        self._uploader = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-upload")
+        self._pending: list[Future[None]] = []
+        self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ saving
+    def save(self, step: int, state: Any) -> SaveStats:
+        """Snapshot ``state`` (tensors copied to host memory) and return; writing goes on in
+        the background. Raises here if an earlier background save failed."""
+        step_dir(step)  # a bad step is the caller's error, raised here and not in the background
+        stats = SaveStats(step)
+        self._check(wait_for_writes=True)  # the buffer is about to be reused
+        self._snapshot = take_snapshot(state, reuse=self._snapshot)
+        stats.bytes = self._snapshot.size
+        stats.blocking_s = time.perf_counter() - stats.started
+        self.last_save = stats
+        future = self._writer.submit(self._write_fast, stats, self._snapshot)
+        with self._lock:
+            self._pending.append(future)
+        return stats
+
+    def wait(self) -> None:
+        """Block until every save so far is committed on every tier; raise what failed."""
+        self._check(wait_for_writes=True, wait_for_uploads=True)
+
+    def _check(self, *, wait_for_writes: bool = False, wait_for_uploads: bool = False) -> None:
+        with self._lock:
+            pending = list(self._pending)
+        errors = []
+        for future in pending:
+            is_upload = getattr(future, "stoker_upload", False)
+            if not future.done() and not (wait_for_uploads if is_upload else wait_for_writes):
+                continue
+            try:
+                future.result()
+            except Exception as exc:  # noqa: BLE001 - reported below, with its cause
+                errors.append(exc)
+            with self._lock:
+                self._pending.remove(future)
+        if errors:
+            first = errors[0]
+            if isinstance(first, StokerError):
+                raise type(first)(f"a background checkpoint save failed: {first}") from first
+            raise CheckpointError(f"a background checkpoint save failed: {first!r}") from first
+
+    def _write_fast(self, stats: SaveStats, snapshot: Snapshot) -> None:
+        name = shard_name(self.group.rank, self.group.world_size)
+        partial = self.fast.partial(stats.step, name)
+        try:
+            xxh3 = write_snapshot(snapshot, partial)
+            self.fast.publish(stats.step, name)
+        except OSError as exc:
+            from ..store._posix import disk_error
+
+            raise disk_error(exc, partial) from exc
+        records = self.group.all_gather(FileRecord(name, snapshot.size, xxh3), "write")
+        manifest = CheckpointManifest(stats.step, self.group.world_size, records)
+        self._commit(self.fast, manifest)
+        stats.fast_s = time.perf_counter() - stats.started
+        if self.durable is not None:
+            with self._lock:
+                self._uploading.add(stats.step)
+            future = self._uploader.submit(self._upload, stats, manifest, name)
+            future.stoker_upload = True  # type: ignore[attr-defined]
+            with self._lock:
+                self._pending.append(future)
+        if self.group.leader:
+            self._prune(self.fast, self.keep_last)
+
+    def _commit(self, tier: Tier, manifest: CheckpointManifest) -> None:
+        # Rank 0 commits; on a node-local tier the other nodes must commit their own copy,
+        # so a rank that cannot see the manifest after everyone gathered writes it too.
+        if self.group.leader:
+            tier.commit(manifest)
+        self.group.all_gather(None, "write" if tier is self.fast else "upload")
+        if not self.group.leader and tier.posix is not None:
+            if not tier.path(manifest.step, MANIFEST).exists():
+                tier.commit(manifest)
+
+    def _upload(self, stats: SaveStats, manifest: CheckpointManifest, name: str) -> None:
+        assert self.durable is not None
+        try:
+            record = manifest.file(name)
+            self.durable.upload(stats.step, name, self.fast.path(stats.step, name), record.size)
+            self.group.all_gather(None, "upload")  # every shard is up before the commit
+            if self.group.leader:
+                self.durable.commit(manifest)
+                self._prune(self.durable, self.durable_keep_last)
+            stats.durable_s = time.perf_counter() - stats.started
+        finally:
+            with self._lock:
+                self._uploading.discard(stats.step)
+
+    # ------------------------------------------------------------------ retention
+    def _prune(self, tier: Tier, keep_last: int) -> list[int]:
+        steps = tier.steps()
+        committed = [s for s, listing in steps.items() if listing.committed]
+        with self._lock:
+            protect = set(self._uploading) if tier is self.fast else set()
+        doomed = to_delete(committed, keep_last, self.keep_every, protect)
+        doomed += abandoned(
+            [s for s, listing in steps.items() if not listing.committed],
+            max(committed, default=None),
+            protect,
+        )
+        for step in doomed:
+            log.info("pruning step %d from %s", step, tier)
+            tier.delete_step(steps[step])
+        return doomed
+
+    def prune(self) -> dict[str, list[int]]:
+        """Apply the retention policy to every tier now; returns the steps deleted per tier."""
+        self.wait()
+        out = {"fast": self._prune(self.fast, self.keep_last)}
+        if self.durable is not None:
+            out["durable"] = self._prune(self.durable, self.durable_keep_last)
+        return out
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def tiers(self) -> list[Tier]:
+        return [self.fast] + ([self.durable] if self.durable is not None else [])
+
+    def list(self) -> list[CheckpointInfo]:
+        """Every step on any tier, newest first, with its state on each tier."""
+        infos: dict[int, CheckpointInfo] = {}
+        for tier in self.tiers:
+            for step, listing in tier.steps().items():
+                manifest = tier.manifest(step) if listing.committed else None
+                info = infos.setdefault(
+                    step, CheckpointInfo(step, sum(listing.files.values()), 0, "", "", {})
+                )
+                info.tiers[tier.name] = "complete" if manifest else "incomplete"
+                if manifest:
+                    info.bytes, info.world_size = manifest.bytes, manifest.world_size
+                    info.kind, info.created = manifest.kind, manifest.created
+        return [infos[s] for s in sorted(infos, reverse=True)]
+
+    def load(
+        self,
+        step: int | None = None,
+        *,
+        fallback: bool = False,
+        map_location: Any = None,
+        trusted: bool = False,
+    ) -> Restored:
+        """The newest complete checkpoint (or ``step``), from the fastest tier that has it,
+        every byte checked against the manifest. With ``fallback=True`` a corrupt checkpoint
+        is skipped (with a warning) for the previous verified one. ``trusted=True`` allows
+        arbitrary Python objects in the state (it unpickles them)."""
+        self.wait()
+        return load_newest(
+            self.tiers,
+            self.group,
+            step,
+            fallback=fallback,
+            map_location=map_location,
+            trusted=trusted,
+        )
+
+    def close(self) -> None:
+        """Wait for every save, then release the threads."""
+        try:
+            self.wait()
+        finally:
+            self._writer.shutdown()
+            self._uploader.shutdown()
+            self._io.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,36 @@
+"""The ranks that save one checkpoint together: torch.distributed when it is initialized (every
+rank writes its shard; rank 0 commits after all have written), else this process alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CHANNELS = ("write", "upload", "load")
+
+
+class Group:
+    def __init__(self) -> None:
+        self.rank, self.world_size = 0, 1
+        self._groups: dict[str, Any] = {}
+        try:
+            import torch.distributed as dist
+        except ImportError:  # pragma: no cover - torch without distributed support
+            return
+        if dist.is_available() and dist.is_initialized():
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+            # Each background thread gets its own gloo group: two threads must never run
+            # collectives on one group at once, and the training loop's NCCL group stays free.
+            self._groups = {c: dist.new_group(backend="gloo") for c in CHANNELS}
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def all_gather(self, obj: Any, channel: str) -> list[Any]:
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj, group=self._groups[channel])
+        return out

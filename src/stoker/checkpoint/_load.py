@@ -1,0 +1,120 @@
+"""Finding and loading the newest checkpoint that verifies, on whichever tier has it.
+
+Every rank proposes the steps it can see committed; all try the newest of the union; the step
+is taken only when every rank loaded and verified its shard, so ranks never resume from
+different steps. A shard missing or corrupt on the fast tier is fetched again from the durable
+tier (which repairs the fast copy) before the step is given up.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CheckpointError
+from ._group import Group
+from ._manifest import CheckpointManifest, shard_name
+from ._shardfile import read_verified, restore
+from ._tier import Tier
+
+log = logging.getLogger("stoker.checkpoint")
+
+
+@dataclass
+class Restored:
+    step: int
+    state: Any
+    tier: str  # where this rank's shard was read: "fast" or "durable"
+
+
+def committed_steps(tiers: list[Tier], step: int | None = None) -> dict[int, list[Tier]]:
+    """Step -> the tiers (fastest first) where it is committed."""
+    found: dict[int, list[Tier]] = {}
+    for tier in tiers:
+        for s, listing in tier.steps().items():
+            if listing.committed and (step is None or s == step):
+                found.setdefault(s, []).append(tier)
+    return found
+
+
+def fetch(tier: Tier, fast: Tier, step: int, name: str, manifest: CheckpointManifest) -> None:
+    """Copy one file of a committed step from ``tier`` into the fast tier, verified."""
+    record = manifest.file(name)
+    partial = fast.partial(step, name)
+    tier.download(step, name, record.size, partial)
+    read_verified(partial, record.size, record.xxh3)  # raises on a bad copy, before publishing
+    fast.publish(step, name)
+
+
+def load_newest(
+    tiers: list[Tier],
+    group: Group,
+    step: int | None,
+    *,
+    fallback: bool,
+    map_location: Any,
+    trusted: bool,
+) -> Restored:
+    found = committed_steps(tiers, step)
+    proposals = group.all_gather(sorted(found), "load")
+    candidates = sorted({s for p in proposals for s in p}, reverse=True)
+    if not candidates:
+        where = ", ".join(str(t) for t in tiers)
+        what = f"step {step}" if step is not None else "a complete checkpoint"
+        raise CheckpointError(f"no {what} on {where} (steps without a manifest are incomplete)")
+    errors: list[CheckpointError] = []
+    for s in candidates:
+        restored, error = None, None
+        try:
+            restored = _load_step(s, found.get(s, []), tiers[0], group, map_location, trusted)
+        except CheckpointError as exc:
+            error = exc
+            errors.append(exc)
+        if all(group.all_gather(error is None, "load")):
+            assert restored is not None
+            return restored
+        if not fallback:
+            raise error or CheckpointError(
+                f"step {s}: another rank could not load its shard (see that rank's error)"
+            )
+        log.warning("step %d does not load (%s); trying the previous checkpoint", s, error)
+    raise CheckpointError("no checkpoint loads: " + "; ".join(str(e) for e in errors))
+
+
+def _load_step(
+    step: int, tiers: list[Tier], fast: Tier, group: Group, map_location: Any, trusted: bool
+) -> Restored:
+    if not tiers:
+        raise CheckpointError(f"step {step} is not committed on any tier this rank can see")
+    name = shard_name(group.rank, group.world_size)
+    first: CheckpointError | None = None
+    for tier in tiers:
+        manifest = tier.manifest(step)
+        if manifest is None:
+            continue
+        if manifest.kind != "stoker":
+            raise CheckpointError(
+                f"step {step} on {tier} was written through torch.distributed.checkpoint: load "
+                "it with torch.distributed.checkpoint.load(state, storage_reader=ckpt.dcp_reader())"
+            )
+        if manifest.world_size != group.world_size:
+            raise CheckpointError(
+                f"step {step} on {tier} was saved by {manifest.world_size} ranks, this job has "
+                f"{group.world_size}: use the same world size, or save through the DCP adapter "
+                "(ckpt.dcp_writer()) to reshard"
+            )
+        record = manifest.file(name)
+        try:
+            if tier is not fast:  # bring it to the fast tier: this load and the next read it there
+                fetch(tier, fast, step, name, manifest)
+                if group.world_size == 1:
+                    fast.commit(manifest, pointer=False)
+            path = fast.path(step, name)
+            buffer = read_verified(path, record.size, record.xxh3)
+            state = restore(buffer, record.size, path, map_location=map_location, trusted=trusted)
+            return Restored(step, state, tier.name)
+        except CheckpointError as exc:
+            first = first or exc
+            log.warning("%s; trying the next tier", exc)
+    raise first or CheckpointError(f"step {step}: no manifest could be read")

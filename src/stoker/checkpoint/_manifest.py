@@ -1,0 +1,84 @@
+"""Names on a tier, and the manifest that commits a checkpoint.
+
+    PREFIX/step-000000001000/shard-00000-of-00002.bin   one per rank (or DCP's files)
+    PREFIX/step-000000001000/manifest.json              written last: the commit
+    PREFIX/latest.json                                   {"step": 1000}, a hint for humans/tools
+
+A step folder without ``manifest.json`` is incomplete: never loaded, cleaned up later. The same
+names are used on a POSIX tier and on Blob, so the commit protocol is the same on both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+from ..errors import CheckpointError
+
+FORMAT = "stoker.checkpoint/1"
+MANIFEST = "manifest.json"
+POINTER = "latest.json"
+STEP_RE = re.compile(r"^step-(\d{12})$")
+
+
+def step_dir(step: int) -> str:
+    if step < 0:
+        raise CheckpointError(f"step {step} is negative; checkpoint steps count up from 0")
+    return f"step-{step:012d}"
+
+
+def step_of(folder: str) -> int | None:
+    m = STEP_RE.match(folder)
+    return int(m.group(1)) if m else None
+
+
+def shard_name(rank: int, world_size: int) -> str:
+    return f"shard-{rank:05d}-of-{world_size:05d}.bin"
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    name: str  # relative to the step folder
+    size: int
+    xxh3: str
+
+
+@dataclass
+class CheckpointManifest:
+    step: int
+    world_size: int
+    files: list[FileRecord]
+    kind: str = "stoker"  # "stoker": one shard per rank; "dcp": torch.distributed.checkpoint
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    format: str = FORMAT
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def file(self, name: str) -> FileRecord:
+        for f in self.files:
+            if f.name == name:
+                return f
+        raise CheckpointError(f"step {self.step}: the manifest lists no file {name}")
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> CheckpointManifest:
+        try:
+            raw = json.loads(data)
+            if raw.get("format") != FORMAT:
+                raise CheckpointError(
+                    f"{where}: format {raw.get('format')!r} is not {FORMAT!r}; "
+                    "it was written by another tool or a newer stoker"
+                )
+            raw["files"] = [FileRecord(**f) for f in raw["files"]]
+            return cls(**raw)
+        except CheckpointError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise CheckpointError(f"{where}: unreadable checkpoint manifest ({exc})") from exc

@@ -1,0 +1,26 @@
+"""Which checkpoints a tier may delete. Pure: steps in, steps out."""
+
+from __future__ import annotations
+
+
+def to_delete(
+    committed: list[int], keep_last: int, keep_every: int | None, protect: set[int] = frozenset()
+) -> list[int]:
+    """Committed steps outside the policy: not among the ``keep_last`` newest, not a multiple
+    of ``keep_every``, not protected (e.g. still being uploaded), and never the newest one."""
+    if not committed:
+        return []
+    ordered = sorted(committed)
+    keep = set(ordered[-keep_last:]) if keep_last > 0 else set()
+    keep.add(ordered[-1])
+    if keep_every:
+        keep |= {s for s in ordered if s % keep_every == 0}
+    return [s for s in ordered if s not in keep and s not in protect]
+
+
+def abandoned(incomplete: list[int], newest_committed: int | None, protect: set[int]) -> list[int]:
+    """Incomplete steps older than the newest committed one: a writer died on them. Newer ones
+    may still be in flight on another rank, so they wait for a later prune."""
+    if newest_committed is None:
+        return []
+    return [s for s in sorted(incomplete) if s < newest_committed and s not in protect]

@@ -1,0 +1,240 @@
+"""One rank's shard file, laid out first in host memory (the snapshot), then written in one pass.
+
+    [tensor 0][pad][tensor 1][pad] ... [skeleton][index][footer]
+
+* tensors: raw bytes, each at a 64-byte offset so a load can view them in place;
+* skeleton: the state with each tensor replaced by ``{"__stoker_tensor__": i}``, pickled by
+  ``torch.save`` and read back with ``torch.load(weights_only=True)`` unless the caller trusts
+  the file (arbitrary Python objects need that);
+* index: JSON ``{"format": 1, "tensors": [[offset, nbytes, dtype, shape, device], ...],
+  "skeleton": [offset, length]}``;
+* footer: the index's length (8 bytes, little endian) and ``STKCKPT1``.
+
+The whole file's XXH3-128 goes into the checkpoint manifest; a load checks it before it trusts
+a single byte. Writing uses O_DIRECT where the file system allows it (the page cache would only
+add a copy) and fsyncs before the rename that makes the file visible.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import mmap
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from ..errors import CheckpointError, CorruptCheckpointError
+
+MAGIC = b"STKCKPT1"
+ALIGN = 64
+CHUNK = 16 << 20  # a multiple of every O_DIRECT alignment
+DIRECT_ALIGN = 4096
+TENSOR_MARK = "__stoker_tensor__"
+
+# torch warns once that NumPy is missing when a tensor views a Python buffer; stoker needs none.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+# ------------------------------------------------------------------------------ skeleton
+def flatten(state: Any) -> tuple[Any, list[tuple[str, Any]]]:
+    """The state with tensors replaced by marks, and the tensors with their paths (for errors)."""
+    torch = _torch()
+    tensors: list[tuple[str, Any]] = []
+
+    def walk(obj: Any, path: str) -> Any:
+        if isinstance(obj, torch.Tensor):
+            if obj.is_sparse or obj.is_quantized or obj.layout != torch.strided:
+                raise CheckpointError(
+                    f"state{path}: a {obj.layout} tensor cannot be checkpointed; "
+                    "save a dense copy (tensor.to_dense()) instead"
+                )
+            tensors.append((path, obj))
+            return {TENSOR_MARK: len(tensors) - 1}
+        if type(obj) in (dict, _ordered_dict()):
+            return type(obj)((k, walk(v, f"{path}[{k!r}]")) for k, v in obj.items())
+        if type(obj) in (list, tuple):
+            return type(obj)(walk(v, f"{path}[{i}]") for i, v in enumerate(obj))
+        return obj
+
+    return walk(state, ""), tensors
+
+
+def _ordered_dict() -> type:
+    from collections import OrderedDict
+
+    return OrderedDict
+
+
+def unflatten(skeleton: Any, tensors: list[Any]) -> Any:
+    if isinstance(skeleton, dict):
+        if len(skeleton) == 1 and TENSOR_MARK in skeleton:
+            return tensors[skeleton[TENSOR_MARK]]
+        return type(skeleton)((k, unflatten(v, tensors)) for k, v in skeleton.items())
+    if type(skeleton) in (list, tuple):
+        return type(skeleton)(unflatten(v, tensors) for v in skeleton)
+    return skeleton
+
+
+# ------------------------------------------------------------------------------ snapshot
+@dataclass
+class Snapshot:
+    """A state laid out exactly as its shard file in one anonymous mapping, reused across saves
+    so that twenty saves do not need twenty buffers."""
+
+    buffer: mmap.mmap
+    size: int  # bytes of the file; the buffer may be larger
+
+    @property
+    def view(self) -> memoryview:
+        return memoryview(self.buffer)[: self.size]
+
+
+def _tensor_view(buffer: Any, offset: int, nbytes: int, dtype: Any, shape: list[int]) -> Any:
+    torch = _torch()
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    raw = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
+    return raw.view(dtype).view(shape)
+
+
+def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
+    """Copy every tensor of ``state`` into host memory (so the caller may change the state as
+    soon as this returns) and lay the shard file out around them."""
+    torch = _torch()
+    skeleton, tensors = flatten(state)
+    entries, offset = [], 0
+    for _, t in tensors:
+        offset = -(-offset // ALIGN) * ALIGN
+        nbytes = t.numel() * t.element_size()
+        entries.append([offset, nbytes, str(t.dtype).removeprefix("torch."), list(t.shape)])
+        entries[-1].append(str(t.device))
+        offset += nbytes
+    skel_io = io.BytesIO()
+    torch.save(skeleton, skel_io)
+    skel = skel_io.getvalue()
+    index = json.dumps(
+        {"format": 1, "tensors": entries, "skeleton": [offset, len(skel)]}, separators=(",", ":")
+    ).encode()
+    size = offset + len(skel) + len(index) + 8 + len(MAGIC)
+    if reuse is not None and len(reuse.buffer) >= size:
+        buffer = reuse.buffer
+    else:
+        buffer = mmap.mmap(-1, max(size, 1))
+    with torch.no_grad():
+        for (_, t), (off, nbytes, _, shape, _) in zip(tensors, entries, strict=True):
+            if nbytes:
+                _tensor_view(buffer, off, nbytes, t.dtype, shape).copy_(t)
+    tail = skel + index + len(index).to_bytes(8, "little") + MAGIC
+    buffer[offset:size] = tail
+    return Snapshot(buffer, size)
+
+
+# ------------------------------------------------------------------------------ write
+def _open_direct(path: Path) -> tuple[int, bool]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        return os.open(path, flags | getattr(os, "O_DIRECT", 0), 0o644), True
+    except OSError:  # tmpfs and some network file systems refuse O_DIRECT
+        return os.open(path, flags, 0o644), False
+
+
+def write_snapshot(snapshot: Snapshot, partial: Path) -> str:
+    """Write the snapshot to ``partial`` and fsync it; returns the file's XXH3-128 (hex)."""
+    view, digest = snapshot.view, xxhash.xxh3_128()
+    fd, direct = _open_direct(partial)
+    try:
+        aligned = (snapshot.size // DIRECT_ALIGN) * DIRECT_ALIGN if direct else snapshot.size
+        done = 0
+        while done < aligned:
+            chunk = view[done : min(done + CHUNK, aligned)]
+            written = os.write(fd, chunk)
+            digest.update(chunk[:written])
+            done += written
+        if done < snapshot.size:  # the unaligned tail goes through the page cache
+            with open(partial, "r+b") as tail:
+                tail.seek(done)
+                tail.write(view[done:])
+                digest.update(view[done:])
+                tail.flush()
+                os.fsync(tail.fileno())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------ read
+def hash_file(path: Path, size: int) -> str:
+    """XXH3-128 of a file, read in chunks into one reused buffer; checks the size first."""
+    actual = path.stat().st_size
+    if actual != size:
+        raise CorruptCheckpointError(f"{path}: {actual} bytes, the manifest says {size}")
+    digest, buf = xxhash.xxh3_128(), bytearray(CHUNK)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            digest.update(memoryview(buf)[:n])
+    return digest.hexdigest()
+
+
+def read_verified(path: Path, size: int, xxh3: str) -> mmap.mmap:
+    """The file's bytes in host memory, after its size and hash matched the manifest."""
+    try:
+        actual = path.stat().st_size
+        if actual != size:
+            raise CorruptCheckpointError(
+                f"{path}: {actual} bytes, the manifest says {size}; the file is damaged"
+            )
+        buffer, digest = mmap.mmap(-1, max(size, 1)), xxhash.xxh3_128()
+        view, done = memoryview(buffer), 0
+        with open(path, "rb", buffering=0) as f:
+            while done < size:
+                n = f.readinto(view[done : min(done + CHUNK, size)])
+                if not n:
+                    break
+                digest.update(view[done : done + n])
+                done += n
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{path} is missing") from exc
+    if digest.hexdigest() != xxh3:
+        raise CorruptCheckpointError(
+            f"{path}: hash {digest.hexdigest()} does not match the manifest's {xxh3}; the file "
+            "is corrupt (load(fallback=True) takes the previous verified checkpoint)"
+        )
+    return buffer
+
+
+def restore(buffer: mmap.mmap, size: int, path: Path, *, map_location: Any, trusted: bool) -> Any:
+    """Rebuild the state from a verified shard; tensors view ``buffer`` unless moved."""
+    torch = _torch()
+    if size < 16 or buffer[size - len(MAGIC) : size] != MAGIC:
+        raise CorruptCheckpointError(f"{path}: not a stoker checkpoint shard (no footer)")
+    index_len = int.from_bytes(buffer[size - 16 : size - 8], "little")
+    index = json.loads(buffer[size - 16 - index_len : size - 16])
+    skel_off, skel_len = index["skeleton"]
+    skeleton = torch.load(
+        io.BytesIO(buffer[skel_off : skel_off + skel_len]), weights_only=not trusted
+    )
+    tensors = []
+    for offset, nbytes, dtype, shape, device in index["tensors"]:
+        t = _tensor_view(buffer, offset, nbytes, getattr(torch, dtype), shape)
+        target = map_location if map_location is not None else _available(device)
+        tensors.append(t.to(target) if str(target) != "cpu" else t)
+    return unflatten(skeleton, tensors)
+
+
+def _available(device: str) -> str:
+    torch = _torch()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return device
+    return "cpu"

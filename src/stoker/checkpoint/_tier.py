@@ -1,0 +1,185 @@
+"""A checkpoint tier: any stoker store (a POSIX folder, Blob, S3, GCS) seen through the names of
+_manifest.py, with a synchronous API for the checkpointer's background threads.
+
+Store calls are async; they run on one event loop in a daemon thread that every tier of a
+checkpointer shares, so the Azure SDK's sessions stay bound to one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import xxhash
+
+from ..errors import CheckpointError, CorruptCheckpointError, StokerError
+from ..store import PosixStore, Store, open_store
+from ..store._posix import disk_error, fsync_dir
+from ._manifest import MANIFEST, POINTER, CheckpointManifest, step_dir, step_of
+
+T = TypeVar("T")
+RANGE = 16 << 20
+IN_FLIGHT = 8
+
+
+class IOLoop:
+    """One asyncio loop in a daemon thread; ``run`` blocks the calling thread on a coroutine."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="stoker-checkpoint-io", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+
+
+@dataclass
+class StepListing:
+    step: int
+    files: dict[str, int] = field(default_factory=dict)  # name in the step folder -> size
+
+    @property
+    def committed(self) -> bool:
+        return MANIFEST in self.files
+
+
+class Tier:
+    def __init__(self, name: str, url: str | os.PathLike[str], io: IOLoop) -> None:
+        self.name, self.io = name, io
+        self.store: Store = open_store(str(url))
+
+    def __str__(self) -> str:
+        return f"{self.name} tier {self.store}"
+
+    @property
+    def posix(self) -> PosixStore | None:
+        return self.store if isinstance(self.store, PosixStore) else None
+
+    def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        try:
+            return self.io.run(coro)
+        except StokerError:
+            raise
+        except OSError as exc:
+            raise disk_error(exc, Path(str(self.store))) from exc
+        except Exception as exc:  # a store error we did not translate: name the tier
+            raise CheckpointError(f"{self}: {what} failed: {exc}") from exc
+
+    # ------------------------------------------------------------------ reading
+    def steps(self) -> dict[int, StepListing]:
+        async def collect() -> dict[int, StepListing]:
+            found: dict[int, StepListing] = {}
+            async for batch in self.store.list():
+                for info in batch:
+                    folder, _, name = info.key.partition("/")
+                    step = step_of(folder)
+                    if step is not None and name:
+                        found.setdefault(step, StepListing(step)).files[name] = info.size
+            if self.posix is not None and self.posix.root.is_dir():
+                # a killed writer's folder may hold only partial files, which listings skip
+                for entry in os.scandir(self.posix.root):
+                    step = step_of(entry.name)
+                    if step is not None and entry.is_dir():
+                        found.setdefault(step, StepListing(step))
+            return found
+
+        return self._run(collect(), "listing")
+
+    def manifest(self, step: int) -> CheckpointManifest | None:
+        key = f"{step_dir(step)}/{MANIFEST}"
+        data = self._run(self.store.read_all(key), f"reading {key}")
+        return None if data is None else CheckpointManifest.from_json(data, f"{self}/{key}")
+
+    def path(self, step: int, name: str) -> Path:
+        assert self.posix is not None
+        return self.posix.path(f"{step_dir(step)}/{name}")
+
+    def partial(self, step: int, name: str) -> Path:
+        assert self.posix is not None
+        path = self.posix.partial(f"{step_dir(step)}/{name}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def publish(self, step: int, name: str) -> None:
+        """Rename a finished, fsynced partial file to its name and fsync the folder."""
+        final = self.path(step, name)
+        os.replace(self.partial(step, name), final)
+        fsync_dir(final.parent)
+
+    def hash(self, step: int, name: str, size: int) -> str:
+        """XXH3-128 of a stored file (read in ranges; on POSIX straight from disk)."""
+        key = f"{step_dir(step)}/{name}"
+
+        async def digest() -> str:
+            info = await self.store.head(key)
+            if info is None:
+                raise CheckpointError(f"{self}/{key} is missing")
+            if info.size != size:
+                raise CorruptCheckpointError(
+                    f"{self}/{key}: {info.size} bytes, the manifest says {size}"
+                )
+            h = xxhash.xxh3_128()
+            for start in range(0, size, RANGE):
+                h.update(await self.store.read_range(key, start, min(start + RANGE, size)))
+            return h.hexdigest()
+
+        return self._run(digest(), f"reading {key}")
+
+    def download(self, step: int, name: str, size: int, dest: Path) -> None:
+        """Copy a stored file into ``dest`` (ranges in parallel), fsynced."""
+        key = f"{step_dir(step)}/{name}"
+
+        async def fetch() -> None:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            gate = asyncio.Semaphore(IN_FLIGHT)
+
+            async def one(start: int) -> None:
+                async with gate:
+                    data = await self.store.read_range(key, start, min(start + RANGE, size))
+                    await asyncio.to_thread(os.pwrite, fd, data, start)
+
+            try:
+                await asyncio.gather(*(one(s) for s in range(0, size, RANGE)))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        self._run(fetch(), f"downloading {key}")
+
+    # ------------------------------------------------------------------ writing
+    def upload(self, step: int, name: str, source: Path, size: int) -> None:
+        key = f"{step_dir(step)}/{name}"
+        self._run(self.store.write_file(key, source, size, None), f"uploading {key}")
+
+    def commit(self, manifest: CheckpointManifest, *, pointer: bool = True) -> None:
+        """The manifest makes the step loadable; the pointer follows it (not for an older
+        step pulled back from another tier)."""
+        key = f"{step_dir(manifest.step)}/{MANIFEST}"
+        self._run(self.store.write_bytes(key, manifest.to_json()), f"writing {key}")
+        if not pointer:
+            return
+        pointer = f'{{"step": {manifest.step}}}\n'.encode()
+        self._run(self.store.write_bytes(POINTER, pointer), f"writing {POINTER}")
+
+    def delete_step(self, listing: StepListing) -> None:
+        """Manifest first, so a crash half way leaves an incomplete step, never a broken one."""
+        names = sorted(listing.files, key=lambda n: n != MANIFEST)
+        for name in names:
+            key = f"{step_dir(listing.step)}/{name}"
+            self._run(self.store.delete(key), f"deleting {key}")
+        if self.posix is not None:  # and the partial files of a killed writer
+            shutil.rmtree(self.posix.path(step_dir(listing.step)), ignore_errors=True)

@@ -1,0 +1,236 @@
+"""The checkpointer on a POSIX fast tier: round trip, snapshot semantics, commit protocol,
+corruption, retention, background failures, and kill -9 at random moments."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest
+import torch
+
+from stoker.checkpoint import Checkpointer
+from stoker.checkpoint._manifest import MANIFEST, step_dir
+from stoker.checkpoint._retention import abandoned, to_delete
+from stoker.errors import CheckpointError, CorruptCheckpointError
+
+
+def _state(seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "model": OrderedDict(w=torch.randn(256, 64, generator=g), b=torch.zeros(64)),
+        "optim": {"step": torch.tensor(seed), "lr": 1e-3, "betas": (0.9, 0.95)},
+        "half": torch.randn(7, generator=g).to(torch.bfloat16),
+        "flags": torch.tensor([True, False]),
+        "empty": torch.empty(0, 3),
+        "view": torch.arange(20.0).view(4, 5).t(),  # not contiguous
+        "meta": ["epoch", 3, None, {"name": "run-1"}],
+    }
+
+
+def _assert_same(a: object, b: object) -> None:
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert type(a) is type(b) and list(a) == list(b)  # type: ignore[arg-type]
+        for k in a:
+            _assert_same(a[k], b[k])  # type: ignore[index]
+    elif isinstance(a, list | tuple):
+        assert type(a) is type(b) and len(a) == len(b)  # type: ignore[arg-type]
+        for x, y in zip(a, b, strict=True):  # type: ignore[call-overload]
+            _assert_same(x, y)
+    else:
+        assert a == b
+
+
+def test_round_trip_keeps_every_type_and_structure(tmp_path: Path) -> None:
+    state = _state(1)
+    with Checkpointer(tmp_path / "fast") as ckpt:
+        stats = ckpt.save(10, state)
+        ckpt.wait()
+        restored = ckpt.load()
+    assert restored.step == 10 and restored.tier == "fast"
+    _assert_same(state, restored.state)
+    assert stats.fast_s is not None and stats.fast_s >= stats.blocking_s > 0
+    assert (
+        stats.bytes
+        == (tmp_path / "fast" / step_dir(10)).joinpath("shard-00000-of-00001.bin").stat().st_size
+    )
+
+
+def test_mutating_right_after_save_does_not_change_what_is_saved(tmp_path: Path) -> None:
+    big = torch.randn(16 << 20)  # 64 MiB: the write is still going when we mutate
+    expected = big.clone()
+    with Checkpointer(tmp_path / "fast") as ckpt:
+        ckpt.save(1, {"big": big})
+        big.fill_(7.0)
+        ckpt.wait()
+        loaded = ckpt.load().state["big"]
+    assert torch.equal(loaded, expected)
+
+
+def test_snapshot_buffer_is_reused_across_saves(tmp_path: Path) -> None:
+    state = {"t": torch.randn(1 << 20)}
+    with Checkpointer(tmp_path / "fast") as ckpt:
+        ckpt.save(1, state)
+        first = ckpt._snapshot.buffer  # type: ignore[union-attr]
+        for step in range(2, 6):
+            ckpt.save(step, state)
+        assert ckpt._snapshot.buffer is first  # type: ignore[union-attr]
+
+
+def test_flipped_byte_is_named_and_fallback_takes_previous(tmp_path: Path) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.save(2, _state(2))
+    shard = fast / step_dir(2) / "shard-00000-of-00001.bin"
+    with open(shard, "r+b") as f:
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0x01]))
+    with Checkpointer(fast) as ckpt:
+        with pytest.raises(CorruptCheckpointError, match=r"step-000000000002/shard-00000"):
+            ckpt.load()
+        restored = ckpt.load(fallback=True)
+    assert restored.step == 1
+    _assert_same(_state(1), restored.state)
+
+
+def test_truncated_shard_is_refused(tmp_path: Path) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast) as ckpt:
+        ckpt.save(3, _state())
+    shard = fast / step_dir(3) / "shard-00000-of-00001.bin"
+    os.truncate(shard, shard.stat().st_size - 1)
+    with Checkpointer(fast) as ckpt, pytest.raises(CorruptCheckpointError, match="bytes"):
+        ckpt.load()
+
+
+def test_step_without_manifest_is_never_loaded_and_later_cleaned(tmp_path: Path) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast, keep_last=5) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.wait()
+        # a writer that died after its shard but before the commit
+        junk = fast / step_dir(2)
+        junk.mkdir()
+        (junk / "shard-00000-of-00001.bin").write_bytes(b"half a shard")
+        (junk / "shard-00000-of-00001.bin.stoker-partial").write_bytes(b"x")
+        assert ckpt.load().step == 1
+        ckpt.save(3, _state(3))
+        ckpt.wait()
+        assert not junk.exists()
+        assert [i.step for i in ckpt.list()] == [3, 1]
+
+
+def test_retention_keeps_last_and_every_and_never_the_newest(tmp_path: Path) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast, keep_last=2, keep_every=10) as ckpt:
+        for step in range(0, 30, 5):
+            ckpt.save(step, {"s": torch.tensor(step)})
+        ckpt.wait()
+        steps = [i.step for i in ckpt.list()]
+    assert steps == [25, 20, 10, 0]
+    assert (fast / "latest.json").read_text().strip() == '{"step": 25}'
+
+
+def test_retention_rules() -> None:
+    assert to_delete([1, 2, 3, 4], keep_last=2, keep_every=None) == [1, 2]
+    assert to_delete([10, 15, 20, 25], keep_last=1, keep_every=10) == [15]
+    assert to_delete([1, 2, 3], keep_last=1, keep_every=None, protect={1}) == [2]
+    assert to_delete([], keep_last=1, keep_every=None) == []
+    assert abandoned([5, 9, 12], newest_committed=10, protect={5}) == [9]
+    assert abandoned([5], newest_committed=None, protect=set()) == []
+
+
+def test_background_failure_is_raised_at_the_next_wait_and_earlier_ones_survive(
+    tmp_path: Path,
+) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.wait()
+        (fast / step_dir(2)).write_text("a file where the step folder should go")
+        ckpt.save(2, _state(2))
+        with pytest.raises(CheckpointError, match="background checkpoint save failed"):
+            ckpt.wait()
+        ckpt.wait()  # reported once, not again
+        assert ckpt.load().step == 1
+
+
+def test_arbitrary_objects_need_trust(tmp_path: Path) -> None:
+    fast = tmp_path / "fast"
+    with Checkpointer(fast) as ckpt:
+        ckpt.save(1, {"when": time.struct_time((2026, 1, 1, 0, 0, 0, 0, 1, 0))})
+        ckpt.wait()
+        with pytest.raises(Exception, match="weights_only|Unsupported|not allowed"):
+            ckpt.load()
+        assert ckpt.load(trusted=True).state["when"].tm_year == 2026
+
+
+def test_bad_arguments_are_named(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="keep_last=0"):
+        Checkpointer(tmp_path, keep_last=0)
+    with pytest.raises(CheckpointError, match="fast tier must be a local"):
+        Checkpointer("az://acct/container/x")
+    with Checkpointer(tmp_path / "f") as ckpt:
+        with pytest.raises(CheckpointError, match="no a complete checkpoint|no complete"):
+            ckpt.load()
+        with pytest.raises(CheckpointError, match="sparse"):
+            ckpt.save(1, {"s": torch.eye(3).to_sparse()})
+        with pytest.raises(CheckpointError, match="negative"):
+            ckpt.save(-1, {})
+
+
+SAVER = textwrap.dedent(
+    """
+    import sys, torch
+    from stoker.checkpoint import Checkpointer
+    ckpt = Checkpointer(sys.argv[1], keep_last=2)
+    step = int(sys.argv[2])
+    state = {"x": torch.empty(2 << 20)}
+    while True:
+        state["x"].fill_(step)
+        ckpt.save(step, {"x": state["x"], "step": step})
+        ckpt.wait()
+        print("committed", step, flush=True)
+        step += 1
+    """
+)
+
+
+def test_kill_9_at_random_moments_never_loads_a_partial_checkpoint(tmp_path: Path) -> None:
+    fast, rng, last = tmp_path / "fast", random.Random(7), -1
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SAVER, str(fast), str(last + 1)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(rng.uniform(1.5, 3.0))  # past start-up (torch import), into the saves
+        os.kill(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        committed = [int(line.split()[1]) for line in out.splitlines() if line]
+        last = max(committed, default=last)
+        if last < 0:
+            continue
+        with Checkpointer(fast) as ckpt:
+            restored = ckpt.load()
+        # never older than the last one reported committed; always whole and consistent
+        assert restored.step >= last
+        assert torch.all(restored.state["x"] == restored.state["step"])
+        last = restored.step
+    assert last > 0
+    leftovers = [p for p in fast.iterdir() if p.is_dir() and not (p / MANIFEST).exists()]
+    assert len(leftovers) <= 1  # at most the step the last kill interrupted
