@@ -89,6 +89,7 @@ class Checkpointer:
         self._pending: list[Future[None]] = []
         self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
         self._lock = threading.Lock()
+        self._prune_lock = threading.Lock()
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:
@@ -111,19 +112,22 @@ class Checkpointer:
         self._check(wait_for_writes=True, wait_for_uploads=True)
 
     def _check(self, *, wait_for_writes: bool = False, wait_for_uploads: bool = False) -> None:
-        with self._lock:
-            pending = list(self._pending)
-        errors = []
-        for future in pending:
-            is_upload = getattr(future, "stoker_upload", False)
-            if not future.done() and not (wait_for_uploads if is_upload else wait_for_writes):
-                continue
-            try:
-                future.result()
-            except Exception as exc:  # noqa: BLE001 - reported below, with its cause
-                errors.append(exc)
+        errors: list[BaseException] = []
+        while True:  # a finished write may queue an upload meanwhile: look again
             with self._lock:
-                self._pending.remove(future)
+                pending = list(self._pending)
+            waited = False
+            for future in pending:
+                is_upload = getattr(future, "stoker_upload", False)
+                if not future.done() and not (wait_for_uploads if is_upload else wait_for_writes):
+                    continue
+                waited = True
+                if (exc := future.exception()) is not None:
+                    errors.append(exc)
+                with self._lock:
+                    self._pending.remove(future)
+            if not waited:
+                break
         if errors:
             first = errors[0]
             if isinstance(first, StokerError):
@@ -177,9 +181,15 @@ class Checkpointer:
         finally:
             with self._lock:
                 self._uploading.discard(stats.step)
+        if self.group.leader:  # the fast tier kept this step for the upload; now it may go
+            self._prune(self.fast, self.keep_last)
 
     # ------------------------------------------------------------------ retention
     def _prune(self, tier: Tier, keep_last: int) -> list[int]:
+        with self._prune_lock:  # the writer and the uploader both prune the fast tier
+            return self._prune_unlocked(tier, keep_last)
+
+    def _prune_unlocked(self, tier: Tier, keep_last: int) -> list[int]:
         steps = tier.steps()
         committed = [s for s, listing in steps.items() if listing.committed]
         with self._lock:
@@ -252,6 +262,8 @@ class Checkpointer:
         finally:
             self._writer.shutdown()
             self._uploader.shutdown()
+            for tier in self.tiers:
+                tier.close()
             self._io.close()
 
     def __enter__(self) -> Checkpointer:

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, StokerError
 from ._group import Group
 from ._manifest import CheckpointManifest, shard_name
 from ._shardfile import read_verified, restore
@@ -32,7 +32,12 @@ def committed_steps(tiers: list[Tier], step: int | None = None) -> dict[int, lis
     """Step -> the tiers (fastest first) where it is committed."""
     found: dict[int, list[Tier]] = {}
     for tier in tiers:
-        for s, listing in tier.steps().items():
+        try:
+            steps = tier.steps()
+        except StokerError as exc:  # a durable tier out of reach must not block a local load
+            log.warning("%s; loading from the other tiers", exc)
+            continue
+        for s, listing in steps.items():
             if listing.committed and (step is None or s == step):
                 found.setdefault(s, []).append(tier)
     return found

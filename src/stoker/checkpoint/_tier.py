@@ -183,3 +183,9 @@ class Tier:
             self._run(self.store.delete(key), f"deleting {key}")
         if self.posix is not None:  # and the partial files of a killed writer
             shutil.rmtree(self.posix.path(step_dir(listing.step)), ignore_errors=True)
+
+    def close(self) -> None:
+        try:
+            self.io.run(self.store.close())
+        except Exception:  # noqa: BLE001 - closing connections must not hide the real result
+            pass
