@@ -200,6 +200,7 @@ SAVER = textwrap.dedent(
     ckpt = Checkpointer(sys.argv[1], keep_last=2)
     step = int(sys.argv[2])
     state = {"x": torch.empty(2 << 20)}
+    print("ready", flush=True)
     while True:
         state["x"].fill_(step)
         ckpt.save(step, {"x": state["x"], "step": step})
@@ -218,7 +219,8 @@ def test_kill_9_at_random_moments_never_loads_a_partial_checkpoint(tmp_path: Pat
             stdout=subprocess.PIPE,
             text=True,
         )
-        time.sleep(rng.uniform(1.5, 3.0))  # past start-up (torch import), into the saves
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.05, 1.0))  # somewhere in a save: snapshot, write or commit
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         committed = [int(line.split()[1]) for line in out.splitlines() if line]

@@ -22,7 +22,10 @@ SHARD = "shard-00000-of-00001.bin"
 def _keys(url: str) -> list[str]:
     async def collect() -> list[str]:
         store = open_store(url)
-        return sorted([i.key async for batch in store.list() for i in batch])
+        try:
+            return sorted([i.key async for batch in store.list() for i in batch])
+        finally:
+            await store.close()
 
     return asyncio.run(collect())
 

@@ -148,15 +148,21 @@ class Checkpointer:
         manifest = CheckpointManifest(stats.step, self.group.world_size, records)
         self._commit(self.fast, manifest)
         stats.fast_s = time.perf_counter() - stats.started
-        if self.durable is not None:
-            with self._lock:
-                self._uploading.add(stats.step)
-            future = self._uploader.submit(self._upload, stats, manifest, name)
-            future.stoker_upload = True  # type: ignore[attr-defined]
-            with self._lock:
-                self._pending.append(future)
+        self._queue_upload(stats, manifest, [name], gather=True)
         if self.group.leader:
             self._prune(self.fast, self.keep_last)
+
+    def _queue_upload(
+        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], *, gather: bool
+    ) -> None:
+        if self.durable is None:
+            return
+        with self._lock:
+            self._uploading.add(stats.step)
+        future = self._uploader.submit(self._upload, stats, manifest, names, gather)
+        future.stoker_upload = True  # type: ignore[attr-defined]
+        with self._lock:
+            self._pending.append(future)
 
     def _commit(self, tier: Tier, manifest: CheckpointManifest) -> None:
         # Rank 0 commits; on a node-local tier the other nodes must commit their own copy,
@@ -168,12 +174,16 @@ class Checkpointer:
             if not tier.path(manifest.step, MANIFEST).exists():
                 tier.commit(manifest)
 
-    def _upload(self, stats: SaveStats, manifest: CheckpointManifest, name: str) -> None:
+    def _upload(
+        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], gather: bool
+    ) -> None:
         assert self.durable is not None
         try:
-            record = manifest.file(name)
-            self.durable.upload(stats.step, name, self.fast.path(stats.step, name), record.size)
-            self.group.all_gather(None, "upload")  # every shard is up before the commit
+            for name in names:
+                source = self.fast.path(stats.step, name)
+                self.durable.upload(stats.step, name, source, manifest.file(name).size)
+            if gather:
+                self.group.all_gather(None, "upload")  # every shard is up before the commit
             if self.group.leader:
                 self.durable.commit(manifest)
                 self._prune(self.durable, self.durable_keep_last)
@@ -183,6 +193,33 @@ class Checkpointer:
                 self._uploading.discard(stats.step)
         if self.group.leader:  # the fast tier kept this step for the upload; now it may go
             self._prune(self.fast, self.keep_last)
+
+    # ------------------------------------------------------------------ DCP
+    def dcp_writer(self, step: int, **options: Any) -> Any:
+        """A torch.distributed.checkpoint StorageWriter that writes step ``step`` to the fast
+        tier, commits it with stoker's manifest and uploads it to the durable tier."""
+        from ._dcp import DCPWriter
+
+        step_dir(step)
+        self.last_save = SaveStats(step)
+        return DCPWriter(self, step, **options)
+
+    def dcp_reader(self, step: int | None = None) -> Any:
+        """A StorageReader for the newest (or the given) step saved through ``dcp_writer``,
+        every file verified first; DCP reshards it to this job's world size."""
+        from ._dcp import DCPReader
+
+        self.wait()
+        return DCPReader(self, step)
+
+    def commit_external(self, manifest: CheckpointManifest) -> None:
+        """Commit a step whose files another writer (DCP's coordinator) put on the fast tier."""
+        self.fast.commit(manifest)
+        stats = self.last_save if self.last_save and self.last_save.step == manifest.step else None
+        stats = stats or SaveStats(manifest.step)
+        stats.bytes, stats.fast_s = manifest.bytes, time.perf_counter() - stats.started
+        self._queue_upload(stats, manifest, [f.name for f in manifest.files], gather=False)
+        self._prune(self.fast, self.keep_last)
 
     # ------------------------------------------------------------------ retention
     def _prune(self, tier: Tier, keep_last: int) -> list[int]:

@@ -21,7 +21,6 @@ import io
 import json
 import mmap
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,6 @@ ALIGN = 64
 CHUNK = 16 << 20  # a multiple of every O_DIRECT alignment
 DIRECT_ALIGN = 4096
 TENSOR_MARK = "__stoker_tensor__"
-
-# torch warns once that NumPy is missing when a tensor views a Python buffer; stoker needs none.
-warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 
 def _torch() -> Any:

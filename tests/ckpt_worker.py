@@ -1,0 +1,47 @@
+"""Run under torchrun by test_checkpoint_dist.py: MODE FAST [DURABLE]. Prints JSON lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+
+from stoker.checkpoint import Checkpointer
+
+
+def main() -> None:
+    mode, fast = sys.argv[1], sys.argv[2]
+    durable = sys.argv[3] if len(sys.argv) > 3 else None
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ckpt = Checkpointer(fast, durable, keep_last=2)
+    if mode == "save":
+        for step in (1, 2, 3):
+            ckpt.save(step, {"x": torch.full((1000,), float(rank * 100 + step)), "rank": rank})
+        ckpt.wait()
+        restored = ckpt.load()
+        ok = torch.all(restored.state["x"] == rank * 100 + 3).item()
+        print(
+            json.dumps(
+                {"rank": rank, "step": restored.step, "ok": ok, "who": restored.state["rank"]}
+            )
+        )
+    elif mode == "dcp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        mesh = init_device_mesh("cpu", (world,))
+        full = torch.arange(16, dtype=torch.float32).reshape(8, 2)
+        state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "epoch": 4}
+        dcp.save(state, storage_writer=ckpt.dcp_writer(7))
+        ckpt.wait()
+        print(json.dumps({"rank": rank, "steps": [i.step for i in ckpt.list()]}))
+    ckpt.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
