@@ -1,5 +1,5 @@
 """stoker keeps AI accelerators fed: plan the interconnect, storage, checkpoints and cost of GPU
-work on Azure, and stage data between Blob and the fast tiers.
+work on Azure, stage data between Blob and the fast tiers, and checkpoint without waiting.
 
 Only re-exports live here, each documented where it is defined. They load on first use, so a
 script that only stages data does not pay for the planner's imports (and the reverse).
@@ -16,7 +16,14 @@ _WHERE = {
     "Catalog": "catalog",
     "load_catalog": "catalog",
     "refresh_prices": "catalog",
+    "CheckpointInfo": "checkpoint",
+    "Checkpointer": "checkpoint",
+    "Restored": "checkpoint",
+    "SaveStats": "checkpoint",
+    "checkpoint_interval": "checkpoint",
     "CatalogError": "errors",
+    "CheckpointError": "errors",
+    "CorruptCheckpointError": "errors",
     "ChecksumError": "errors",
     "PriceError": "errors",
     "SourceChangedError": "errors",
@@ -66,9 +73,18 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .catalog import Catalog, load_catalog, refresh_prices
+    from .checkpoint import (
+        Checkpointer,
+        CheckpointInfo,
+        Restored,
+        SaveStats,
+        checkpoint_interval,
+    )
     from .errors import (
         CatalogError,
+        CheckpointError,
         ChecksumError,
+        CorruptCheckpointError,
         PriceError,
         SourceChangedError,
         SpecError,

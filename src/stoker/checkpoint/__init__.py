@@ -4,6 +4,17 @@ _manifest.py for the names and the commit protocol)."""
 from __future__ import annotations
 
 from ._checkpointer import Checkpointer, CheckpointInfo, SaveStats
+from ._interval import checkpoint_interval
 from ._load import Restored
+from ._ops import CheckReport, Problem, TierCost
 
-__all__ = ["CheckpointInfo", "Checkpointer", "Restored", "SaveStats"]
+__all__ = [
+    "CheckReport",
+    "CheckpointInfo",
+    "Checkpointer",
+    "Problem",
+    "Restored",
+    "SaveStats",
+    "TierCost",
+    "checkpoint_interval",
+]

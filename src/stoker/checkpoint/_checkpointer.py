@@ -22,8 +22,10 @@ from typing import Any
 
 from ..errors import CheckpointError, StokerError
 from ._group import Group
+from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
+from ._ops import CheckReport, Progress, TierCost, pull_step, tier_price, verify_tiers
 from ._retention import abandoned, to_delete
 from ._shardfile import Snapshot, take_snapshot, write_snapshot
 from ._tier import IOLoop, Tier
@@ -68,11 +70,13 @@ class Checkpointer:
         keep_last: int = 3,
         keep_every: int | None = None,
         durable_keep_last: int | None = None,
+        mtbf: float | str | None = None,
     ) -> None:
         if keep_last < 1:
             raise CheckpointError(f"keep_last={keep_last}: keep at least the newest checkpoint")
         self.keep_last, self.keep_every = keep_last, keep_every
         self.durable_keep_last = durable_keep_last or keep_last
+        self.mtbf = mtbf
         self._io = IOLoop()
         self.fast = Tier("fast", fast, self._io)
         if self.fast.posix is None:
@@ -106,6 +110,25 @@ class Checkpointer:
         with self._lock:
             self._pending.append(future)
         return stats
+
+    @property
+    def interval_s(self) -> float | None:
+        """Young/Daly's interval from the last save's measured blocking and write times and
+        ``mtbf``; None before the first save or without an MTBF."""
+        last = self.last_save
+        if self.mtbf is None or last is None or last.fast_s is None:
+            return None
+        return checkpoint_interval(last.blocking_s, last.durable_s or last.fast_s, mtbf=self.mtbf)
+
+    def maybe_save(self, step: int, state: Any) -> SaveStats | None:
+        """Save when the interval has passed since the last save (the first call always saves:
+        it measures what a save costs); else do nothing and return None."""
+        last, interval = self.last_save, self.interval_s
+        if last is not None and interval is None and self.mtbf is None:
+            raise CheckpointError("maybe_save needs Checkpointer(..., mtbf=...)")
+        if last is None or interval is None or time.perf_counter() - last.started >= interval:
+            return self.save(step, state)
+        return None
 
     def wait(self) -> None:
         """Block until every save so far is committed on every tier; raise what failed."""
@@ -222,11 +245,11 @@ class Checkpointer:
         self._prune(self.fast, self.keep_last)
 
     # ------------------------------------------------------------------ retention
-    def _prune(self, tier: Tier, keep_last: int) -> list[int]:
+    def _prune(self, tier: Tier, keep_last: int, dry_run: bool = False) -> list[int]:
         with self._prune_lock:  # the writer and the uploader both prune the fast tier
-            return self._prune_unlocked(tier, keep_last)
+            return self._prune_unlocked(tier, keep_last, dry_run)
 
-    def _prune_unlocked(self, tier: Tier, keep_last: int) -> list[int]:
+    def _prune_unlocked(self, tier: Tier, keep_last: int, dry_run: bool) -> list[int]:
         steps = tier.steps()
         committed = [s for s, listing in steps.items() if listing.committed]
         with self._lock:
@@ -237,17 +260,50 @@ class Checkpointer:
             max(committed, default=None),
             protect,
         )
-        for step in doomed:
+        for step in [] if dry_run else doomed:
             log.info("pruning step %d from %s", step, tier)
             tier.delete_step(steps[step])
         return doomed
 
-    def prune(self) -> dict[str, list[int]]:
-        """Apply the retention policy to every tier now; returns the steps deleted per tier."""
+    def prune(self, *, dry_run: bool = False) -> dict[str, list[int]]:
+        """Apply the retention policy to every tier now (incomplete steps older than the newest
+        complete one go too); returns the steps deleted (or, dry, to delete) per tier."""
         self.wait()
-        out = {"fast": self._prune(self.fast, self.keep_last)}
+        out = {"fast": self._prune(self.fast, self.keep_last, dry_run)}
         if self.durable is not None:
-            out["durable"] = self._prune(self.durable, self.durable_keep_last)
+            out["durable"] = self._prune(self.durable, self.durable_keep_last, dry_run)
+        return out
+
+    def verify(self, step: int | None = None, progress: Progress | None = None) -> CheckReport:
+        """Re-hash every file of every committed step (or ``step``) on every tier."""
+        self.wait()
+        return verify_tiers(self.tiers, step, progress)
+
+    def pull(self, step: int | None = None, progress: Progress | None = None) -> tuple[int, int]:
+        """Bring the newest (or ``step``) checkpoint from the durable tier to the fast tier,
+        verified, e.g. on a new VM before training resumes; returns (step, bytes)."""
+        if self.durable is None:
+            raise CheckpointError("pull needs a durable tier (durable=URL)")
+        return pull_step(self.durable, self.fast, step, progress)
+
+    def costs(
+        self,
+        *,
+        blob_tier: str = "hot",
+        fast_usd_per_gb_month: float | None = None,
+        durable_usd_per_gb_month: float | None = None,
+    ) -> list[TierCost]:
+        """What the kept checkpoints cost per month on each tier (catalog prices)."""
+        out = []
+        for tier, override in (
+            (self.fast, fast_usd_per_gb_month),
+            (self.durable, durable_usd_per_gb_month),
+        ):
+            if tier is None:
+                continue
+            kept = sum(sum(listing.files.values()) for listing in tier.steps().values())
+            price, basis = tier_price(tier, blob_tier, override)
+            out.append(TierCost(tier.name, str(tier.store), kept, price, basis))
         return out
 
     # ------------------------------------------------------------------ reading

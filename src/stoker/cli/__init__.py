@@ -6,6 +6,7 @@ import typer
 
 from . import cache as _cache
 from . import catalog as _catalog
+from . import checkpoint as _checkpoint
 from . import plan as _plan
 from . import stage as _stage
 
@@ -21,6 +22,7 @@ app.add_typer(_catalog.app, name="catalog")
 app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)
 app.add_typer(_cache.app, name="cache")
+app.add_typer(_checkpoint.app, name="checkpoint")
 
 
 def main() -> None:

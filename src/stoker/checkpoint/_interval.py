@@ -1,0 +1,36 @@
+"""How often to checkpoint: Young/Daly from the measured blocking time and an MTBF (the same
+formulas the plan uses, plan/reliability.py), never more often than a save takes to finish."""
+
+from __future__ import annotations
+
+from ..errors import CheckpointError
+from ..units import parse_duration
+
+
+def _seconds(value: float | str | None) -> float | None:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def checkpoint_interval(
+    blocking_s: float,
+    write_s: float = 0.0,
+    *,
+    mtbf: float | str | None = None,
+    gpus: int | None = None,
+    gpu_mtbf: float | str | None = None,
+) -> float:
+    """Seconds between checkpoints that waste the least time, for a save that blocks training
+    for ``blocking_s`` and takes ``write_s`` to be safe. Give the job's ``mtbf`` ("3h", or
+    seconds), or ``gpus`` and one GPU's ``gpu_mtbf`` (failures add up across GPUs)."""
+    from ..plan.reliability import best_interval, job_mtbf
+
+    mtbf_s, gpu_mtbf_s = _seconds(mtbf), _seconds(gpu_mtbf)
+    if mtbf_s is None and gpus and gpu_mtbf_s:
+        mtbf_s = job_mtbf(gpu_mtbf_s, gpus)
+    if not mtbf_s or mtbf_s <= 0:
+        raise CheckpointError(
+            "checkpoint_interval needs the job's mtbf (e.g. mtbf='3h') or gpus= and gpu_mtbf="
+        )
+    if blocking_s < 0 or write_s < 0:
+        raise CheckpointError(f"blocking_s={blocking_s}, write_s={write_s}: times are >= 0")
+    return best_interval(max(blocking_s, 1e-6), mtbf_s, floor_s=write_s)

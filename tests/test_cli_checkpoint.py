@@ -1,0 +1,105 @@
+"""``stoker checkpoint ls|verify|prune|pull`` on a fast folder and Azurite as the durable tier."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+from stoker.checkpoint import Checkpointer, checkpoint_interval
+from stoker.checkpoint._manifest import step_dir
+from stoker.cli import app
+
+runner = CliRunner()
+
+
+def _saved(fast: Path, durable: str, steps: tuple[int, ...] = (10, 20, 30)) -> None:
+    with Checkpointer(fast, durable, keep_last=5) as ckpt:
+        for step in steps:
+            ckpt.save(step, {"w": torch.full((1 << 18,), float(step))})
+
+
+def test_ls_shows_tiers_and_prices_blob_from_the_catalog(blob_env: str, tmp_path: Path) -> None:
+    fast, durable = tmp_path / "fast", f"{blob_env}/cli1"
+    _saved(fast, durable)
+    out = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable, "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert [c["step"] for c in data["checkpoints"]] == [30, 20, 10]
+    assert all(
+        c["tiers"] == {"fast": "complete", "durable": "complete"} for c in data["checkpoints"]
+    )
+    fast_cost, blob_cost = data["costs"]
+    assert fast_cost["usd_per_month"] is None and "billed with its VM" in fast_cost["basis"]
+    assert (
+        blob_cost["usd_per_gb_month"] == 0.0208
+        and "catalog: Blob hot, eastus" in blob_cost["basis"]
+    )
+    assert abs(blob_cost["usd_per_month"] - blob_cost["bytes"] / 1e9 * 0.0208) < 1e-9
+    table = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable])
+    assert table.exit_code == 0 and "complete" in table.stdout and "USD/month" in table.stdout
+
+
+def test_verify_names_the_corrupt_file_and_fails(blob_env: str, tmp_path: Path) -> None:
+    fast, durable = tmp_path / "fast", f"{blob_env}/cli2"
+    _saved(fast, durable)
+    ok = runner.invoke(app, ["checkpoint", "verify", str(fast), "--durable", durable])
+    assert ok.exit_code == 0 and "6 step copies, 6 files checked: ok" in ok.stdout
+    shard = fast / step_dir(20) / "shard-00000-of-00001.bin"
+    data = bytearray(shard.read_bytes())
+    data[-40] ^= 1
+    shard.write_bytes(bytes(data))
+    bad = runner.invoke(app, ["checkpoint", "verify", str(fast), "--durable", durable, "--json"])
+    assert bad.exit_code == 1
+    report = json.loads(bad.stdout)
+    assert [(p["tier"], p["step"], p["file"]) for p in report["problems"]] == [
+        ("fast", 20, "shard-00000-of-00001.bin")
+    ]
+
+
+def test_prune_dry_run_then_for_real_on_both_tiers(blob_env: str, tmp_path: Path) -> None:
+    fast, durable = tmp_path / "fast", f"{blob_env}/cli3"
+    _saved(fast, durable, (1, 2, 3, 4))
+    args = ["checkpoint", "prune", str(fast), "--durable", durable, "--keep-last", "2"]
+    dry = runner.invoke(app, [*args, "--dry-run", "--json"])
+    assert json.loads(dry.stdout) == {
+        "dry_run": True,
+        "deleted": {"fast": [1, 2], "durable": [1, 2]},
+    }
+    assert (fast / step_dir(1)).exists()
+    real = runner.invoke(app, args)
+    assert real.exit_code == 0 and "fast: deleted 2 step(s) [1, 2]" in real.stdout
+    with Checkpointer(fast, durable) as ckpt:
+        assert [i.step for i in ckpt.list()] == [4, 3]
+
+
+def test_pull_brings_the_newest_step_to_an_empty_fast_tier(blob_env: str, tmp_path: Path) -> None:
+    fast, durable = tmp_path / "fast", f"{blob_env}/cli4"
+    _saved(fast, durable)
+    shutil.rmtree(fast)
+    out = runner.invoke(app, ["checkpoint", "pull", durable, str(fast), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["step"] == 30
+    with Checkpointer(fast) as ckpt:  # no durable tier: it loads from the folder alone
+        restored = ckpt.load()
+    assert restored.step == 30 and restored.tier == "fast"
+    missing = runner.invoke(app, ["checkpoint", "pull", durable, str(fast), "--step", "99"])
+    assert missing.exit_code == 2 and "holds no step 99" in missing.stderr
+
+
+def test_interval_follows_young_daly_and_schedules_saves(tmp_path: Path) -> None:
+    # Young: sqrt(2 C M) = sqrt(2 * 10 * 10800) = 464.8 s; Daly's correction takes it to 458.1
+    assert round(checkpoint_interval(10, 60, mtbf="3h"), 1) == 458.1
+    assert checkpoint_interval(10, 900, mtbf="3h") == 900  # never more often than a save takes
+    # 16,384 GPUs that each fail once in 50,000 h: the job fails every 3.05 h
+    by_gpu = checkpoint_interval(10, gpus=16384, gpu_mtbf="50000h")
+    assert by_gpu == checkpoint_interval(10, mtbf=50000 * 3600 / 16384)
+    assert round(by_gpu, 1) == 462.1
+    with Checkpointer(tmp_path / "f", mtbf="3h") as ckpt:
+        assert ckpt.maybe_save(1, {"x": torch.zeros(4)}) is not None  # the first one measures
+        ckpt.wait()
+        assert ckpt.interval_s is not None and ckpt.interval_s > 1
+        assert ckpt.maybe_save(2, {"x": torch.zeros(4)}) is None  # too soon
