@@ -1,9 +1,11 @@
-"""Run under torchrun by test_checkpoint_dist.py: MODE FAST [DURABLE]. Prints JSON lines."""
+"""Run under torchrun by test_checkpoint_dist.py: MODE OUT FAST [DURABLE]; each rank writes
+its result to OUT/rank-N.json (stdout of two ranks interleaves)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -12,8 +14,8 @@ from stoker.checkpoint import Checkpointer
 
 
 def main() -> None:
-    mode, fast = sys.argv[1], sys.argv[2]
-    durable = sys.argv[3] if len(sys.argv) > 3 else None
+    mode, out, fast = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    durable = sys.argv[4] if len(sys.argv) > 4 else None
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     ckpt = Checkpointer(fast, durable, keep_last=2)
@@ -23,11 +25,7 @@ def main() -> None:
         ckpt.wait()
         restored = ckpt.load()
         ok = torch.all(restored.state["x"] == rank * 100 + 3).item()
-        print(
-            json.dumps(
-                {"rank": rank, "step": restored.step, "ok": ok, "who": restored.state["rank"]}
-            )
-        )
+        result = {"rank": rank, "step": restored.step, "ok": ok, "who": restored.state["rank"]}
     elif mode == "dcp":
         import torch.distributed.checkpoint as dcp
         from torch.distributed.device_mesh import init_device_mesh
@@ -38,7 +36,8 @@ def main() -> None:
         state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "epoch": 4}
         dcp.save(state, storage_writer=ckpt.dcp_writer(7))
         ckpt.wait()
-        print(json.dumps({"rank": rank, "steps": [i.step for i in ckpt.list()]}))
+        result = {"rank": rank, "steps": [i.step for i in ckpt.list()]}
+    (out / f"rank-{rank}.json").write_text(json.dumps(result))
     ckpt.close()
     dist.destroy_process_group()
 

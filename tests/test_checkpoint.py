@@ -236,3 +236,30 @@ def test_kill_9_at_random_moments_never_loads_a_partial_checkpoint(tmp_path: Pat
     assert last > 0
     leftovers = [p for p in fast.iterdir() if p.is_dir() and not (p / MANIFEST).exists()]
     assert len(leftovers) <= 1  # at most the step the last kill interrupted
+
+
+def test_disk_full_is_reported_and_leaves_the_previous_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from stoker.checkpoint import _shardfile
+
+    fast, real_write = tmp_path / "fast", os.write
+    with Checkpointer(fast) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.wait()
+
+        def full(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(_shardfile.os, "write", full)
+        ckpt.save(2, _state(2))
+        with pytest.raises(CheckpointError, match="step 2 was not saved: no space left"):
+            ckpt.wait()
+        assert not list((fast / step_dir(2)).glob("*"))  # the partial file is gone
+        assert ckpt.load().step == 1
+        monkeypatch.setattr(_shardfile.os, "write", real_write)  # space was freed
+        ckpt.save(3, _state(3))
+        ckpt.wait()
+        assert ckpt.load().step == 3

@@ -19,20 +19,20 @@ from stoker.errors import CheckpointError
 WORKER = Path(__file__).with_name("ckpt_worker.py")
 
 
-def _torchrun(*args: str) -> list[dict]:
+def _torchrun(mode: str, out: Path, *args: str) -> list[dict]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
     cmd += ["--master-port=0", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
-    out = subprocess.run([*cmd, str(WORKER), *args], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return sorted(
-        (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")),
-        key=lambda r: r["rank"],
+    out.mkdir(exist_ok=True)
+    run = subprocess.run(
+        [*cmd, str(WORKER), mode, str(out), *args], capture_output=True, text=True, timeout=300
     )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
 
 
 def test_two_ranks_save_one_commit_and_load_their_own_shard(blob_env: str, tmp_path: Path) -> None:
     fast, durable = tmp_path / "fast", f"{blob_env}/dist"
-    results = _torchrun("save", str(fast), durable)
+    results = _torchrun("save", tmp_path / "out", str(fast), durable)
     assert results == [
         {"rank": 0, "step": 3, "ok": True, "who": 0},
         {"rank": 1, "step": 3, "ok": True, "who": 1},
@@ -53,7 +53,7 @@ def test_two_ranks_save_one_commit_and_load_their_own_shard(blob_env: str, tmp_p
 
 def test_dcp_save_through_stoker_reshards_from_two_ranks_to_one(tmp_path: Path) -> None:
     fast = tmp_path / "fast"
-    results = _torchrun("dcp", str(fast))
+    results = _torchrun("dcp", tmp_path / "out", str(fast))
     assert [r["steps"] for r in results] == [[7], [7]]
     manifest = CheckpointManifest.from_json(
         (fast / step_dir(7) / "manifest.json").read_bytes(), "test"

@@ -159,15 +159,23 @@ class Checkpointer:
 
     def _write_fast(self, stats: SaveStats, snapshot: Snapshot) -> None:
         name = shard_name(self.group.rank, self.group.world_size)
-        partial = self.fast.partial(stats.step, name)
+        record, error = None, None
         try:
-            xxh3 = write_snapshot(snapshot, partial)
+            partial = self.fast.partial(stats.step, name)
+            record = FileRecord(name, snapshot.size, write_snapshot(snapshot, partial))
             self.fast.publish(stats.step, name)
         except OSError as exc:
-            from ..store._posix import disk_error
-
-            raise disk_error(exc, partial) from exc
-        records = self.group.all_gather(FileRecord(name, snapshot.size, xxh3), "write")
+            error = _write_error(exc, stats.step, self.fast)
+        # Every rank reports, failed or not, so that no rank waits forever for a dead one.
+        records = self.group.all_gather(record, "write")
+        if error is not None:
+            raise error
+        if None in records:
+            failed = [rank for rank, r in enumerate(records) if r is None]
+            raise CheckpointError(
+                f"step {stats.step}: rank(s) {failed} could not write their shard, so the step "
+                "was not committed; the previous checkpoint is intact"
+            )
         manifest = CheckpointManifest(stats.step, self.group.world_size, records)
         self._commit(self.fast, manifest)
         stats.fast_s = time.perf_counter() - stats.started
@@ -364,3 +372,15 @@ class Checkpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _write_error(exc: OSError, step: int, tier: Tier) -> CheckpointError:
+    """Name the tier and say that nothing committed was touched; drop the partial file."""
+    if tier.posix is not None:
+        for partial in tier.path(step, "x").parent.glob("*.stoker-partial"):
+            partial.unlink(missing_ok=True)  # give the space back
+    why = "no space left" if exc.errno in (28, 122) else (exc.strerror or str(exc))
+    return CheckpointError(
+        f"step {step} was not saved: {why} on {tier} ({exc.filename or 'its folder'}); the "
+        "previous checkpoint is intact; free space (or lower keep_last) and save again"
+    )
