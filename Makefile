@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   create .venv, install stoker, plan the example jobs
+#   make demo   create .venv, install stoker, plan the example jobs, stage, checkpoint
 #   make test   create .venv, install stoker + test tools + Azurite, run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,6 +24,10 @@ demo: $(STAMP)
 	$(BIN)/python examples/make_dataset.py .demo/cold
 	$(BIN)/stoker stage .demo/cold .demo/fast --hash
 	$(BIN)/stoker verify .demo/cold .demo/fast
+	@echo "--- checkpoint: a training loop saves asynchronously (fast + durable tier), then restores"
+	rm -rf .demo/ckpt
+	$(BIN)/python examples/train_checkpoint.py .demo/ckpt
+	$(BIN)/stoker checkpoint ls .demo/ckpt/fast --durable .demo/ckpt/durable
 
 test: $(STAMP) node_modules/.package-lock.json
 	$(BIN)/python -m pytest

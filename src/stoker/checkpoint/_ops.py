@@ -106,4 +106,4 @@ def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[floa
             return None, f"no catalog price for Blob {blob_tier}"
         source = blob.source_of("price_region")
         return price, f"catalog: Blob {blob_tier}, {blob.price_region} ({source})"
-    return None, "a folder: billed with its VM or volume, not per GB here"
+    return None, "a folder: billed with its VM or volume"
