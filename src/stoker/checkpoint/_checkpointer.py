@@ -98,7 +98,9 @@ class Checkpointer:
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:
         """Snapshot ``state`` (tensors copied to host memory) and return; writing goes on in
-        the background. Raises here if an earlier background save failed."""
+        the background. Raises here if an earlier background save failed. The returned stats
+        are filled in as the save proceeds (``fast_s``, ``durable_s``); keep them, since
+        ``last_save`` moves on to the next save."""
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         stats = SaveStats(step)
         self._check(wait_for_writes=True)  # the buffer is about to be reused
@@ -129,6 +131,12 @@ class Checkpointer:
         if last is None or interval is None or time.perf_counter() - last.started >= interval:
             return self.save(step, state)
         return None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a save is still being written or uploaded (does not block, raises nothing)."""
+        with self._lock:
+            return any(not f.done() for f in self._pending)
 
     def wait(self) -> None:
         """Block until every save so far is committed on every tier; raise what failed."""

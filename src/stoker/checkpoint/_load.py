@@ -66,8 +66,10 @@ def load_newest(
     candidates = sorted({s for p in proposals for s in p}, reverse=True)
     if not candidates:
         where = ", ".join(str(t) for t in tiers)
-        what = f"step {step}" if step is not None else "a complete checkpoint"
-        raise CheckpointError(f"no {what} on {where} (steps without a manifest are incomplete)")
+        what = f"step {step} is" if step is not None else "complete checkpoint is"
+        raise CheckpointError(
+            f"no {what} on {where} (a step without its manifest.json is incomplete)"
+        )
     errors: list[CheckpointError] = []
     for s in candidates:
         restored, error = None, None
