@@ -10,6 +10,7 @@
     │   ├── SourceChangedError  the source object changed mid-copy; a re-run takes the new one
     │   └── ChecksumError       a copy whose MD5 does not match the source's
     ├── StageError    a copy that cannot go on (disk full, changed source); a re-run resumes
+    ├── StreamError   a dataset, shard or sample that cannot be read (names the shard, offset)
     └── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
         └── CorruptCheckpointError  a shard whose size or hash does not match its manifest
 
@@ -58,6 +59,10 @@ class ChecksumError(StoreError):
 
 class StageError(StokerError):
     """A transfer that cannot go on; what was already copied stays and a re-run resumes."""
+
+
+class StreamError(StokerError):
+    """A shard dataset that cannot be written or read; names the shard and sample offset."""
 
 
 class CheckpointError(StokerError):

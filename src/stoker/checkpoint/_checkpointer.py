@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CheckpointError, StokerError
+from ..store._loop import IOLoop
 from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
@@ -28,7 +29,7 @@ from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, ste
 from ._ops import CheckReport, Progress, TierCost, pull_step, tier_price, verify_tiers
 from ._retention import abandoned, to_delete
 from ._shardfile import Snapshot, take_snapshot, write_snapshot
-from ._tier import IOLoop, Tier
+from ._tier import Tier
 
 log = logging.getLogger("stoker.checkpoint")
 
@@ -77,7 +78,7 @@ class Checkpointer:
         self.keep_last, self.keep_every = keep_last, keep_every
         self.durable_keep_last = durable_keep_last or keep_last
         self.mtbf = mtbf
-        self._io = IOLoop()
+        self._io = IOLoop("stoker-checkpoint-io")
         self.fast = Tier("fast", fast, self._io)
         if self.fast.posix is None:
             raise CheckpointError(

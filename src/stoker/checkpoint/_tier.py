@@ -1,8 +1,8 @@
 """A checkpoint tier: any stoker store (a POSIX folder, Blob, S3, GCS) seen through the names of
 _manifest.py, with a synchronous API for the checkpointer's background threads.
 
-Store calls are async; they run on one event loop in a daemon thread that every tier of a
-checkpointer shares, so the Azure SDK's sessions stay bound to one loop.
+Store calls are async; they run on one IOLoop (store/_loop.py) that every tier of a
+checkpointer shares.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,31 +19,13 @@ import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError
 from ..store import PosixStore, Store, open_store
+from ..store._loop import IOLoop
 from ..store._posix import disk_error, fsync_dir
 from ._manifest import MANIFEST, POINTER, CheckpointManifest, step_dir, step_of
 
 T = TypeVar("T")
 RANGE = 16 << 20
 IN_FLIGHT = 8
-
-
-class IOLoop:
-    """One asyncio loop in a daemon thread; ``run`` blocks the calling thread on a coroutine."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="stoker-checkpoint-io", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=5)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from . import cache as _cache
 from . import catalog as _catalog
 from . import checkpoint as _checkpoint
 from . import plan as _plan
+from . import shards as _shards
 from . import stage as _stage
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)
 app.add_typer(_cache.app, name="cache")
 app.add_typer(_checkpoint.app, name="checkpoint")
+app.add_typer(_shards.app, name="shards")
 
 
 def main() -> None:

@@ -1,0 +1,131 @@
+"""The node-local shard cache: every process on a node shares one folder (local NVMe).
+
+* One download per shard per node: a process takes the shard's ``flock`` before fetching; the
+  others wait on it and then find the file. The kernel drops a dead process's locks, so a crash
+  never blocks the next run.
+* A shard appears at its name only whole and verified (partial file named with the pid, XXH3-128
+  of the whole file against the index, rename). Partial files of dead processes are removed.
+* A size limit: before a download, the least recently used shards go (a shard is "used" when it
+  is opened; a process that already has it open keeps reading its copy after the unlink).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import xxhash
+
+from ..errors import StreamError
+
+PARTIAL = ".partial"
+LOCKS = ".locks"
+
+
+class ShardCache:
+    def __init__(self, root: Path, limit_bytes: int | None) -> None:
+        self.root, self.limit = root, limit_bytes
+        (root / LOCKS).mkdir(parents=True, exist_ok=True)
+        self.evictions = 0
+        self._clean_dead_partials()
+
+    def _clean_dead_partials(self) -> None:
+        for path in self.root.glob(f"*{PARTIAL}"):
+            pid = path.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not _alive(int(pid)):
+                path.unlink(missing_ok=True)
+
+    @contextmanager
+    def _lock(self, name: str) -> Iterator[None]:
+        fd = os.open(self.root / LOCKS / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def get(
+        self, name: str, size: int, xxh3: str, fetch: Callable[[Path], None]
+    ) -> tuple[Path, bool]:
+        """The shard's path in the cache, fetched if needed; and whether it was there already."""
+        final = self.root / name
+        if _has(final, size):
+            return final, True
+        with self._lock(name):
+            if _has(final, size):  # another process fetched it while we waited
+                return final, True
+            self.make_room(size)
+            # The size in the name reserves room: make_room counts downloads in flight.
+            partial = self.root / f"{name}.{size}.{os.getpid()}{PARTIAL}"
+            try:
+                fetch(partial)
+                got = _xxh3(partial)
+                if got != xxh3:
+                    raise StreamError(
+                        f"shard {name}: the downloaded copy hashes to {got}, the index says "
+                        f"{xxh3}; the source shard is damaged or was changed after indexing"
+                    )
+                os.replace(partial, final)
+            finally:
+                partial.unlink(missing_ok=True)
+        return final, False
+
+    def touch(self, path: Path) -> None:
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            pass
+
+    def make_room(self, incoming: int) -> None:
+        if self.limit is None:
+            return
+        if incoming > self.limit:
+            raise StreamError(
+                f"a shard of {incoming} bytes does not fit the cache limit of {self.limit} bytes "
+                f"in {self.root}: raise cache_limit"
+            )
+        with self._lock("evict"):
+            shards, in_flight = [], 0
+            for entry in os.scandir(self.root):
+                if not entry.is_file():
+                    continue
+                if entry.name.endswith(PARTIAL):
+                    in_flight += int(entry.name.rsplit(".", 3)[-3])
+                else:
+                    st = entry.stat()
+                    shards.append((st.st_mtime_ns, st.st_size, entry.path))
+            total = in_flight + sum(s for _, s, _ in shards)
+            for _, nbytes, path in sorted(shards):
+                if total + incoming <= self.limit:
+                    break
+                Path(path).unlink(missing_ok=True)
+                total -= nbytes
+                self.evictions += 1
+
+
+def _has(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _xxh3(path: Path) -> str:
+    digest, buf = xxhash.xxh3_128(), bytearray(8 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            digest.update(memoryview(buf)[:n])
+    return digest.hexdigest()

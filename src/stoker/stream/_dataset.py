@@ -1,0 +1,289 @@
+"""``StreamingDataset``: samples from a shard dataset on any stoker store, at the tier's speed.
+
+Shards on a POSIX tier (Lustre, NVMe, a mount) are read in place through a memory map. Remote
+shards (Blob, S3, GCS) are fetched whole into the node cache (_cache.py), ahead of need, in the
+order this worker will read them. Every sample is checked against its checksum when read.
+
+The dataset is a torch ``IterableDataset`` (each rank and worker reads its share of the global
+order, _order.py) and also answers ``ds[i]`` for any global sample id. Counters (bytes, cache
+hits, skipped samples) live in shared memory so that DataLoader workers' reads add up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import multiprocessing
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from ..errors import StokerError, StreamError
+from ..store import PosixStore, open_store
+from ..store._download import download
+from ..store._loop import IOLoop
+from ..units import parse_bytes
+from ._cache import ShardCache
+from ._format import CorruptSample, ShardReader
+from ._index import INDEX, DatasetIndex, decode
+from ._order import epoch_order, rank_batches, worker_batches
+
+COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
+FETCH_TRIES = 3
+
+
+def rank_and_world() -> tuple[int, int]:
+    """torch.distributed's rank and world size when initialized, else RANK / WORLD_SIZE."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+class StreamingDataset(torch.utils.data.IterableDataset):
+    def __init__(
+        self,
+        remote: str | os.PathLike[str],
+        local: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        block_shards: int = 8,
+        drop_last: bool = True,
+        cache_limit: int | str | None = None,
+        prefetch_shards: int = 4,
+        on_corrupt: str = "raise",
+        transform: Callable[[Any], Any] | None = None,
+    ) -> None:
+        if on_corrupt not in ("raise", "skip"):
+            raise StreamError(f"on_corrupt={on_corrupt!r}: use 'raise' or 'skip'")
+        self.remote = str(remote)
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.block_shards, self.drop_last = block_shards, drop_last
+        self.prefetch_shards, self.on_corrupt, self.transform = (
+            prefetch_shards,
+            on_corrupt,
+            transform,
+        )
+        limit = parse_bytes(cache_limit) if isinstance(cache_limit, str) else cache_limit
+        self.cache_limit = limit
+        self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
+        self.collate: Callable[[list[Any]], Any] | None = None  # set by StreamingLoader
+        store = open_store(self.remote)
+        self.in_place = isinstance(store, PosixStore)
+        self.tier = "posix" if self.in_place else self.remote.split("://", 1)[0]
+        self.index = _read_index(store, self.remote)
+        if local is None and not self.in_place:
+            cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            tag = hashlib.blake2b(self.remote.encode(), digest_size=8).hexdigest()
+            local = cache / "stoker" / "stream" / tag
+        self.local = Path(local) if local is not None else None
+        self.mp_context = _mp_context(self.in_place)
+        self.counters = self.mp_context.Array("q", len(COUNTERS))
+        self._proc: _Process | None = None
+
+    # ------------------------------------------------------------------ sizes and state
+    def __len__(self) -> int:
+        return self.index.samples
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.position = epoch, 0
+
+    def stats(self) -> dict[str, int]:
+        return dict(zip(COUNTERS, self.counters[:], strict=True))
+
+    def _count(self, **adds: int) -> None:
+        with self.counters.get_lock():
+            for name, n in adds.items():
+                self.counters[COUNTERS.index(name)] += n
+
+    # ------------------------------------------------------------------ reading
+    def __getitem__(self, sample: int) -> Any:
+        shard, i = self.index.locate(int(sample))
+        data = self._process().reader(shard).sample(i)
+        self._count(bytes_read=len(data), samples=1)
+        value = decode(data, self.index.codec)
+        return self.transform(value) if self.transform else value
+
+    def my_batches(self, worker: int = 0, workers: int = 1) -> np.ndarray:
+        """The global sample ids this rank's ``worker`` reads this epoch, batch by batch."""
+        rank, world = rank_and_world()
+        order = epoch_order(
+            self.index.shard_sizes,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            block_shards=self.block_shards,
+        )
+        batches = rank_batches(
+            order,
+            start=self.position,
+            world_size=world,
+            rank=rank,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+        )
+        return worker_batches(batches, worker, workers)
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        batches = self.my_batches(worker, workers)
+        proc = self._process()
+        proc.plan_prefetch(batches.reshape(-1))
+        for batch in batches:
+            samples = [s for s in (self._read(proc, int(g)) for g in batch) if s is not _SKIP]
+            if self.collate is not None:
+                yield self.collate(samples)
+            else:
+                yield from samples
+
+    def _read(self, proc: _Process, sample: int) -> Any:
+        shard, i = self.index.locate(sample)
+        proc.advance(shard)
+        try:
+            data = proc.reader(shard).sample(i)
+        except CorruptSample:
+            if self.on_corrupt == "raise":
+                raise
+            self._count(skipped=1)
+            return _SKIP
+        self._count(bytes_read=len(data), samples=1)
+        value = decode(data, self.index.codec)
+        return self.transform(value) if self.transform else value
+
+    def _process(self) -> _Process:
+        # Stores, threads and maps do not survive fork: each process makes its own.
+        if self._proc is None or self._proc.pid != os.getpid():
+            self._proc = _Process(self)
+        return self._proc
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_proc": None}
+
+
+_SKIP = object()
+
+
+class _Process:
+    """What one process needs to read: open shards, the cache, the prefetch threads."""
+
+    def __init__(self, ds: StreamingDataset) -> None:
+        self.ds, self.pid = ds, os.getpid()
+        self.open: OrderedDict[int, ShardReader] = OrderedDict()
+        self.keep_open = max(2 * ds.block_shards, ds.prefetch_shards + 2)
+        self.cache = None if ds.in_place else ShardCache(ds.local, ds.cache_limit)  # type: ignore[arg-type]
+        if self.cache is not None:
+            self.io = IOLoop("stoker-stream-io")
+            self.store = open_store(ds.remote)
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="stoker-prefetch")
+        self.fetching: dict[int, Future[Path]] = {}
+        self.sequence: list[int] = []  # shards in the order this process first needs them
+        self.cursor = 0
+
+    def plan_prefetch(self, samples: np.ndarray) -> None:
+        if self.cache is None or len(samples) == 0:
+            return
+        starts = np.asarray([self.ds.index.first(s) for s in range(len(self.ds.index.shards))])
+        shards = np.searchsorted(starts, samples, side="right") - 1
+        _, first = np.unique(shards, return_index=True)
+        self.sequence = [int(s) for s in shards[np.sort(first)]]
+        self.cursor = 0
+        self._ahead()
+
+    def advance(self, shard: int) -> None:
+        if self.cursor < len(self.sequence) and self.sequence[self.cursor] == shard:
+            self.cursor += 1
+            self._ahead()
+
+    def _ahead(self) -> None:
+        for shard in self.sequence[self.cursor : self.cursor + self.ds.prefetch_shards]:
+            if shard not in self.fetching and shard not in self.open:
+                self.fetching[shard] = self.pool.submit(self._fetch, shard)
+
+    def reader(self, shard: int) -> ShardReader:
+        if shard in self.open:
+            self.open.move_to_end(shard)
+            return self.open[shard]
+        info = self.ds.index.shards[shard]
+        for attempt in range(2):  # the file may be evicted between fetch and open
+            path = self._path(shard)
+            try:
+                with open(path, "rb") as f:
+                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                break
+            except FileNotFoundError:
+                self.fetching.pop(shard, None)
+                if attempt:
+                    raise
+        if self.cache is not None:
+            self.cache.touch(path)
+        reader = ShardReader.open(info.name, data)
+        self.open[shard] = reader
+        while len(self.open) > self.keep_open:
+            self.open.popitem(last=False)
+        return reader
+
+    def _path(self, shard: int) -> Path:
+        if self.cache is None:
+            return Path(self.ds.remote) / self.ds.index.shards[shard].name
+        future = self.fetching.pop(shard, None)
+        return future.result() if future else self._fetch(shard)
+
+    def _fetch(self, shard: int) -> Path:
+        info = self.ds.index.shards[shard]
+        assert self.cache is not None
+
+        def fetch(partial: Path) -> None:
+            for attempt in range(FETCH_TRIES):
+                try:
+                    self.io.run(download(self.store, info.name, info.bytes, partial, sync=False))
+                    return
+                except StokerError as exc:
+                    if attempt == FETCH_TRIES - 1:
+                        raise StreamError(
+                            f"shard {info.name} from {self.store}: {exc} (tried {FETCH_TRIES} "
+                            "times); check that the dataset is complete and reachable"
+                        ) from exc
+                    time.sleep(2**attempt)
+
+        path, hit = self.cache.get(info.name, info.bytes, info.xxh3, fetch)
+        if hit:
+            self.ds._count(cache_hits=1)
+        else:
+            self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
+        return path
+
+
+def _mp_context(in_place: bool) -> Any:
+    """Workers for remote datasets start from a fork server, not a fork of this process: the
+    object store client's runtime (tokio) hangs in a forked child once it has run here."""
+    if in_place:
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "stoker.stream"])
+    return ctx
+
+
+def _read_index(store: Any, where: str) -> DatasetIndex:
+    io = IOLoop("stoker-stream-index")
+    try:
+        data = io.run(store.read_all(INDEX))
+        if data is None:
+            raise StreamError(
+                f"{where} has no {INDEX}: write the dataset with stoker.stream.ShardWriter or "
+                "`stoker shards write`"
+            )
+        return DatasetIndex.from_json(data, f"{where}/{INDEX}")
+    finally:
+        io.run(store.close())
+        io.close()

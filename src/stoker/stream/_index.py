@@ -1,0 +1,116 @@
+"""``index.json``: the dataset's list of complete shards. A shard is listed only once it is
+written whole, so a reader never sees a half-written one.
+
+    {"format": "stoker.shards/1", "codec": "bytes", "compression": null, "samples": 20000,
+     "bytes": 2293200000, "shards": [{"name": "shard-000000.stk", "samples": 585,
+     "bytes": 67123456, "xxh3": "…"}, …]}
+
+``codec`` says how a sample's bytes become a Python object: "bytes" (as stored), "json"
+(one JSON value) or "pickle" (trusted data only). ``xxh3`` is the whole file's XXH3-128, checked
+when a shard is downloaded into the node cache.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import pickle
+from dataclasses import asdict, dataclass, field
+from itertools import accumulate
+from typing import Any
+
+from ..errors import StreamError
+
+FORMAT = "stoker.shards/1"
+INDEX = "index.json"
+CODECS = ("bytes", "json", "pickle")
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    name: str
+    samples: int
+    bytes: int
+    xxh3: str
+
+
+@dataclass
+class DatasetIndex:
+    codec: str = "bytes"
+    compression: str | None = None
+    shards: list[ShardInfo] = field(default_factory=list)
+    format: str = FORMAT
+
+    def __post_init__(self) -> None:
+        if self.codec not in CODECS:
+            raise StreamError(f"codec {self.codec!r} is not one of {', '.join(CODECS)}")
+        if self.compression not in (None, "zstd"):
+            raise StreamError(f"compression {self.compression!r}: use None or 'zstd'")
+        self._starts = [0, *accumulate(s.samples for s in self.shards)]
+
+    @property
+    def samples(self) -> int:
+        return self._starts[-1]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        return [s.samples for s in self.shards]
+
+    def locate(self, sample: int) -> tuple[int, int]:
+        """(shard number, index in the shard) of a global sample id."""
+        if not 0 <= sample < self.samples:
+            raise IndexError(f"sample {sample} is outside 0..{self.samples - 1}")
+        shard = bisect.bisect_right(self._starts, sample) - 1
+        return shard, sample - self._starts[shard]
+
+    def first(self, shard: int) -> int:
+        return self._starts[shard]
+
+    def add(self, info: ShardInfo) -> None:
+        self.shards.append(info)
+        self._starts.append(self._starts[-1] + info.samples)
+
+    def to_json(self) -> bytes:
+        body = asdict(self) | {"samples": self.samples, "bytes": self.bytes}
+        return json.dumps(body, indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> DatasetIndex:
+        try:
+            raw = json.loads(data)
+            if raw.get("format") != FORMAT:
+                raise StreamError(
+                    f"{where}: format {raw.get('format')!r} is not {FORMAT!r}; write the dataset "
+                    "with stoker.stream.ShardWriter or `stoker shards write`"
+                )
+            shards = [ShardInfo(**s) for s in raw["shards"]]
+            return cls(raw["codec"], raw.get("compression"), shards)
+        except StreamError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise StreamError(f"{where}: unreadable dataset index ({exc})") from exc
+
+
+def encode(sample: Any, codec: str, number: int) -> bytes:
+    if codec == "bytes":
+        if not isinstance(sample, bytes | bytearray | memoryview):
+            raise StreamError(
+                f"sample {number} is a {type(sample).__name__}, not bytes: pass codec='pickle' "
+                "(any Python object) or codec='json' to the writer"
+            )
+        return bytes(sample)
+    if codec == "json":
+        return json.dumps(sample, separators=(",", ":")).encode()
+    return pickle.dumps(sample, protocol=5)
+
+
+def decode(data: bytes, codec: str) -> Any:
+    if codec == "bytes":
+        return data
+    if codec == "json":
+        return json.loads(data)
+    return pickle.loads(data)  # noqa: S301 - the dataset's owner chose pickle for their data

@@ -1,0 +1,122 @@
+"""``StreamingLoader``: torch's DataLoader over a StreamingDataset, with resume and stall metrics.
+
+Workers collate whole batches (the dataset yields them, ``batch_size=None`` for DataLoader), so
+a skipped corrupt sample shortens one batch instead of shifting every later one. The loader
+counts what the training loop consumed; ``state_dict()`` is that position in the global order,
+which any number of ranks and workers can continue from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch.utils.data
+
+from ..errors import StreamError
+from ._dataset import StreamingDataset, rank_and_world
+from ._metrics import StallMeter, StallMetrics
+from ._order import batches_per_epoch
+
+STATE_VERSION = 1
+
+
+class StreamingLoader:
+    def __init__(
+        self,
+        dataset: StreamingDataset,
+        batch_size: int | None = None,
+        *,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False,
+        prefetch_factor: int | None = None,
+        **dataloader_options: Any,
+    ) -> None:
+        if dataloader_options.get("persistent_workers"):
+            raise StreamError(
+                "persistent_workers=True would keep workers on the epoch they started with; "
+                "StreamingLoader restarts them each epoch (they start in well under a second)"
+            )
+        self.dataset = dataset
+        dataset.batch_size = batch_size or dataset.batch_size
+        dataset.collate = collate_fn or torch.utils.data.default_collate
+        options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
+        if num_workers and prefetch_factor:
+            options["prefetch_factor"] = prefetch_factor
+        if num_workers and "multiprocessing_context" not in dataloader_options:
+            options["multiprocessing_context"] = dataset.mp_context
+        self.loader = torch.utils.data.DataLoader(
+            dataset, batch_size=None, **options, **dataloader_options
+        )
+        self.meter = StallMeter()
+
+    @property
+    def batch_size(self) -> int:
+        return self.dataset.batch_size
+
+    def __len__(self) -> int:
+        """Batches this rank still gets in the current epoch."""
+        _, world = rank_and_world()
+        ds = self.dataset
+        return batches_per_epoch(
+            ds.index.samples,
+            world_size=world,
+            batch_size=ds.batch_size,
+            drop_last=ds.drop_last,
+            start=ds.position,
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        ds, (_, world) = self.dataset, rank_and_world()
+        it = iter(self.loader)
+        returned: float | None = None
+        while True:
+            asked = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            got = time.perf_counter()
+            self.meter.batch(
+                wait_s=got - asked, compute_s=None if returned is None else asked - returned
+            )
+            ds.position += world * ds.batch_size
+            returned = time.perf_counter()
+            yield batch
+        ds.set_epoch(ds.epoch + 1)
+
+    @property
+    def metrics(self) -> StallMetrics:
+        """Live figures: waits, compute, accelerator utilization, bytes per tier, cache hits."""
+        return self.meter.snapshot(self.dataset)
+
+    # ------------------------------------------------------------------ resume
+    def state_dict(self) -> dict[str, Any]:
+        ds = self.dataset
+        return {
+            "version": STATE_VERSION,
+            "epoch": ds.epoch,
+            "position": ds.position,
+            "seed": ds.seed,
+            "shuffle": ds.shuffle,
+            "block_shards": ds.block_shards,
+            "samples": ds.index.samples,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        ds = self.dataset
+        if state.get("version") != STATE_VERSION:
+            raise StreamError(f"loader state version {state.get('version')!r} is not supported")
+        if state["samples"] != ds.index.samples:
+            raise StreamError(
+                f"the loader state is for a dataset of {state['samples']} samples, this one has "
+                f"{ds.index.samples}: resume on the same dataset"
+            )
+        ds.seed, ds.shuffle, ds.block_shards = (
+            state["seed"],
+            state["shuffle"],
+            state["block_shards"],
+        )
+        ds.epoch, ds.position = state["epoch"], state["position"]

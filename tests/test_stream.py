@@ -1,0 +1,200 @@
+"""Shards, the writer, the global order, the loader, resume, corruption and stall metrics, on a
+POSIX folder (read in place)."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stoker.errors import StreamError
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, serve_metrics
+from stoker.stream._format import CorruptSample
+from stoker.stream._order import epoch_order, rank_batches, worker_batches
+
+N = 600
+
+
+def _payload(i: int) -> bytes:
+    return bytes([i % 251]) * (100 + (i * 37) % 900)
+
+
+def _write(root: Path, n: int = N, **options: object) -> Path:
+    with ShardWriter(root, shard_size="16KiB", codec="pickle", **options) as w:  # type: ignore[arg-type]
+        for i in range(n):
+            w.write({"id": i, "data": _payload(i)})
+    return root
+
+
+def _ids(batches: object) -> list[int]:
+    return [s["id"] for batch in batches for s in batch]  # type: ignore[attr-defined]
+
+
+def _loader(ds: StreamingDataset, batch: int = 8, workers: int = 0) -> StreamingLoader:
+    return StreamingLoader(ds, batch, num_workers=workers, collate_fn=list)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_every_sample_comes_back_by_id(tmp_path: Path, compression: str | None) -> None:
+    root = _write(tmp_path / "ds", compression=compression)
+    ds = StreamingDataset(root)
+    assert len(ds) == N and len(ds.index.shards) > 5
+    for i in (0, 1, 299, N - 1):
+        assert ds[i] == {"id": i, "data": _payload(i)}
+    with pytest.raises(IndexError):
+        ds[N]
+
+
+def test_bytes_and_json_codecs(tmp_path: Path) -> None:
+    with ShardWriter(tmp_path / "b") as w:
+        w.write(b"abc")
+        with pytest.raises(StreamError, match="sample 1 is a str, not bytes"):
+            w.write("text")
+    assert StreamingDataset(tmp_path / "b")[0] == b"abc"
+    with ShardWriter(tmp_path / "j", codec="json") as w:
+        w.write({"text": "hello", "label": 3})
+    assert StreamingDataset(tmp_path / "j")[0] == {"text": "hello", "label": 3}
+
+
+def test_a_crash_lists_only_whole_shards_and_resume_completes(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    with pytest.raises(RuntimeError), ShardWriter(root, shard_size="16KiB", codec="pickle") as w:
+        for i in range(N):
+            w.write({"id": i, "data": _payload(i)})
+            if i == 250:
+                raise RuntimeError("the writer died")
+    listed = StreamingDataset(root).index
+    assert 0 < listed.samples <= 250 and listed.samples == sum(listed.shard_sizes)
+    with pytest.raises(StreamError, match="pass resume=True"):
+        ShardWriter(root, codec="pickle")
+    with ShardWriter(root, shard_size="16KiB", codec="pickle", resume=True) as w:
+        for i in range(w.samples_written, N):
+            w.write({"id": i, "data": _payload(i)})
+    ds = StreamingDataset(root, shuffle=False)
+    assert [ds[i]["id"] for i in range(N)] == list(range(N))
+
+
+def test_order_depends_only_on_seed_and_epoch() -> None:
+    sizes = [37, 50, 50, 13, 50, 50, 41, 50, 9]
+    a = epoch_order(sizes, seed=3, epoch=0, shuffle=True, block_shards=3)
+    assert sorted(a.tolist()) == list(range(sum(sizes)))
+    assert np.array_equal(a, epoch_order(sizes, seed=3, epoch=0, shuffle=True, block_shards=3))
+    assert not np.array_equal(a, epoch_order(sizes, seed=3, epoch=1, shuffle=True, block_shards=3))
+    for world, workers in ((1, 1), (2, 3), (4, 2), (3, 1)):
+        ranks = [
+            rank_batches(a, start=0, world_size=world, rank=r, batch_size=5, drop_last=True)
+            for r in range(world)
+        ]
+        assert len({len(b) for b in ranks}) == 1  # equal batches per rank
+        seen = np.concatenate(
+            [worker_batches(b, w, workers).ravel() for b in ranks for w in range(workers)]
+        )
+        assert len(set(seen.tolist())) == len(seen) == len(a) // (world * 5) * world * 5
+        merged = np.stack(ranks, axis=1).ravel()  # rank slices of each global batch, in order
+        assert np.array_equal(merged, a[: len(merged)])
+
+
+def test_padding_gives_every_rank_the_same_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ds = StreamingDataset(_write(tmp_path / "ds", n=101), drop_last=False, batch_size=4)
+    counts, seen = [], []
+    for rank in range(3):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "3")
+        ids = ds.my_batches().ravel().tolist()
+        counts.append(len(ids))
+        seen += ids
+    assert counts == [36, 36, 36] and set(seen) == set(range(101))  # 7 samples padded
+
+
+def test_workers_and_loader_deliver_each_sample_once_in_global_order(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, seed=5)
+    got = _ids(_loader(ds, workers=2))
+    order = epoch_order(ds.index.shard_sizes, seed=5, epoch=0, shuffle=True, block_shards=8)
+    assert got == order[: N // 8 * 8].tolist()
+    assert ds.epoch == 1 and ds.position == 0
+    assert _ids(_loader(ds)) != got  # epoch 1 is another order
+
+
+def test_resume_on_another_number_of_ranks_and_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _write(tmp_path / "ds")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    consumed: list[int] = []
+    state = None
+    for rank in (0, 1):  # two ranks in lockstep, simulated one after the other
+        monkeypatch.setenv("RANK", str(rank))
+        loader = _loader(StreamingDataset(root, seed=1), batch=6, workers=2)
+        for k, batch in enumerate(loader):
+            consumed += [s["id"] for s in batch]
+            if k == 9:
+                break
+        state = loader.state_dict()
+    assert state is not None and state["position"] == 10 * 2 * 6
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    resumed = _loader(StreamingDataset(root, seed=99), batch=4, workers=3)
+    resumed.load_state_dict(state)
+    consumed += _ids(resumed)
+    assert len(consumed) == len(set(consumed))  # nothing twice
+    assert len(consumed) == 120 + (N - 120) // 4 * 4  # nothing skipped but the short tail
+
+
+def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[2].name
+    data = bytearray(shard.read_bytes())
+    data[-5] ^= 0xFF  # inside the shard's last sample
+    shard.write_bytes(bytes(data))
+    with pytest.raises(
+        CorruptSample, match=r"shard shard-000002.stk: sample \d+ \(byte offset \d+\)"
+    ):
+        _ids(_loader(StreamingDataset(root, shuffle=False)))
+    skipping = StreamingDataset(root, shuffle=False, on_corrupt="skip")
+    loader = _loader(skipping, batch=5)
+    assert len(_ids(loader)) == N - 1
+    assert loader.metrics.skipped == 1
+
+
+def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
+    loader = _loader(StreamingDataset(_write(tmp_path / "ds")), batch=50)
+    for _ in loader:
+        time.sleep(0.02)  # the emulated accelerator
+    m = loader.metrics
+    assert m.batches == N // 50 and m.first_batch_s is not None
+    assert 0.18 <= m.compute_s <= 1.0 and m.utilization is not None and m.utilization > 0.5
+    assert m.tier == "posix" and m.samples == N and m.bytes_read > 0
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = serve_metrics(loader, port, job="test", addr="127.0.0.1")
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    finally:
+        server.shutdown()
+    line = next(x for x in text.splitlines() if x.startswith("stoker_loader_utilization{"))
+    assert 'rank="0"' in line and 'job="test"' in line
+    assert abs(float(line.rsplit(" ", 1)[1]) - m.utilization) < 1e-6
+
+
+def test_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(StreamError, match="has no index.json"):
+        StreamingDataset(tmp_path)
+    (tmp_path / "index.json").write_text('{"format": "other"}')
+    with pytest.raises(StreamError, match="is not 'stoker.shards/1'"):
+        StreamingDataset(tmp_path)
+    with pytest.raises(StreamError, match="on_corrupt"):
+        StreamingDataset(tmp_path, on_corrupt="ignore")
+    with pytest.raises(StreamError, match="shard_size"):
+        ShardWriter(tmp_path / "x", shard_size=0)
+    assert os.listdir(tmp_path) == ["index.json"]

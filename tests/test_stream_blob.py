@@ -1,0 +1,116 @@
+"""Streaming from Blob (a real Azurite): the node cache, its limit, one download per shard for
+many processes, a missing shard, and the emulator going away mid-epoch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stoker.errors import StreamError
+from stoker.store import open_store
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
+
+N = 400
+
+
+def _write(url: str) -> None:
+    with ShardWriter(url, shard_size="64KiB", codec="pickle") as w:
+        for i in range(N):
+            w.write({"id": i, "data": bytes([i % 256]) * 2000})
+
+
+def _ids(loader: StreamingLoader) -> list[int]:
+    return [s["id"] for batch in loader for s in batch]
+
+
+def test_remote_shards_go_through_the_cache_within_its_limit(blob_env: str, tmp_path: Path) -> None:
+    url, cache = f"{blob_env}/ds1", tmp_path / "cache"
+    _write(url)
+    shard_bytes = max(s.bytes for s in StreamingDataset(url, cache).index.shards)
+    ds = StreamingDataset(url, cache, cache_limit=3 * shard_bytes + 100, block_shards=2)
+    loader = StreamingLoader(ds, 10, collate_fn=list)
+    ids = _ids(loader)
+    assert sorted(ids) == list(range(N))
+    m = loader.metrics
+    assert m.tier == "az" and m.cache_misses >= len(ds.index.shards)
+    assert m.bytes_fetched >= ds.index.bytes
+    kept = [p for p in cache.iterdir() if p.is_file()]
+    assert sum(p.stat().st_size for p in kept) <= 3 * shard_bytes + 100
+    _ids(StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list))  # no limit now
+    warm = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
+    _ids(warm)  # a new job on this node: every shard is in the cache
+    assert (warm.metrics.cache_hits, warm.metrics.cache_misses) == (len(ds.index.shards), 0)
+
+
+READER = """
+import json, sys
+from stoker.stream import StreamingDataset, StreamingLoader
+ds = StreamingDataset(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]))
+loader = StreamingLoader(ds, 8, num_workers=2, collate_fn=list)
+ids = [s["id"] for b in loader for s in b]
+print(json.dumps({"ids": len(ids), "misses": loader.metrics.cache_misses}))
+"""
+
+
+def test_processes_on_one_node_download_each_shard_once(blob_env: str, tmp_path: Path) -> None:
+    url, cache = f"{blob_env}/ds2", tmp_path / "cache"
+    _write(url)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, url, str(cache), str(seed)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(3)
+    ]
+    results = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    shards = len(StreamingDataset(url, cache).index.shards)
+    assert all(r["ids"] == N // 8 * 8 for r in results)
+    assert sum(r["misses"] for r in results) == shards  # one download per shard, node-wide
+    assert not list(cache.glob("*.partial"))
+
+
+def test_a_missing_shard_fails_clearly(blob_env: str, tmp_path: Path) -> None:
+    url = f"{blob_env}/ds3"
+    _write(url)
+
+    async def remove() -> None:
+        store = open_store(url)
+        await store.delete("shard-000001.stk")
+        await store.close()
+
+    asyncio.run(remove())
+    ds = StreamingDataset(url, tmp_path / "cache", shuffle=False)
+    with pytest.raises(StreamError, match=r"shard shard-000001.stk from .*tried 3 times"):
+        _ids(StreamingLoader(ds, 10, collate_fn=list))
+
+
+def test_emulator_restart_mid_epoch_keeps_the_cache_sound(
+    azurite_factory: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = azurite_factory()  # type: ignore[operator]
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", server.connection_string)
+    url = f"az://devstoreaccount1/{server.container().container_name}/ds"
+    _write(url)
+    server.restart()  # a clean stop saves Azurite's metadata: the kill below cannot lose data
+    cache = tmp_path / "cache"
+    loader = StreamingLoader(
+        StreamingDataset(url, cache, prefetch_shards=1, block_shards=1), 10, collate_fn=list
+    )
+    got: list[int] = []
+    for k, batch in enumerate(loader):
+        got += [s["id"] for s in batch]
+        if k == 3:
+            server.stop(kill=True)
+            threading.Timer(2.0, server.start).start()
+            time.sleep(0.5)
+    assert sorted(got) == list(range(N))
+    again = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
+    assert sorted(_ids(again)) == list(range(N))  # every cached shard still verifies
