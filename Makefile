@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test bench bench-stage lint clean
+.PHONY: demo test bench bench-stage bench-checkpoint lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ bench: $(STAMP)
 # Installs AzCopy and rclone under .bench/ and runs them beside stoker on Azurite (~30 min).
 bench-stage: $(STAMP) node_modules/.package-lock.json
 	$(BIN)/python bench/stage_bench.py --write BENCHMARKS.md
+
+# Checkpointer beside torch.save, DCP save and async_save, plus 50 kill -9 runs (~20 min).
+bench-checkpoint: $(STAMP)
+	$(BIN)/python bench/checkpoint_bench.py --write BENCHMARKS.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -92,3 +92,22 @@ def test_blob_failure_reaches_the_training_loop(blob_env: str, tmp_path: Path) -
             ckpt.wait()
         # the fast tier still has it
         assert ckpt.load().step == 1
+
+
+def test_dcp_save_reaches_blob_and_loads_back_from_it(blob_env: str, tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    url, fast = f"{blob_env}/dcp", tmp_path / "fast"
+    state = {"w": torch.arange(12.0).reshape(3, 4), "epoch": 2}
+    with Checkpointer(fast, url) as ckpt:
+        dcp.save(state, storage_writer=ckpt.dcp_writer(40), no_dist=True)
+        ckpt.wait()
+        assert {i.step: i.tiers for i in ckpt.list()} == {
+            40: {"fast": "complete", "durable": "complete"}
+        }
+    shutil.rmtree(fast)
+    target = {"w": torch.zeros(3, 4), "epoch": 0}
+    with Checkpointer(fast, url) as ckpt:
+        dcp.load(target, storage_reader=ckpt.dcp_reader(), no_dist=True)
+    assert torch.equal(target["w"], state["w"]) and target["epoch"] == 2
+    assert (fast / step_dir(40) / "manifest.json").exists()  # fetched and committed locally
