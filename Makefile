@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   create .venv, install stoker, plan the example jobs, stage, checkpoint
+#   make demo   create .venv, install stoker; plan, stage, checkpoint and stream the demo data
 #   make test   create .venv, install stoker + test tools + Azurite, run the tests
 PYTHON ?= python3
 VENV ?= .venv
@@ -28,6 +28,8 @@ demo: $(STAMP)
 	rm -rf .demo/ckpt
 	$(BIN)/python examples/train_checkpoint.py .demo/ckpt
 	$(BIN)/stoker checkpoint ls .demo/ckpt/fast --durable .demo/ckpt/durable
+	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"
+	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20
 
 test: $(STAMP) node_modules/.package-lock.json
 	$(BIN)/python -m pytest

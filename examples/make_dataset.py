@@ -1,6 +1,6 @@
 """Generate a small dataset (random bytes, log-normal sizes, fixed seed) to stage in the demo.
 
-    python examples/make_dataset.py DIR [--files 200] [--mean-kib 256]
+python examples/make_dataset.py DIR [--files 200] [--mean-kib 256]
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ Inputs are read in sorted path order, so sample ``i`` is always the same input, 
 run (``resume=True``) skips the samples the dataset already holds.
 
     files    each file is one sample: its bytes (codec "bytes"), or {"key", "data"} with keys
+             (hidden files and folders, such as a stage's .stoker, are skipped)
     jsonl    each line of each *.jsonl file is one sample (codec "json")
     npy      each row (along axis 0) of each *.npy file is one sample (codec "pickle")
     parquet  each row of each *.parquet file is one sample, a dict (codec "pickle"; needs pyarrow)
@@ -31,7 +32,11 @@ def _paths(src: Path, suffix: str | None) -> list[Path]:
     if not src.is_dir():
         raise StreamError(f"{src} is neither a file nor a folder")
     found = sorted(
-        p for p in src.rglob("*") if p.is_file() and (suffix is None or p.suffix == suffix)
+        p
+        for p in src.rglob("*")
+        if p.is_file()
+        and (suffix is None or p.suffix == suffix)
+        and not any(part.startswith(".") for part in p.relative_to(src).parts)  # .stoker etc.
     )
     if not found:
         raise StreamError(
