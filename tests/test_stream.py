@@ -198,3 +198,48 @@ def test_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StreamError, match="shard_size"):
         ShardWriter(tmp_path / "x", shard_size=0)
     assert os.listdir(tmp_path) == ["index.json"]
+
+
+def test_shuffle_mixes_shards_within_each_batch(tmp_path: Path) -> None:
+    ds = StreamingDataset(_write(tmp_path / "ds"), block_shards=8, batch_size=16)
+    shard_of = [ds.index.locate(int(i))[0] for i in range(N)]
+    distinct = [len({shard_of[int(i)] for i in batch}) for batch in ds.my_batches()]
+    # 16 samples drawn from a block of 8 shards: about 7 distinct shards per batch on average
+    assert sum(distinct) / len(distinct) >= 6
+
+
+KILLED_FETCH = """
+import sys, time
+from pathlib import Path
+from stoker.stream._cache import ShardCache
+def fetch(partial):
+    partial.write_bytes(b"half")
+    print("fetching", flush=True)
+    time.sleep(60)
+ShardCache(Path(sys.argv[1]), None).get("shard-000000.stk", 10, "x", fetch)
+"""
+
+
+def test_a_killed_downloader_blocks_nothing(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from stoker.stream._cache import ShardCache
+
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_FETCH, str(cache)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "fetching\n"
+    os.kill(proc.pid, signal.SIGKILL)  # dies holding the shard's lock, with a partial file
+    proc.wait()
+    assert list(cache.glob("*.partial"))
+    import xxhash
+
+    data = b"0123456789"
+    got, hit = ShardCache(cache, None).get(
+        "shard-000000.stk", 10, xxhash.xxh3_128_hexdigest(data), lambda p: p.write_bytes(data)
+    )
+    assert not hit and got.read_bytes() == data
+    assert not list(cache.glob("*.partial"))  # the dead process's partial file was removed

@@ -1,5 +1,6 @@
 """stoker keeps AI accelerators fed: plan the interconnect, storage, checkpoints and cost of GPU
-work on Azure, stage data between Blob and the fast tiers, and checkpoint without waiting.
+work on Azure, stage data between Blob and the fast tiers, stream it into training, and
+checkpoint without waiting.
 
 Only re-exports live here, each documented where it is defined. They load on first use, so a
 script that only stages data does not pay for the planner's imports (and the reverse).
@@ -45,6 +46,11 @@ _WHERE = {
     "cache_pull": "stage",
     "stage": "stage",
     "verify": "stage",
+    "ShardWriter": "stream",
+    "StreamingDataset": "stream",
+    "StreamingLoader": "stream",
+    "write_shards": "stream",
+    "StreamError": "errors",
     "format_bytes": "units",
     "format_duration": "units",
     "format_rate": "units",
@@ -91,11 +97,13 @@ if TYPE_CHECKING:
         StageError,
         StokerError,
         StoreError,
+        StreamError,
         UnitError,
         UnsafeKeyError,
     )
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
+    from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards
     from .units import (
         format_bytes,
         format_duration,
