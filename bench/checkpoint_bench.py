@@ -68,7 +68,10 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from _machine import cpu_mark, others_cpu_share
 from _markdown import replace_section
+
+from stoker.store._posix import fsync_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / ".bench"
@@ -215,12 +218,6 @@ def same_state(a, b, where: str = "") -> str | None:
 
 
 # --------------------------------------------------------------------------------- tools
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class TorchSave:
@@ -561,7 +558,7 @@ def _log(line: str) -> None:
 def spawn_worker(cfg: dict) -> dict:
     """Run one worker process; its result, or {"error": ...} with the end of its stderr (whose
     lines are passed on as they come: they are the progress)."""
-    start_cpu = (*cpu_ticks(), own_ticks())
+    start_cpu = cpu_mark()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", json.dumps(cfg)],
@@ -618,25 +615,6 @@ def stoker_available() -> str | None:
     if proc.returncode == 0:
         return None
     return (proc.stderr.strip().splitlines() or ["unknown error"])[-1]
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine since boot, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def own_ticks() -> int:
-    t = os.times()
-    return int((t.user + t.system + t.children_user + t.children_system) * os.sysconf("SC_CLK_TCK"))
-
-
-def others_cpu_share(start: tuple[int, int, int]) -> float:
-    """Share of the machine's CPU that processes outside this benchmark used meanwhile."""
-    busy, total = cpu_ticks()
-    mine = own_ticks() - start[2]
-    return max(0.0, (busy - start[0] - mine) / max(1, total - start[1]))
 
 
 # --------------------------------------------------------------------------------- crash safety

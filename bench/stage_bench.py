@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _machine import cpu_mark, others_cpu_share
 from _markdown import replace_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -1022,7 +1023,7 @@ figure above): {stoker_overhead(shapes)}.
 # --------------------------------------------------------------------------------- driver
 def measure_shape(shape: Shape, mode: str, peers: Peers, reps: int) -> dict:
     print(f"shape {shape.name}: {shape.label}, {shape.nbytes / 1e9:.2f} GB", flush=True)
-    start_cpu = (*cpu_ticks(), own_ticks())
+    start_cpu = cpu_mark()
     data = ensure_dataset(shape, mode)
     result: dict = {
         "shape": shape.name,
@@ -1045,26 +1046,6 @@ def measure_shape(shape: Shape, mode: str, peers: Peers, reps: int) -> dict:
     result["posix"] = measure_posix(shape, data, peers, reps)
     result["cpu_elsewhere"] = others_cpu_share(start_cpu)
     return result
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine since boot, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def own_ticks() -> int:
-    """CPU ticks used by this process and its waited-for children (the tools, the emulators)."""
-    t = os.times()
-    return int((t.user + t.system + t.children_user + t.children_system) * os.sysconf("SC_CLK_TCK"))
-
-
-def others_cpu_share(start: tuple[int, int, int]) -> float:
-    """Share of the machine's CPU that processes outside this benchmark used meanwhile."""
-    busy, total = cpu_ticks()
-    mine = own_ticks() - start[2]
-    return max(0.0, (busy - start[0] - mine) / max(1, total - start[1]))
 
 
 def machine(peers: Peers, quick: bool) -> dict:

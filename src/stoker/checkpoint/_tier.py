@@ -7,7 +7,6 @@ checkpointer shares.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from collections.abc import Coroutine
@@ -19,13 +18,13 @@ import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError
 from ..store import PosixStore, Store, open_store
+from ..store._download import download
 from ..store._loop import IOLoop
 from ..store._posix import disk_error, fsync_dir
 from ._manifest import MANIFEST, POINTER, CheckpointManifest, step_dir, step_of
 
 T = TypeVar("T")
 RANGE = 16 << 20
-IN_FLIGHT = 8
 
 
 @dataclass
@@ -123,23 +122,7 @@ class Tier:
     def download(self, step: int, name: str, size: int, dest: Path) -> None:
         """Copy a stored file into ``dest`` (ranges in parallel), fsynced."""
         key = f"{step_dir(step)}/{name}"
-
-        async def fetch() -> None:
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            gate = asyncio.Semaphore(IN_FLIGHT)
-
-            async def one(start: int) -> None:
-                async with gate:
-                    data = await self.store.read_range(key, start, min(start + RANGE, size))
-                    await asyncio.to_thread(os.pwrite, fd, data, start)
-
-            try:
-                await asyncio.gather(*(one(s) for s in range(0, size, RANGE)))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-        self._run(fetch(), f"downloading {key}")
+        self._run(download(self.store, key, size, dest), f"downloading {key}")
 
     # ------------------------------------------------------------------ writing
     def upload(self, step: int, name: str, source: Path, size: int) -> None:
