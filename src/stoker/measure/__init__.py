@@ -1,0 +1,2 @@
+"""Measure where the GPU waits: storage, loader and collective benchmarks, the step ledger, the
+node doctor and the live exporter."""
