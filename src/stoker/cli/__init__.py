@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from . import bench as _bench
 from . import cache as _cache
 from . import catalog as _catalog
 from . import checkpoint as _checkpoint
@@ -25,6 +26,7 @@ app.command("verify")(_stage.verify)
 app.add_typer(_cache.app, name="cache")
 app.add_typer(_checkpoint.app, name="checkpoint")
 app.add_typer(_shards.app, name="shards")
+app.add_typer(_bench.app, name="bench")
 
 
 def main() -> None:

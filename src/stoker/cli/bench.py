@@ -1,0 +1,95 @@
+"""``stoker bench storage|loader``: measure a tier and the loader the way fio and MLPerf do."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._output import command, emit_json, stderr, stdout
+
+app = typer.Typer(help="Measure storage, the loader and the collectives.", no_args_is_help=True)
+
+
+@app.command("storage")
+@command
+def storage(
+    target: Annotated[str, typer.Argument(help="A folder on the tier to measure.")],
+    size: Annotated[str, typer.Option(help="Test file size.")] = "1GiB",
+    block: Annotated[list[str] | None, typer.Option(help="Request sizes (repeatable).")] = None,
+    jobs: Annotated[list[int] | None, typer.Option(help="Parallel jobs (repeatable).")] = None,
+    direct: Annotated[bool, typer.Option(help="O_DIRECT where the file system allows.")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Sequential and random read/write throughput and IOPS, cold and warm (fio's method)."""
+    from ..measure.storage import bench_storage
+    from ..units import format_bytes, parse_bytes
+
+    blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
+    with stderr.status(f"measuring {target} ({size} test file)"):
+        results = bench_storage(
+            target,
+            size=int(parse_bytes(size)),
+            blocks=blocks,
+            jobs=tuple(jobs or [1, 4]),
+            direct=direct,
+        )
+    if json_out:
+        emit_json([r.to_dict() for r in results])
+        return
+    from rich.table import Table
+
+    table = Table("test", "block", "jobs", "O_DIRECT", "cache", "MB/s", "IOPS")
+    for r in results:
+        row = [r.test, format_bytes(r.block), str(r.jobs), "yes" if r.direct else "no", r.cache]
+        table.add_row(*row, f"{r.mb_per_s:,.0f}", f"{r.iops:,.0f}")
+    stdout.print(table)
+
+
+@app.command("loader")
+@command
+def loader(
+    data: Annotated[str, typer.Argument(help="Shards to read: a folder or a stoker URL.")],
+    workload: Annotated[str, typer.Option(help="unet3d, resnet50 or cosmoflow.")] = "resnet50",
+    accelerator: Annotated[str, typer.Option(help="a100 or h100 compute times.")] = "h100",
+    accelerators: Annotated[int, typer.Option(help="Emulated accelerators.")] = 1,
+    steps: Annotated[int | None, typer.Option(help="Stop after this many steps.")] = None,
+    workers: Annotated[int, typer.Option(help="DataLoader workers.")] = 2,
+    cache: Annotated[str | None, typer.Option(help="Node cache folder for remote data.")] = None,
+    generate: Annotated[
+        int | None, typer.Option(help="First write this many samples of the workload's shape.")
+    ] = None,
+    search: Annotated[
+        bool, typer.Option(help="Find the most accelerators kept above the threshold.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Accelerator utilization (compute / total, first step excluded) as MLPerf Storage."""
+    from ..measure import loader as lb
+
+    if generate:
+        with stderr.status(f"writing {generate} {workload} samples to {data}"):
+            lb.generate(workload, data, generate)
+    options = dict(accelerator=accelerator, steps=steps, workers=workers, cache=cache)
+    with stderr.status(f"emulating {workload} on {accelerator}"):
+        if search:
+            best, runs = lb.most_accelerators(data, workload, **options)  # type: ignore[arg-type]
+        else:
+            runs = [lb.run_loader(data, workload, accelerators=accelerators, **options)]  # type: ignore[arg-type]
+            best = None
+    if json_out:
+        emit_json({"runs": [r.to_dict() for r in runs], "most_accelerators": best})
+    else:
+        for r in runs:
+            au = "n/a" if r.utilization is None else f"{r.utilization:.1%}"
+            verdict = "[green]pass[/]" if r.passed else "[red]fail[/]"
+            stdout.print(
+                f"{r.workload} x{r.accelerators} ({r.accelerator}, batch {r.batch}, compute "
+                f"{r.compute_s * 1e3:.1f} ms): AU {au} (>= {r.threshold:.0%}: {verdict}), "
+                f"{r.samples_per_s:,.0f} samples/s, {r.mb_per_s:,.0f} MB/s, first batch "
+                f"{r.first_batch_s or 0:.2f} s, {r.steps} steps"
+            )
+        if best is not None:
+            stdout.print(f"most accelerators kept at the threshold by one reader: {best}")
+    if not all(r.passed for r in runs) and not search:
+        raise typer.Exit(1)
