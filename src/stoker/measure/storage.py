@@ -135,35 +135,46 @@ def bench_storage(
     path = folder / f".stoker-bench-{os.getpid()}"
     results: list[StorageResult] = []
     try:
-        _fill(path, size)
+        fill(path, size)
         for test, block, n, cache in _cases(tests, blocks, jobs):
-            write, sequential = test.endswith("write"), test.startswith("seq")
-            if cache == "cold":
-                evict(path)
-            elif cache == "warm":  # load the pages first (buffered), then measure through them
-                _run(
-                    path,
-                    write=False,
-                    sequential=True,
-                    block=1 << 20,
-                    jobs=1,
-                    size=size,
-                    direct=False,
-                )
-            moved, seconds, used = _run(
-                path,
-                write=write,
-                sequential=sequential,
-                block=block,
-                jobs=n,
-                size=size,
-                direct=direct and cache != "warm",
-            )
-            results.append(StorageResult(test, block, n, used, cache, moved, seconds))
+            results.append(measure(path, test, block=block, jobs=n, cache=cache, direct=direct))
     finally:
         if not keep:
             path.unlink(missing_ok=True)
     return results
+
+
+def measure(
+    path: Path, test: str, *, block: int, jobs: int, cache: str = "cold", direct: bool = True
+) -> StorageResult:
+    """One test on an existing file: ``test`` is seq-read, seq-write, rand-read or rand-write;
+    ``cache`` is "cold" (pages dropped first), "warm" (pages loaded first) or "-" (writes)."""
+    write, sequential = test.endswith("write"), test.startswith("seq")
+    size = path.stat().st_size
+    if cache == "cold":
+        evict(path)
+    elif cache == "warm":  # load the pages first (buffered), then measure through them
+        _run(path, write=False, sequential=True, block=1 << 20, jobs=1, size=size, direct=False)
+    moved, seconds, used = _run(
+        path,
+        write=write,
+        sequential=sequential,
+        block=block,
+        jobs=jobs,
+        size=size,
+        direct=direct and cache != "warm",
+    )
+    return StorageResult(test, block, jobs, used, cache, moved, seconds)
+
+
+def fill(path: Path, size: int) -> None:
+    """The test file, written once with incompressible bytes and fsynced."""
+    chunk = os.urandom(8 << 20)
+    with open(path, "wb") as f:
+        for offset in range(0, size, len(chunk)):
+            f.write(chunk[: min(len(chunk), size - offset)])
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _cases(
@@ -181,13 +192,3 @@ def _cases(
                 for cache in ("-",) if test.endswith("write") else ("cold", "warm"):
                     cases.append((test, block, n, cache))
     return cases
-
-
-def _fill(path: Path, size: int) -> None:
-    """The test file, written once with incompressible bytes and fsynced."""
-    chunk = os.urandom(8 << 20)
-    with open(path, "wb") as f:
-        for offset in range(0, size, len(chunk)):
-            f.write(chunk[: min(len(chunk), size - offset)])
-        f.flush()
-        os.fsync(f.fileno())
