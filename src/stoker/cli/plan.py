@@ -26,6 +26,10 @@ def plan(
         bool, typer.Option("--compare", help="Show the specs side by side.")
     ] = False,
     catalog: CatalogOpt = None,
+    measured: Annotated[
+        Path | None,
+        typer.Option(help="JSON of figures measured on the VMs (stoker bench ... --json)."),
+    ] = None,
 ) -> None:
     """Plan a job: where the GPU would wait, what to provision, and what it costs."""
     from ..errors import SpecError
@@ -35,7 +39,7 @@ def plan(
         raise SpecError("several specs given: add --compare to show them side by side")
     if compare and len(specs) < 2:
         raise SpecError("--compare needs two or more job specs")
-    plans = [plan_job(path, catalog or ()) for path in specs]
+    plans = [plan_job(path, catalog or (), measured=measured) for path in specs]
     if json_out:
         emit_json([p.to_dict() for p in plans] if compare else plans[0].to_dict())
     elif markdown_out:

@@ -14,10 +14,14 @@ from .spec import JobSpec, load_spec, parse_spec
 
 
 def plan_job(
-    spec: str | Path | JobSpec | dict[str, Any], catalog: Catalog | Iterable[str | Path] = ()
+    spec: str | Path | JobSpec | dict[str, Any],
+    catalog: Catalog | Iterable[str | Path] = (),
+    *,
+    measured: str | Path | None = None,
 ) -> Plan:
     """Plan ``spec`` (a TOML path, a parsed JobSpec or a dict) against the built-in catalog laid
-    under ``catalog`` override files (or a Catalog already loaded)."""
+    under ``catalog`` override files (or a Catalog already loaded); with ``measured``, a file
+    of figures measured on the VMs replaces the catalog's (plan/calibrate.py)."""
     if isinstance(spec, JobSpec):
         job = spec
     elif isinstance(spec, dict):
@@ -25,9 +29,18 @@ def plan_job(
     else:
         job = load_spec(spec)
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
-    if isinstance(spec, str | Path):
-        try:
-            return make_plan(job, cat)
-        except SpecError as exc:  # name the file: with --compare there are several
+    rows: list = []
+    if measured is not None:
+        from .calibrate import calibrate
+
+        if job.cluster.vm_size not in cat.vm:
+            raise SpecError(f"unknown VM size {job.cluster.vm_size!r}")
+        cat, rows = calibrate(cat, job.cluster.vm_size, measured)
+    try:
+        plan = make_plan(job, cat)
+    except SpecError as exc:  # name the file: with --compare there are several
+        if isinstance(spec, str | Path):
             raise SpecError(f"{spec}: {exc}") from exc
-    return make_plan(job, cat)
+        raise
+    plan.calibration = rows
+    return plan

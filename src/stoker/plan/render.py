@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import format_duration as fd
+from ..units import format_rate as fr
 from .result import Plan
 
 
@@ -115,6 +116,8 @@ def rich_report(plan: Plan) -> Group:
     if split:
         parts.append(split)
     parts += [_recs_block(plan), _cost_table(plan)]
+    if plan.calibration:
+        parts.append(_calibration_table(plan))
     if plan.warnings:
         parts.append(
             Panel(
@@ -125,6 +128,25 @@ def rich_report(plan: Plan) -> Group:
         )
     parts.append(Text(f"catalog as of {plan.catalog_as_of}; --json for every figure", style="dim"))
     return Group(*parts)
+
+
+def calibration_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
+    """(figure, catalog, measured, measured / catalog) for each figure a measurement replaced."""
+    rows = []
+    for c in plan.calibration:
+        ratio = f"{c.measured_bps / c.catalog_bps:.2f}x" if c.catalog_bps else "-"
+        catalog = fr(c.catalog_bps) if c.catalog_bps else "none published"
+        rows.append((c.figure, catalog, fr(c.measured_bps), ratio))
+    return rows
+
+
+def _calibration_table(plan: Plan) -> Table:
+    table = Table(title="Measured figures used instead of the catalog's", title_justify="left")
+    for name in ("figure", "catalog", "measured", "measured / catalog"):
+        table.add_column(name)
+    for row in calibration_rows(plan):
+        table.add_row(*row)
+    return table
 
 
 def markdown(plan: Plan) -> str:
@@ -151,6 +173,16 @@ def markdown(plan: Plan) -> str:
         "|---|---:|---:|---|",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in cost_rows(plan)]
+    if plan.calibration:
+        lines += [
+            "",
+            "## Measured instead of the catalog",
+            "",
+            "| figure | catalog | measured | ratio |",
+        ]
+        lines += ["|---|---:|---:|---:|"] + [
+            "| " + " | ".join(r) + " |" for r in calibration_rows(plan)
+        ]
     if plan.warnings:
         lines += ["", "## What to change", ""] + [f"- {w}" for w in plan.warnings]
     lines += ["", f"_Catalog as of {plan.catalog_as_of}._", ""]

@@ -158,6 +158,7 @@ class Plan:
     inference: InferencePlan | None = None
     recommendations: list[Recommendation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    calibration: list[Any] = field(default_factory=list)  # plan/calibrate.py's Calibration rows
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

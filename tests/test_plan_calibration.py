@@ -1,0 +1,72 @@
+"""stoker plan --measured: measured figures replace the catalog's, and the plan shows both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stoker.cli import app
+from stoker.errors import SpecError
+from stoker.plan import plan_job
+
+SPEC = Path(__file__).resolve().parents[1] / "examples" / "finetune-1vm.toml"
+runner = CliRunner()
+
+
+def _file(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_measured_nvme_and_busbw_replace_the_catalog(tmp_path: Path) -> None:
+    base = plan_job(SPEC)
+    slow = plan_job(
+        SPEC,
+        measured=_file(
+            tmp_path,
+            {"nvme": {"read": "2 GB/s", "write": "1 GB/s"}, "allreduce": {"busbw": "300 GB/s"}},
+        ),
+    )
+    rows = {c.figure: c for c in slow.calibration}
+    assert rows["nvme_write"].measured_bps == 1e9 and rows["nvme_write"].catalog_bps == 33.9e9
+    assert rows["allreduce_busbw_measured"].measured_bps == 300e9
+    assert slow.interconnect.single_vm_busbw_published_bps == 300e9  # type: ignore[union-attr]
+    assert slow.to_dict() != base.to_dict() and base.calibration == []
+    assert slow.to_dict()["calibration"][0]["figure"] in rows
+
+
+def test_rows_from_bench_storage_json(tmp_path: Path) -> None:
+    rows = [
+        {"test": "seq-read", "cache": "cold", "mb_per_s": 900.0},
+        {"test": "seq-read", "cache": "cold", "mb_per_s": 1500.0},
+        {"test": "seq-read", "cache": "warm", "mb_per_s": 9000.0},  # the page cache: not the disk
+        {"test": "seq-write", "cache": "-", "mb_per_s": 700.0},
+        {"test": "rand-read", "cache": "cold", "mb_per_s": 50.0},
+    ]
+    plan = plan_job(SPEC, measured=_file(tmp_path, {"nvme": rows}))
+    got = {c.figure: c.measured_bps for c in plan.calibration}
+    assert got == {"nvme_read": 1500e6, "nvme_write": 700e6}
+
+
+def test_bad_measurement_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        SpecError, match="taken on ND96amsr_A100_v4; the job runs on ND96isr_H100_v5"
+    ):
+        plan_job(
+            SPEC, measured=_file(tmp_path, {"vm": "ND96amsr_A100_v4", "nvme": {"read": "1 GB/s"}})
+        )
+    with pytest.raises(SpecError, match=r"nvme.read: 'fast' is not a rate"):
+        plan_job(SPEC, measured=_file(tmp_path, {"nvme": {"read": "fast"}}))
+    with pytest.raises(SpecError, match="unknown keys"):
+        plan_job(SPEC, measured=_file(tmp_path, {"disk": 1}))
+
+
+def test_cli_shows_catalog_and_measured_side_by_side(tmp_path: Path) -> None:
+    path = _file(tmp_path, {"allreduce": {"busbw": "440 GB/s"}})
+    out = runner.invoke(app, ["plan", str(SPEC), "--measured", str(path), "--markdown"])
+    assert out.exit_code == 0, out.output
+    assert "| allreduce_busbw_measured | 479 GB/s | 440 GB/s | 0.92x |" in out.stdout
