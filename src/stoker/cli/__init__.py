@@ -11,6 +11,7 @@ from . import checkpoint as _checkpoint
 from . import plan as _plan
 from . import shards as _shards
 from . import stage as _stage
+from . import watch as _watch
 
 app = typer.Typer(
     name="stoker",
@@ -27,6 +28,7 @@ app.add_typer(_cache.app, name="cache")
 app.add_typer(_checkpoint.app, name="checkpoint")
 app.add_typer(_shards.app, name="shards")
 app.add_typer(_bench.app, name="bench")
+app.command("watch")(_watch.watch)
 
 
 def main() -> None:

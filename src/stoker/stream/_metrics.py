@@ -9,7 +9,6 @@ Prometheus, read live at each scrape.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,76 +78,10 @@ class StallMeter:
 def serve_metrics(
     loader: StreamingLoader, port: int = 9400, *, job: str = "", addr: str = "0.0.0.0"
 ) -> Any:
-    """Serve the loader's figures at http://ADDR:PORT/metrics, labelled by rank, node and job.
-    Returns the HTTP server (``.shutdown()`` stops it)."""
-    from prometheus_client import CollectorRegistry, start_http_server
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
+    """Serve the loader's figures at http://ADDR:PORT/metrics (``stoker_loader_*``), labelled
+    by rank, node and job; returns the server (``.shutdown()`` stops it). The exporter is
+    stoker.measure.exporter's, which can serve the step ledger and the GPUs beside it."""
+    from ..measure.exporter import serve
     from ._dataset import rank_and_world
 
-    rank, _ = rank_and_world()
-    labels = {"rank": str(rank), "node": os.uname().nodename, "job": job}
-
-    class Collector:
-        def collect(self) -> Any:
-            m = loader.metrics
-            names, values = list(labels), list(labels.values())
-
-            def family(cls: Any, name: str, doc: str, value: float) -> Any:
-                fam = cls(name, doc, labels=names)
-                fam.add_metric(values, value)
-                return fam
-
-            yield family(
-                CounterMetricFamily, "stoker_loader_batches", "Batches delivered", m.batches
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_wait_seconds",
-                "Time the training loop waited for data (first batch excluded)",
-                m.wait_s,
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_compute_seconds",
-                "Time the training loop spent between batches",
-                m.compute_s,
-            )
-            yield family(
-                GaugeMetricFamily,
-                "stoker_loader_utilization",
-                "Accelerator utilization: compute / (compute + wait)",
-                m.utilization if m.utilization is not None else float("nan"),
-            )
-            yield family(
-                CounterMetricFamily, "stoker_loader_read_bytes", "Sample bytes read", m.bytes_read
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_fetched_bytes",
-                "Shard bytes downloaded into the node cache",
-                m.bytes_fetched,
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_cache_hits",
-                "Shard opens served by the node cache",
-                m.cache_hits,
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_cache_misses",
-                "Shard opens that downloaded",
-                m.cache_misses,
-            )
-            yield family(
-                CounterMetricFamily,
-                "stoker_loader_skipped_samples",
-                "Corrupt samples skipped",
-                m.skipped,
-            )
-
-    registry = CollectorRegistry()
-    registry.register(Collector())  # type: ignore[arg-type]
-    server, _ = start_http_server(port, addr=addr, registry=registry)
-    return server
+    return serve(port, addr=addr, job=job, rank=rank_and_world()[0], loader=loader)

@@ -1,0 +1,58 @@
+"""``stoker watch``: serve this node's GPU figures to Prometheus and show them live."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from ._output import command, emit_json, stderr, stdout
+
+
+@command
+def watch(
+    port: Annotated[int, typer.Option(help="Prometheus port (/metrics).")] = 9400,
+    job: Annotated[str, typer.Option(help="Job label on every metric.")] = "",
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 2.0,
+    once: Annotated[bool, typer.Option(help="Print one sample and exit (no server).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --once: print JSON.")] = False,
+) -> None:
+    """GPU utilization, SM activity, memory and power per GPU (NVML), live and on /metrics."""
+    from rich.live import Live
+    from rich.table import Table
+
+    from ..measure.exporter import serve
+    from ..measure.gpus import Gpus
+
+    gpus = Gpus()
+    if gpus.problem:
+        stderr.print(f"[yellow]{gpus.problem}[/]")
+    if once:
+        samples = [s.to_dict() for s in gpus.sample()]
+        if json_out:
+            emit_json({"gpus": samples, "problem": gpus.problem})
+        else:
+            stdout.print(_table(gpus, Table))
+        return
+    server = serve(port, job=job, gpus=gpus)
+    stderr.print(f"serving http://0.0.0.0:{port}/metrics; Ctrl-C stops")
+    try:
+        with Live(_table(gpus, Table), console=stdout, refresh_per_second=4) as live:
+            while True:
+                time.sleep(interval)
+                live.update(_table(gpus, Table))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+
+
+def _table(gpus: object, table_cls: type) -> object:
+    table = table_cls("gpu", "name", "util %", "SM active %", "DRAM bw %", "memory", "power W")
+    for s in gpus.sample():  # type: ignore[attr-defined]
+        dash = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
+        memory = f"{s.memory_used / 2**30:.1f} / {s.memory_total / 2**30:.0f} GiB"
+        row = [str(s.index), s.name, f"{s.utilization:.0f}", dash(s.sm_active)]
+        table.add_row(*row, dash(s.dram_bandwidth), memory, dash(s.power_w))
+    return table
