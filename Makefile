@@ -28,6 +28,8 @@ demo: $(STAMP)
 	rm -rf .demo/ckpt
 	$(BIN)/python examples/train_checkpoint.py .demo/ckpt
 	$(BIN)/stoker checkpoint ls .demo/ckpt/fast --durable .demo/ckpt/durable
+	@echo "--- doctor: is this node fit for GPU training? (says plainly what it lacks)"
+	-$(BIN)/stoker doctor
 	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"
 	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20
 

@@ -8,6 +8,7 @@ from . import bench as _bench
 from . import cache as _cache
 from . import catalog as _catalog
 from . import checkpoint as _checkpoint
+from . import doctor as _doctor
 from . import plan as _plan
 from . import shards as _shards
 from . import stage as _stage
@@ -29,6 +30,7 @@ app.add_typer(_checkpoint.app, name="checkpoint")
 app.add_typer(_shards.app, name="shards")
 app.add_typer(_bench.app, name="bench")
 app.command("watch")(_watch.watch)
+app.command("doctor")(_doctor.doctor)
 
 
 def main() -> None:
