@@ -1,0 +1,385 @@
+"""The step ledger: where each training step's time goes.
+
+    ledger = Ledger()
+    ledger.attach(ddp_model)                  # optional: DDP's exposed communication
+    for batch in ledger.wrap(loader):         # waiting for data
+        with ledger.copy(): batch = batch.to(device, non_blocking=True)
+        with ledger.compute(): loss = step(batch)     # forward, backward, optimizer
+        with ledger.checkpoint(): ckpt.save(step, state)
+    ledger.report()
+
+**Steps.** A step runs from one ``next()`` on the wrapped iterable to the next one. Time spent in
+no phase is ``other`` (logging, say), so the phases and ``other`` add up to the step time as long
+as phases do not overlap (they may not nest; the ledger refuses that). The first ``skip_first``
+steps (start-up, DDP's bucket rebuild) are left out of the figures.
+
+**Clocks.** On CPU every phase is wall-clock time in the training thread. On a CUDA device each
+phase is the time the current stream spends between two events recorded at the phase's start and
+end: for work the phase enqueues, how long the GPU ran it; for a phase that enqueues nothing
+(waiting for data, a blocking checkpoint), how long the GPU sat idle because of it: zero if the GPU
+still had earlier work queued. Events are read once they have completed (``query()``, no sync);
+``summary()`` waits for the last one, ``snapshot()`` never waits. Work on side streams is not seen.
+
+**Exposed communication.** ``attach(ddp)`` wraps DDP's all-reduce hook (or yours) and marks two
+moments per gradient bucket: when DDP hands it over (its gradients are computed) and when its
+all-reduce completes. Exposed communication is, per step, from the hand-over of the *last* bucket
+(every gradient is computed; what is left of ``backward()`` is waiting) to the completion of the
+latest all-reduce, clipped at zero; it includes waiting for slower ranks to reach that all-reduce
+(a straggler shows up as exposed communication on the others). It is carved out of ``compute``
+(run ``backward()`` inside ``ledger.compute()``; otherwise it comes out of ``other``).
+Communication hidden behind backward is not counted, nor is what it costs compute by sharing the
+machine: with gloo on CPU the all-reduce runs on gloo's threads on the same cores, so backward
+slows down while it runs; on GPU, NCCL kernels share the SMs. The averaged gradients' copy back
+into ``.grad`` after the last all-reduce counts as compute. FSDP has no such hook here: time
+blocking collectives you issue yourself with ``with ledger.comm():``, which count whole as exposed
+communication.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StokerError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+PHASES = ("data", "copy", "compute", "exposed_comm", "checkpoint", "other")
+_DATA, _COPY, _COMPUTE, _COMM, _CKPT, _OTHER = range(6)
+_MAX_PENDING = 256  # GPU steps not yet read; past this the oldest is waited for
+
+
+class _WallClock:
+    kind = "wall clock"
+
+    mark = staticmethod(time.perf_counter)
+
+    def elapsed(self, a: float, b: float) -> float:
+        return b - a
+
+    def ready(self, marks: list[Any]) -> bool:
+        return True
+
+    def wait(self, marks: list[Any]) -> None:
+        pass
+
+    def release(self, marks: list[Any]) -> None:
+        pass
+
+
+class _CudaClock:
+    """CUDA events on the current stream, reused from a pool once read."""
+
+    kind = "CUDA events"
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch, self._device, self._free = torch, device, []
+
+    def mark(self) -> Any:
+        try:
+            event = self._free.pop()
+        except IndexError:
+            event = self._torch.cuda.Event(enable_timing=True)
+        event.record(self._torch.cuda.current_stream(self._device))
+        return event
+
+    def elapsed(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b) / 1e3
+
+    def ready(self, marks: list[Any]) -> bool:
+        return all(m.query() for m in marks)
+
+    def wait(self, marks: list[Any]) -> None:
+        for m in marks:
+            m.synchronize()
+
+    def release(self, marks: list[Any]) -> None:
+        self._free.extend(marks)
+
+
+class _Phase:
+    """A reusable ``with`` block that records one span of one phase in the open step."""
+
+    __slots__ = ("_ledger", "_index", "_mark", "_start")
+
+    def __init__(self, ledger: Ledger, index: int) -> None:
+        self._ledger, self._index, self._start = ledger, index, None
+        self._mark = ledger._clock.mark  # bound once: this runs twice per phase per step
+
+    def __enter__(self) -> None:
+        ledger = self._ledger
+        if ledger._open_phase is not None:
+            inner, outer = PHASES[self._index], PHASES[ledger._open_phase]
+            raise StokerError(f"ledger phases do not nest: {inner} opened inside {outer}")
+        ledger._open_phase = self._index
+        self._start = self._mark()
+
+    def __exit__(self, *exc: object) -> None:
+        ledger = self._ledger
+        ledger._spans.append((self._index, self._start, self._mark()))
+        ledger._open_phase = None
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    total_s: float
+    mean_s: float  # per step
+    share: float  # of step time
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    steps: int  # counted steps (after skip_first)
+    skipped: int
+    step_total_s: float
+    step_mean_s: float
+    phases: dict[str, PhaseStats]  # data, copy, compute, exposed_comm, checkpoint, other
+    last_step: dict[str, float]  # the latest step's seconds per phase, "step" included
+    clock: str  # "wall clock" or "CUDA events"
+    comm_buckets: int  # all-reduces seen by attach()'s hook in counted steps
+    comm_bytes: int
+    pending: int  # GPU steps whose events had not completed yet (snapshot only)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Ledger:
+    """Per-step time accounting for a training loop; see the module docstring."""
+
+    def __init__(self, device: Any = None, *, skip_first: int = 1, window: int = 100) -> None:
+        self._clock = _pick_clock(device)
+        self._wall = isinstance(self._clock, _WallClock)
+        self.skip_first = skip_first
+        self._lock = threading.Lock()  # totals (read by snapshot) and the comm lists
+        self._phases = [_Phase(self, i) for i in range(len(PHASES))]
+        self._open_phase: int | None = None
+        self._start: Any = None  # the open step's first mark; None when no step is open
+        self._spans: list[tuple[int, Any, Any]] = []
+        self._launches: list[Any] = []
+        self._dones: list[Any] = []
+        self._nbytes = 0
+        self._pending: deque[Any] = deque()  # GPU steps ended but not yet read
+        self._seen = 0
+        self._totals = [0.0] * len(PHASES)
+        self._step_total = 0.0
+        self._buckets = self._bytes = 0
+        self._last, self._last_step = [0.0] * len(PHASES), 0.0
+
+    # ------------------------------------------------------------------ the loop's side
+
+    def wrap(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """Yield from ``iterable``, starting a step at each ``next()`` and timing it as data."""
+        it, mark = iter(iterable), self._clock.mark
+        try:
+            while True:
+                start = mark()
+                if self._start is not None:
+                    self._close(start)
+                self._start, self._spans = start, []
+                try:
+                    item = next(it)
+                except StopIteration:
+                    self._drop_open_step()  # the last next() ends the last step, not a new one
+                    return
+                self._spans.append((_DATA, start, mark()))
+                yield item
+        finally:
+            self.end_step()  # left early (break, exception): the step in progress ends here
+
+    def data(self) -> _Phase:
+        return self._phases[_DATA]
+
+    def copy(self) -> _Phase:
+        return self._phases[_COPY]
+
+    def compute(self) -> _Phase:
+        return self._phases[_COMPUTE]
+
+    def comm(self) -> _Phase:
+        """A blocking collective you issue yourself (FSDP, a metrics all-reduce)."""
+        return self._phases[_COMM]
+
+    def checkpoint(self) -> _Phase:
+        return self._phases[_CKPT]
+
+    def next_step(self) -> None:
+        """Without ``wrap``: end the step in progress and start the next one here."""
+        self._boundary(self._clock.mark())
+
+    def end_step(self) -> None:
+        """End the step in progress (``wrap`` does this when the loop ends)."""
+        if self._start is not None:
+            self._close(self._clock.mark())
+
+    def attach(self, model: Any, hook: Any = None, state: Any = None) -> Any:
+        """Time ``model``'s gradient all-reduces (a DistributedDataParallel, before its first
+        forward). ``hook``/``state``: a comm hook of your own to wrap; default DDP's all-reduce."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not isinstance(model, DistributedDataParallel):
+            raise StokerError(
+                "Ledger.attach() takes a DistributedDataParallel model; for FSDP or collectives "
+                "you issue yourself, time the blocking call with `with ledger.comm():`"
+            )
+        if hook is None:
+            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+            hook, state = allreduce_hook, model.process_group
+
+        def timed(hook_state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations
+            buffer = bucket.buffer()
+            mark = self._clock.mark()
+            with self._lock:
+                self._launches.append(mark)
+                self._nbytes += buffer.numel() * buffer.element_size()
+            return hook(hook_state, bucket).then(self._comm_done)
+
+        model.register_comm_hook(state, timed)
+        return model
+
+    def _comm_done(self, fut: Any) -> Any:
+        mark = self._clock.mark()  # on GPU: a stream that waits for the all-reduce
+        with self._lock:
+            self._dones.append(mark)
+        return fut.value()
+
+    # ------------------------------------------------------------------ step bookkeeping
+
+    def _boundary(self, mark: Any) -> None:
+        if self._start is not None:
+            self._close(mark)
+        else:
+            self._spans = []  # phases run outside any step are not counted
+        self._start = mark
+
+    def _drop_open_step(self) -> None:
+        # Its start mark is also the previous step's end, still to be read: not released.
+        self._start, self._spans = None, []
+
+    def _close(self, end: Any) -> None:
+        launches: list[Any] = []
+        dones: list[Any] = []
+        nbytes = 0
+        if self._launches or self._dones:  # only attach()'s hook fills these
+            with self._lock:
+                launches, dones, nbytes = self._launches, self._dones, self._nbytes
+                self._launches, self._dones, self._nbytes = [], [], 0
+        rec = (self._start, end, self._spans, launches, dones, nbytes)
+        self._start, self._spans = None, []
+        if self._wall:  # wall-clock marks are final: account at once, nothing to release
+            self._account(rec)
+            return
+        self._pending.append(rec)
+        self._resolve(wait=len(self._pending) > _MAX_PENDING)
+
+    def _resolve(self, wait: bool = False, wait_all: bool = False) -> None:
+        """Account every pending GPU step whose events have completed (oldest first)."""
+        clock = self._clock
+        while self._pending:
+            start, end, spans, launches, dones, nbytes = rec = self._pending[0]
+            marks = [end, *dones, *launches]  # launches may sit on autograd's stream
+            if wait or wait_all:
+                clock.wait(marks)
+                wait = False
+            elif not clock.ready(marks):
+                return
+            self._pending.popleft()
+            self._account(rec)
+            # The end mark is the next step's start: it is released with that step.
+            clock.release([start, *(m for s in spans for m in s[1:]), *launches, *dones])
+
+    def _account(self, rec: tuple[Any, Any, list[Any], list[Any], list[Any], int]) -> None:
+        """Add one ended step: (start, end, spans, bucket hand-overs, all-reduces done, bytes)."""
+        start, end, spans, launches, dones, nbytes = rec
+        el = self._clock.elapsed
+        step = el(start, end)
+        vals = [0.0] * len(PHASES)
+        for index, a, b in spans:
+            vals[index] += el(a, b)
+        if launches and dones:
+            last = launches[-1]  # the last bucket handed over: all gradients computed
+            exposed = max(0.0, max(el(last, d) for d in dones))
+            vals[_COMPUTE] -= min(exposed, vals[_COMPUTE])
+            vals[_COMM] += exposed
+        vals[_OTHER] = max(0.0, step - sum(vals))
+        with self._lock:
+            self._seen += 1
+            self._last, self._last_step = vals, step
+            if self._seen > self.skip_first:
+                self._step_total += step
+                self._totals = list(map(operator.add, self._totals, vals))
+                self._buckets += len(launches)
+                self._bytes += nbytes
+
+    # ------------------------------------------------------------------ figures
+
+    def snapshot(self) -> LedgerSummary:
+        """The figures so far, from any thread; never waits for the GPU."""
+        with self._lock:
+            steps = max(0, self._seen - self.skip_first)
+            total, totals = self._step_total, list(self._totals)
+            phases = {
+                name: PhaseStats(v, v / steps if steps else 0.0, v / total if total else 0.0)
+                for name, v in zip(PHASES, totals, strict=True)
+            }
+            return LedgerSummary(
+                steps,
+                min(self._seen, self.skip_first),
+                total,
+                total / steps if steps else 0.0,
+                phases,
+                dict(zip(PHASES, self._last, strict=True)) | {"step": self._last_step},
+                self._clock.kind,
+                self._buckets,
+                self._bytes,
+                len(self._pending),
+            )
+
+    def summary(self) -> LedgerSummary:
+        """All steps ended so far (waits for the GPU's last events). Call from the loop's thread."""
+        self._resolve(wait_all=True)
+        return self.snapshot()
+
+    def report(self, console: Console | None = None) -> Table:
+        """Print the summary as a table on ``console`` (default: stdout) and return the table."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from ..units import format_duration
+
+        s = self.summary()
+        table = Table(title=f"step ledger: {s.steps} steps ({s.clock})", title_justify="left")
+        for col, justify in (("phase", "left"), ("total", "right"), ("per step", "right")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column("share", justify="right")
+        for name, p in s.phases.items():
+            label = name.replace("_", " ")
+            table.add_row(
+                label, format_duration(p.total_s), format_duration(p.mean_s), f"{p.share:.1%}"
+            )
+        table.add_row(
+            "step", format_duration(s.step_total_s), format_duration(s.step_mean_s), "100%"
+        )
+        (console or Console()).print(table)
+        return table
+
+
+def _pick_clock(device: Any) -> _WallClock | _CudaClock:
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return _CudaClock(dev)
+    return _WallClock()
