@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from stoker import Checkpointer
+from stoker import Checkpointer, Ledger
 from stoker.stream import StreamingDataset, StreamingLoader, write_shards
 
 FEATURES = 256
@@ -60,23 +60,26 @@ def run(
     every: int,
     compute_s: float,
     seen: list[bytes],
+    ledger: Ledger,
 ) -> float:
     loss_value = float("nan")
-    for step, (x, y) in enumerate(loader, start=1):
+    for step, (x, y) in enumerate(ledger.wrap(loader), start=1):
         seen.extend(bytes(row.to(torch.uint8).tolist()) for row in (x * 255).round())
-        if model is None:
-            time.sleep(compute_s)  # the emulated accelerator
-        else:
-            loss = nn.functional.mse_loss(model(x), y)
-            optim.zero_grad()  # type: ignore[union-attr]
-            loss.backward()
-            optim.step()  # type: ignore[union-attr]
-            loss_value = loss.item()
+        with ledger.compute():
+            if model is None:
+                time.sleep(compute_s)  # the emulated accelerator
+            else:
+                loss = nn.functional.mse_loss(model(x), y)
+                optim.zero_grad()  # type: ignore[union-attr]
+                loss.backward()
+                optim.step()  # type: ignore[union-attr]
+                loss_value = loss.item()
         if step % every == 0:
             state = {"loader": loader.state_dict(), "step": step}
             if model is not None:
                 state |= {"model": model.state_dict(), "optim": optim.state_dict()}  # type: ignore[union-attr]
-            ckpt.save(step, state)
+            with ledger.checkpoint():
+                ckpt.save(step, state)
         if stop_at is not None and step == stop_at:
             break
     ckpt.wait()
@@ -118,6 +121,7 @@ def main() -> None:
         return loader, model, None if model is None else torch.optim.Adam(model.parameters(), 1e-2)
 
     seen: list[bytes] = []
+    ledgers = [Ledger(), Ledger()]  # the first run, and the resumed one
     try:
         with Checkpointer(ckpt_dir, keep_last=2) as ckpt:
             loader, model, optim = fresh()
@@ -131,6 +135,7 @@ def main() -> None:
                 every=args.every,
                 compute_s=args.compute_ms / 1e3,
                 seen=seen,
+                ledger=ledgers[0],
             )
             first = loader.metrics
             print(
@@ -154,6 +159,7 @@ def main() -> None:
                 every=args.every,
                 compute_s=args.compute_ms / 1e3,
                 seen=seen,
+                ledger=ledgers[1],
             )
             m = loader.metrics
     finally:
@@ -178,6 +184,9 @@ def main() -> None:
             f"{part.bytes_read / 1e6:.1f} MB read, {part.bytes_fetched / 1e6:.1f} MB fetched, "
             f"cache hits {part.cache_hits}, misses {part.cache_misses}"
         )
+    for name, ledger in zip(("first run", "after resume"), ledgers, strict=True):
+        print(f"where each step's time went, {name} (step ledger, first step left out):")
+        ledger.report()
     if not ok:
         raise SystemExit("the resumed epoch repeated or missed samples")
 

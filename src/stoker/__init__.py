@@ -46,6 +46,7 @@ _WHERE = {
     "cache_pull": "stage",
     "stage": "stage",
     "verify": "stage",
+    "Ledger": "measure",
     "ShardWriter": "stream",
     "StreamingDataset": "stream",
     "StreamingLoader": "stream",
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
         UnitError,
         UnsafeKeyError,
     )
+    from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
     from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards

@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from ._output import command, emit_json, stderr, stdout
+from .bench_allreduce import allreduce as _allreduce
 
 app = typer.Typer(help="Measure storage, the loader and the collectives.", no_args_is_help=True)
+app.command("allreduce")(_allreduce)
 
 
 @app.command("storage")

@@ -1,2 +1,29 @@
 """Measure where the GPU waits: storage, loader and collective benchmarks, the step ledger, the
-node doctor and the live exporter."""
+node doctor and the live exporter.
+
+Names load on first use (PEP 562), so ``python -m stoker.measure.collectives`` does not import
+the module twice."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Ledger": "ledger",
+    "doctor": "doctor",
+    "bench_storage": "storage",
+    "run_loader": "loader",
+    "most_accelerators": "loader",
+    "serve": "exporter",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'stoker.measure' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value

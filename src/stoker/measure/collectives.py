@@ -7,8 +7,17 @@ reduce-scatter (input). ``algbw = S / t`` and ``busbw = algbw x bus_factor``, bo
 ``plan/collectives.py``. Each iteration is timed on every rank (CUDA events on GPU, the wall
 clock on CPU), the slowest rank's time is kept per iteration (``across="max"``; nccl-tests'
 default ``-a 1`` averages the ranks' mean times instead: ``across="avg"``), and ``t`` is the mean
-over iterations. Buffers are float32 and the ops out-of-place, except all-reduce, which torch
-runs in place. Run it with ``torchrun --nproc-per-node N -m stoker.measure.collectives``.
+over iterations (nccl-tests times the whole loop and divides; the mean is the same when no
+rank lags). Buffers are float32 and the ops out-of-place, except all-reduce, which torch runs in
+place. Each size runs once first and is checked, like nccl-tests' ``#wrong``.
+
+All-gather and reduce-scatter use the single-tensor calls (``all_gather_single`` /
+``reduce_scatter_single`` in torch 2.13, formerly ``*_into_tensor`` / ``*_tensor``), which gloo
+has in torch 2.13; where a backend refuses them the list forms (``all_gather`` /
+``reduce_scatter`` over a list of chunks) run instead and ``methods`` names the call; a backend
+with neither reports the collective in ``unsupported``.
+
+Run it with ``torchrun --nproc-per-node N -m stoker.measure.collectives [options]``.
 """
 
 from __future__ import annotations
@@ -43,6 +52,14 @@ def sweep_sizes(min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 
         out.append(size)
         size *= factor
     return out
+
+
+def parse_collectives(names: list[str] | tuple[str, ...]) -> tuple[Measured, ...]:
+    unknown = [n for n in names if n not in COLLECTIVES]
+    if unknown or not names:
+        what = f"unknown collective {unknown[0]!r}" if unknown else "no collective"
+        raise StokerError(f"{what}; choose from {', '.join(COLLECTIVES)}")
+    return tuple(names)  # type: ignore[return-value]
 
 
 def nccl_count(collective: Measured, size: int, ranks: int) -> tuple[int, int]:
@@ -112,7 +129,8 @@ def sweep(
     group: Any = None,
 ) -> SweepResult:
     """Time each collective at each size. Every rank of ``group`` must call it with the same
-    arguments; every rank gets the same result (times are reduced across ranks)."""
+    arguments; every rank gets the same result (times are reduced across ranks). ``device``
+    defaults to the current CUDA device with nccl, else the CPU; ``sizes`` to 8 B .. 128 MiB x 4."""
     import torch
     import torch.distributed as dist
 
@@ -126,9 +144,7 @@ def sweep(
     rows: list[Row] = []
     methods: dict[str, str] = {}
     unsupported: dict[str, str] = {}
-    for name in collectives:
-        if name not in COLLECTIVES:
-            raise StokerError(f"unknown collective {name!r}; choose from {', '.join(COLLECTIVES)}")
+    for name in parse_collectives(collectives):
         op = _pick(name, dev, ranks, group)
         if isinstance(op, str):
             unsupported[name] = op
@@ -158,7 +174,7 @@ def _default_device(backend: str) -> torch.device:
 
 @dataclass
 class _Op:
-    """One collective bound to its buffers; ``run()`` issues it, ``expected`` checks it."""
+    """One collective: ``call(out, inp)`` issues it; the flags size its two buffers."""
 
     method: str
     call: Any  # (out, inp) -> None
@@ -250,11 +266,12 @@ def _time(
     dist.barrier(group=group)
     cuda = dev.type == "cuda"
     if cuda:
+        stream = torch.cuda.current_stream(dev)  # sync collectives make it wait for NCCL's
         events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-        events[0].record()
+        events[0].record(stream)
         for i in range(iters):
             op.call(out, inp)
-            events[i + 1].record()
+            events[i + 1].record(stream)
         events[-1].synchronize()  # one wait per size; the loop itself never blocks
         times = [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
     else:

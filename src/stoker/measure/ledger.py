@@ -18,7 +18,11 @@ phase is the time the current stream spends between two events recorded at the p
 end: for work the phase enqueues, how long the GPU ran it; for a phase that enqueues nothing
 (waiting for data, a blocking checkpoint), how long the GPU sat idle because of it: zero if the GPU
 still had earlier work queued. Events are read once they have completed (``query()``, no sync);
-``summary()`` waits for the last one, ``snapshot()`` never waits. Work on side streams is not seen.
+``summary()`` waits for the last one. Work on side streams is not seen.
+
+**Cost.** Ended steps are read in batches (every 16 steps or every second), which keeps the
+ledger's own work per step to a few microseconds; ``snapshot()`` (any thread, never waits) lags
+the loop by that much. See BENCHMARKS.md (``## ledger``).
 
 **Exposed communication.** ``attach(ddp)`` wraps DDP's all-reduce hook (or yours) and marks two
 moments per gradient bucket: when DDP hands it over (its gradients are computed) and when its
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 PHASES = ("data", "copy", "compute", "exposed_comm", "checkpoint", "other")
 _DATA, _COPY, _COMPUTE, _COMM, _CKPT, _OTHER = range(6)
+_BATCH, _BATCH_S = 16, 1.0  # ended steps are read every 16 steps or every second
 _MAX_PENDING = 256  # GPU steps not yet read; past this the oldest is waited for
 
 
@@ -147,7 +152,7 @@ class LedgerSummary:
     clock: str  # "wall clock" or "CUDA events"
     comm_buckets: int  # all-reduces seen by attach()'s hook in counted steps
     comm_bytes: int
-    pending: int  # GPU steps whose events had not completed yet (snapshot only)
+    pending: int  # steps ended but not read yet (snapshot only; see "Cost")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,7 +161,9 @@ class LedgerSummary:
 class Ledger:
     """Per-step time accounting for a training loop; see the module docstring."""
 
-    def __init__(self, device: Any = None, *, skip_first: int = 1, window: int = 100) -> None:
+    def __init__(self, device: Any = None, *, skip_first: int = 1) -> None:
+        """``device``: a CUDA device times with events on its current stream; None picks CUDA
+        when available; "cpu" the wall clock. ``skip_first``: steps left out at the start."""
         self._clock = _pick_clock(device)
         self._wall = isinstance(self._clock, _WallClock)
         self.skip_first = skip_first
@@ -168,7 +175,8 @@ class Ledger:
         self._launches: list[Any] = []
         self._dones: list[Any] = []
         self._nbytes = 0
-        self._pending: deque[Any] = deque()  # GPU steps ended but not yet read
+        self._pending: deque[Any] = deque()  # steps ended but not yet read
+        self._resolved_at = time.perf_counter()
         self._seen = 0
         self._totals = [0.0] * len(PHASES)
         self._step_total = 0.0
@@ -274,17 +282,17 @@ class Ledger:
             with self._lock:
                 launches, dones, nbytes = self._launches, self._dones, self._nbytes
                 self._launches, self._dones, self._nbytes = [], [], 0
-        rec = (self._start, end, self._spans, launches, dones, nbytes)
+        self._pending.append((self._start, end, self._spans, launches, dones, nbytes))
         self._start, self._spans = None, []
-        if self._wall:  # wall-clock marks are final: account at once, nothing to release
-            self._account(rec)
-            return
-        self._pending.append(rec)
-        self._resolve(wait=len(self._pending) > _MAX_PENDING)
+        # Read steps in batches: one warm pass over many costs less than a cold one per step.
+        pending = len(self._pending)
+        if pending >= _BATCH or time.perf_counter() - self._resolved_at > _BATCH_S:
+            self._resolve(wait=pending > _MAX_PENDING)
 
     def _resolve(self, wait: bool = False, wait_all: bool = False) -> None:
-        """Account every pending GPU step whose events have completed (oldest first)."""
+        """Account every pending step whose marks have completed (oldest first)."""
         clock = self._clock
+        self._resolved_at = time.perf_counter()
         while self._pending:
             start, end, spans, launches, dones, nbytes = rec = self._pending[0]
             marks = [end, *dones, *launches]  # launches may sit on autograd's stream
@@ -296,7 +304,8 @@ class Ledger:
             self._pending.popleft()
             self._account(rec)
             # The end mark is the next step's start: it is released with that step.
-            clock.release([start, *(m for s in spans for m in s[1:]), *launches, *dones])
+            if not self._wall:
+                clock.release([start, *(m for s in spans for m in s[1:]), *launches, *dones])
 
     def _account(self, rec: tuple[Any, Any, list[Any], list[Any], list[Any], int]) -> None:
         """Add one ended step: (start, end, spans, bucket hand-overs, all-reduces done, bytes)."""
