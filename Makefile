@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test bench bench-stage bench-checkpoint lint clean
+.PHONY: demo test bench bench-stage bench-checkpoint bench-stream bench-measure lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,18 @@ bench-stage: $(STAMP) node_modules/.package-lock.json
 # Checkpointer beside torch.save, DCP save and async_save, plus 50 kill -9 runs (~20 min).
 bench-checkpoint: $(STAMP)
 	$(BIN)/python bench/checkpoint_bench.py --write BENCHMARKS.md
+
+# StreamingDataset beside torch's DataLoader, WebDataset, Mosaic Streaming and LitData (peers
+# install into .bench/stream-venv on the first run).
+bench-stream: $(STAMP) node_modules/.package-lock.json
+	$(BIN)/python bench/stream_bench.py --write BENCHMARKS.md
+
+# bench storage against dd, bench loader against DLIO (installed into .bench/dlio-venv), the
+# ledger's overhead.
+bench-measure: $(STAMP)
+	$(BIN)/python bench/storage_bench.py --write BENCHMARKS.md
+	$(BIN)/python bench/loader_vs_dlio.py --write BENCHMARKS.md
+	$(BIN)/python bench/ledger_overhead.py --write BENCHMARKS.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
