@@ -55,16 +55,18 @@ def resnet(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_loader_au_is_compute_over_total(resnet: str) -> None:
-    slow = run_loader(resnet, "resnet50", steps=2, workers=1, compute_s=0.3)
+    slow = run_loader(resnet, "resnet50", steps=2, workers=1, compute_s=1.0)
     assert slow.batch == 400 and slow.steps == 2 and slow.passed
-    assert slow.utilization == pytest.approx(0.3 / (0.3 + slow.wait_s), rel=0.05)
+    # the emulated compute over the wall time after step 1: never above what the waits allow
+    assert slow.utilization is not None
+    assert 0.9 <= slow.utilization <= 1.0 / (1.0 + slow.wait_s) + 1e-3
     assert slow.first_batch_s is not None and slow.mb_per_s > 0
     busy = run_loader(resnet, "resnet50", steps=2, workers=1, compute_s=0.0)
-    assert busy.utilization is not None and busy.utilization < 0.5 and not busy.passed
+    assert busy.utilization == 0.0 and not busy.passed
 
 
 def test_loader_search_and_limits(resnet: str) -> None:
-    best, runs = most_accelerators(resnet, "resnet50", steps=2, workers=1, compute_s=0.3)
+    best, runs = most_accelerators(resnet, "resnet50", steps=2, workers=1, compute_s=1.0)
     assert best == 1 and [r.accelerators for r in runs] == [1]  # 2 x 400 x 2 steps > 900 samples
     with pytest.raises(StokerError, match="workload 'bert'"):
         run_loader(resnet, "bert")

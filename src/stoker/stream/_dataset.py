@@ -12,7 +12,6 @@ hits, skipped samples) live in shared memory so that DataLoader workers' reads a
 from __future__ import annotations
 
 import hashlib
-import mmap
 import multiprocessing
 import os
 import time
@@ -218,8 +217,7 @@ class _Process:
         for attempt in range(2):  # the file may be evicted between fetch and open
             path = self._path(shard)
             try:
-                with open(path, "rb") as f:
-                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                reader = ShardReader.open(info.name, path, shuffled=self.ds.shuffle)
                 break
             except FileNotFoundError:
                 self.fetching.pop(shard, None)
@@ -227,10 +225,9 @@ class _Process:
                     raise
         if self.cache is not None:
             self.cache.touch(path)
-        reader = ShardReader.open(info.name, data)
         self.open[shard] = reader
         while len(self.open) > self.keep_open:
-            self.open.popitem(last=False)
+            self.open.popitem(last=False)[1].close()
         return reader
 
     def _path(self, shard: int) -> Path:

@@ -6,15 +6,14 @@
     data     the samples' stored bytes (zstd frames when flag ZSTD is set)
 
 All integers are little endian. The header and tables come first so a reader needs one small
-read (or one mapping) to find any sample; the checksums let it check just the samples it reads.
+read to find any sample; the checksums let it check just the samples it reads.
 A dataset is a folder (or prefix) of shards plus ``index.json`` (see _index.py).
 """
 
 from __future__ import annotations
 
+import os
 import struct
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import xxhash
@@ -46,44 +45,53 @@ def encode_shard(samples: list[bytes], compress: bool) -> bytes:
     return b"".join([header, offsets.tobytes(), checks.tobytes(), *samples])
 
 
-@dataclass
 class ShardReader:
-    """Samples of one shard held in ``data`` (bytes, a memory map, or a buffer)."""
+    """One open shard: its tables in memory, each sample read with one ``pread`` of exactly its
+    bytes. Exact reads matter: a memory map would let the kernel's read-ahead pull in far more
+    than a shuffled reader needs, and a batch would pay for its neighbours' I/O."""
 
-    name: str
-    data: Any  # supports the buffer protocol
-    offsets: np.ndarray
-    checks: np.ndarray
-    compressed: bool
-
-    @classmethod
-    def open(cls, name: str, data: Any) -> ShardReader:
-        view = memoryview(data)
-        if len(view) < HEADER.size:
-            raise StreamError(f"shard {name}: {len(view)} bytes, too short for a shard header")
-        magic, version, flags, n = HEADER.unpack_from(view, 0)
+    def __init__(self, name: str, fd: int, size: int) -> None:
+        self.name, self.fd = name, fd
+        if size < HEADER.size:
+            raise StreamError(f"shard {name}: {size} bytes, too short for a shard header")
+        magic, version, flags, n = HEADER.unpack(os.pread(fd, HEADER.size, 0))
         if magic != MAGIC or version != VERSION:
             raise StreamError(f"shard {name}: not a stoker shard (magic {magic!r} v{version})")
-        table_end = HEADER.size + 16 * n + 8
-        if len(view) < table_end:
+        tables = os.pread(fd, 16 * n + 8, HEADER.size)
+        if len(tables) < 16 * n + 8:
             raise StreamError(f"shard {name}: truncated before its sample table")
-        offsets = np.frombuffer(view, dtype="<u8", count=n + 1, offset=HEADER.size)
-        checks = np.frombuffer(view, dtype="<u8", count=n, offset=HEADER.size + 8 * (n + 1))
-        if int(offsets[-1]) != len(view):
+        self.offsets = np.frombuffer(tables, dtype="<u8", count=n + 1)
+        self.checks = np.frombuffer(tables, dtype="<u8", count=n, offset=8 * (n + 1))
+        if int(self.offsets[-1]) != size:
             raise StreamError(
-                f"shard {name}: {len(view)} bytes, its table says {int(offsets[-1])}; the file "
+                f"shard {name}: {size} bytes, its table says {int(self.offsets[-1])}; the file "
                 "is truncated or damaged"
             )
-        return cls(name, data, offsets, checks, bool(flags & ZSTD))
+        self.compressed = bool(flags & ZSTD)
+
+    @classmethod
+    def open(cls, name: str, path: str | os.PathLike[str], *, shuffled: bool) -> ShardReader:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            # Shuffled reads are random: the kernel's read-ahead would only read what is not asked.
+            advice = os.POSIX_FADV_RANDOM if shuffled else os.POSIX_FADV_SEQUENTIAL
+            os.posix_fadvise(fd, 0, 0, advice)
+            return cls(name, fd, os.fstat(fd).st_size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)
 
     def __len__(self) -> int:
         return len(self.checks)
 
-    def raw(self, i: int) -> memoryview:
+    def raw(self, i: int) -> bytes:
         """Sample ``i``'s stored bytes, checked against its checksum."""
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        blob = memoryview(self.data)[start:end]
-        if xxhash.xxh3_64_intdigest(blob) != int(self.checks[i]):
+        blob = os.pread(self.fd, end - start, start)
+        if len(blob) != end - start or xxhash.xxh3_64_intdigest(blob) != int(self.checks[i]):
             raise CorruptSample(self.name, i, start)
         return blob
 
@@ -93,7 +101,7 @@ class ShardReader:
             import zstandard
 
             return zstandard.ZstdDecompressor().decompress(blob)
-        return bytes(blob)
+        return blob
 
 
 class CorruptSample(StreamError):
