@@ -12,3 +12,11 @@ def replace_section(path: Path, section: str) -> None:
     parts = text.split("\n## ")
     kept = [parts[0]] + ["## " + p for p in parts[1:] if not ("## " + p).startswith(head + ":")]
     path.write_text("\n".join(p.rstrip("\n") + "\n" for p in kept) + "\n" + section)
+
+
+def publish(section: str, path: Path | None) -> None:
+    """Write ``section`` into the Markdown file at ``path``, or print it when there is none."""
+    if path:
+        replace_section(path, section)
+    else:
+        print(section)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from _machine import cpu_mark, others_cpu_share
-from _markdown import replace_section
+from _markdown import publish
 
 STEP_S = 0.010
 
@@ -125,11 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     result = measure()
     print(json.dumps(result, indent=2))
-    section = markdown(result)
-    if args.write:
-        replace_section(args.write, section)
-    else:
-        print(section)
+    publish(markdown(result), args.write)
 
 
 if __name__ == "__main__":

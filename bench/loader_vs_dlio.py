@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from _machine import cpu_mark, others_cpu_share
-from _markdown import replace_section
+from _markdown import publish, replace_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _dlio  # noqa: E402
@@ -565,11 +565,7 @@ def main() -> None:
         w["config"]["workload"]: [{k: r[k] for k in keys} for r in w["cases"]] for w in results
     }
     print(json.dumps(summary, indent=2))
-    section = markdown(res)
-    if args.write:
-        replace_section(args.write, section)
-    else:
-        print(section)
+    publish(markdown(res), args.write)
 
 
 if __name__ == "__main__":

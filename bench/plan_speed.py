@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _markdown import replace_section
+from _markdown import publish
 
 SPEC = """
 name = "bench-100k-gpus"
@@ -111,11 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     result = measure()
     print(json.dumps(result, indent=2))
-    section = markdown(result)
-    if args.write:
-        replace_section(args.write, section)
-    else:
-        print(section)
+    publish(markdown(result), args.write)
 
 
 if __name__ == "__main__":
