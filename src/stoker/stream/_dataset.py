@@ -1,6 +1,6 @@
 """``StreamingDataset``: samples from a shard dataset on any stoker store, at the tier's speed.
 
-Shards on a POSIX tier (Lustre, NVMe, a mount) are read in place through a memory map. Remote
+Shards on a POSIX tier (Lustre, NVMe, a mount) are read in place, one pread per sample. Remote
 shards (Blob, S3, GCS) are fetched whole into the node cache (_cache.py), ahead of need, in the
 order this worker will read them. Every sample is checked against its checksum when read.
 
