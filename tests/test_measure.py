@@ -75,8 +75,9 @@ def test_loader_search_and_limits(resnet: str) -> None:
 
 
 def test_loader_cli_exit_status_follows_the_threshold(resnet: str) -> None:
-    good = runner.invoke(
+    # a tight compute time on a shared machine may pass or fail: the exit status must agree
+    out = runner.invoke(
         app, ["bench", "loader", resnet, "--steps", "2", "--workers", "1", "--json"]
     )
-    assert good.exit_code == 0, good.output
-    assert json.loads(good.stdout)["runs"][0]["passed"] is True
+    assert out.exit_code in (0, 1), out.output
+    assert (out.exit_code == 0) == json.loads(out.stdout)["runs"][0]["passed"]
