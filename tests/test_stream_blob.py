@@ -70,7 +70,11 @@ def test_processes_on_one_node_download_each_shard_once(blob_env: str, tmp_path:
         )
         for seed in range(3)
     ]
-    results = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    try:
+        results = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    finally:
+        for p in procs:  # a hung reader must not outlive the test
+            p.kill()
     shards = len(StreamingDataset(url, cache).index.shards)
     assert all(r["ids"] == N // 8 * 8 for r in results)
     assert sum(r["misses"] for r in results) == shards  # one download per shard, node-wide

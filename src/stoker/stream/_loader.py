@@ -70,10 +70,12 @@ class StreamingLoader:
 
     def __iter__(self) -> Iterator[Any]:
         ds, (_, world) = self.dataset, rank_and_world()
+        asked = time.perf_counter()  # the first batch's wait includes starting the workers
         it = iter(self.loader)
         returned: float | None = None
         while True:
-            asked = time.perf_counter()
+            if returned is not None:
+                asked = time.perf_counter()
             try:
                 batch = next(it)
             except StopIteration:
@@ -85,6 +87,7 @@ class StreamingLoader:
             ds.position += world * ds.batch_size
             returned = time.perf_counter()
             yield batch
+            del batch  # free it before the next wait, not inside it
         ds.set_epoch(ds.epoch + 1)
 
     @property
