@@ -81,6 +81,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_mark, others_cpu_share
 from _markdown import replace_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -862,21 +863,6 @@ worth; Mosaic and LitData use their defaults; the DataLoader over files shuffles
 
 
 # --------------------------------------------------------------------------------- driver
-def cpu_ticks() -> tuple[int, int]:
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-def own_ticks() -> int:
-    t = os.times()
-    return int((t.user + t.system + t.children_user + t.children_system) * os.sysconf("SC_CLK_TCK"))
-
-
-def others_share(start: tuple[int, int, int]) -> float:
-    busy, total = cpu_ticks()
-    mine = own_ticks() - start[2]
-    return max(0.0, (busy - start[0] - mine) / max(1, total - start[1]))
 
 
 def measure_shape(shape: Shape, mode: str, ctx: Ctx, reps: int, args: argparse.Namespace) -> dict:
@@ -906,7 +892,7 @@ def measure_shape(shape: Shape, mode: str, ctx: Ctx, reps: int, args: argparse.N
             continue
         if part == "accel" and "local" not in result:
             raise SystemExit("the accelerator search starts from the local figures: add local")
-        start = (*cpu_ticks(), own_ticks())
+        start = cpu_mark()
         when = datetime.now(UTC).isoformat(timespec="minutes")
         if part == "local":
             got = measure_local(shape, formats, ctx, reps, shape.stack and not args.no_workers0)
@@ -914,7 +900,7 @@ def measure_shape(shape: Shape, mode: str, ctx: Ctx, reps: int, args: argparse.N
             got = measure_accelerator(shape, formats, ctx, reps, result["local"])
         else:
             got = measure_blob(shape, formats, ctx, reps)
-        result[part] = got | {"when": when, "reps": reps, "cpu_elsewhere": others_share(start)}
+        result[part] = got | {"when": when, "reps": reps, "cpu_elsewhere": others_cpu_share(start)}
         path.write_text(json.dumps(result, indent=1))
     return result
 
