@@ -110,6 +110,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         shard, i = self.index.locate(int(sample))
         data = self._process().reader(shard).sample(i)
         self._count(bytes_read=len(data), samples=1)
+        return self._decode(data)
+
+    def _decode(self, data: bytes) -> Any:
         value = decode(data, self.index.codec)
         return self.transform(value) if self.transform else value
 
@@ -140,25 +143,28 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         proc = self._process()
         proc.plan_prefetch(batches.reshape(-1))
         for batch in batches:
-            samples = [s for s in (self._read(proc, int(g)) for g in batch) if s is not _SKIP]
+            raw = [self._read(proc, int(g)) for g in batch]
+            kept = [data for data in raw if data is not None]
+            # one update of the shared counters per batch: a lock per sample costs CPU
+            self._count(
+                bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept)
+            )
+            samples = [self._decode(data) for data in kept]
             if self.collate is not None:
                 yield self.collate(samples)
             else:
                 yield from samples
 
-    def _read(self, proc: _Process, sample: int) -> Any:
+    def _read(self, proc: _Process, sample: int) -> bytes | None:
+        """The sample's bytes, or None for a corrupt one skipped (``on_corrupt="skip"``)."""
         shard, i = self.index.locate(sample)
         proc.advance(shard)
         try:
-            data = proc.reader(shard).sample(i)
+            return proc.reader(shard).sample(i)
         except CorruptSample:
             if self.on_corrupt == "raise":
                 raise
-            self._count(skipped=1)
-            return _SKIP
-        self._count(bytes_read=len(data), samples=1)
-        value = decode(data, self.index.codec)
-        return self.transform(value) if self.transform else value
+            return None
 
     def _process(self) -> _Process:
         # Stores, threads and maps do not survive fork: each process makes its own.
@@ -168,9 +174,6 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_proc": None}
-
-
-_SKIP = object()
 
 
 class _Process:
