@@ -1,9 +1,14 @@
 """``stoker bench storage``'s sequential read against ``dd iflag=direct`` on the same file.
 
-One test file (``--size``, default 2 GiB, random bytes, fsynced) on the disk under test; then,
-alternating, ``--reps`` times each: drop the file's pages (posix_fadvise DONTNEED) and read it
-whole with stoker (one job, ``--block`` requests, O_DIRECT), and the same with
-``dd if=FILE of=/dev/null bs=BLOCK iflag=direct``. Medians and the ratio go to BENCHMARKS.md.
+One test file (``--size``, default 1 GiB, random bytes, fsynced) on the disk under test; then
+``--reps`` pairs: drop the file's pages (posix_fadvise DONTNEED) and read it whole with stoker
+(one job, ``--block`` requests, O_DIRECT), and the same with
+``dd if=FILE of=/dev/null bs=BLOCK iflag=direct``, the order swapped every pair and a pause
+before each read. This virtual disk sometimes serves a whole read from the host's page cache
+(O_DIRECT in the guest does not bypass the host) at 3-4x the device's speed, typically the read
+that follows another within a second or two. Such reads measure the host, not the disk, so the
+comparison uses the reads at device speed (under 1.5x the slowest read of the run); all reads
+are listed.
 Target: stoker within 10 % of dd. fio is not installed on these machines (not on PyPI), so dd
 with O_DIRECT is the reference the issue allows.
 
@@ -45,12 +50,20 @@ def dd_read(path: Path, block: int) -> float:
     return int(copied.group(1)) / float(copied.group(2)) / 1e6
 
 
+def stoker_read(path: Path, block: int) -> float:
+    """``stoker bench storage``'s cold sequential read: one job, O_DIRECT."""
+    result = measure(path, "seq-read", block=block, jobs=1, cache="cold")
+    assert result.direct, f"{path}: O_DIRECT was refused, the comparison with dd would be unfair"
+    return result.mb_per_s
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=ROOT / ".bench")
-    parser.add_argument("--size", default="2GiB")
+    parser.add_argument("--size", default="1GiB")
     parser.add_argument("--block", default="1MiB")
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds before each read")
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
     size, block = int(parse_bytes(args.size)), int(parse_bytes(args.block))
@@ -60,17 +73,23 @@ def main() -> None:
     mark, stoker_runs, dd_runs = cpu_mark(), [], []
     try:
         for rep in range(args.reps):
-            result = measure(path, "seq-read", block=block, jobs=1, cache="cold")
-            stoker_runs.append(result.mb_per_s)
-            dd_runs.append(dd_read(path, block))
+            readers = [stoker_read, dd_read] if rep % 2 == 0 else [dd_read, stoker_read]
+            runs = {}
+            for reader in readers:
+                time.sleep(args.pause)
+                runs[reader] = reader(path, block)
+            stoker_runs.append(runs[stoker_read])
+            dd_runs.append(runs[dd_read])
             print(
-                f"rep {rep + 1}: stoker {stoker_runs[-1]:.0f} MB/s (O_DIRECT {result.direct}), dd {dd_runs[-1]:.0f} MB/s"
+                f"pair {rep + 1} ({readers[0].__name__} first): stoker {stoker_runs[-1]:.0f} MB/s, dd {dd_runs[-1]:.0f} MB/s"
             )
-            time.sleep(0.5)
     finally:
         path.unlink(missing_ok=True)
     others = others_cpu_share(mark)
-    s, d = statistics.median(stoker_runs), statistics.median(dd_runs)
+    device_speed = 1.5 * min(stoker_runs + dd_runs)
+    stoker_device = [x for x in stoker_runs if x < device_speed]
+    dd_device = [x for x in dd_runs if x < device_speed]
+    s, d = statistics.median(stoker_device), statistics.median(dd_device)
     ratio = s / d
     met = abs(ratio - 1) <= TARGET
     print(
@@ -81,17 +100,21 @@ def main() -> None:
 
 Reproduce: `.venv/bin/python bench/storage_bench.py --write BENCHMARKS.md`. Machine: {os.cpu_count()} cores;
 file of {args.size} on the repository's disk; {args.block} requests, one job, O_DIRECT, the file's pages
-dropped (`posix_fadvise(DONTNEED)`) before every read; stoker and dd alternate, {args.reps} reps each;
-measured {datetime.now(UTC).strftime("%Y-%m-%dT%H:%M%z")}. fio is not installed here (it is not on PyPI):
+dropped (`posix_fadvise(DONTNEED)`) before every read; {args.reps} pairs, the order swapped every pair,
+{args.pause:g} s pause before each read; measured {datetime.now(UTC).strftime("%Y-%m-%dT%H:%M%z")}. fio is not installed here (it is not on PyPI):
 dd with O_DIRECT is the reference.
 
-| reader | median MB/s | runs (MB/s) |
-|---|---:|---|
-| `stoker bench storage` (seq-read, cold) | {s:,.0f} | {", ".join(f"{x:.0f}" for x in stoker_runs)} |
-| `dd iflag=direct` | {d:,.0f} | {", ".join(f"{x:.0f}" for x in dd_runs)} |
+| reader | median MB/s at device speed | reads at device speed | all reads (MB/s) |
+|---|---:|---:|---|
+| `stoker bench storage` (seq-read, cold) | {s:,.0f} | {len(stoker_device)} of {len(stoker_runs)} | {", ".join(f"{x:.0f}" for x in stoker_runs)} |
+| `dd iflag=direct` | {d:,.0f} | {len(dd_device)} of {len(dd_runs)} | {", ".join(f"{x:.0f}" for x in dd_runs)} |
 
-stoker / dd: **{ratio:.2f}x** (target 0.90-1.10x: {"met" if met else "missed"}). Other processes took
-{others:.0%} of the CPU meanwhile.
+stoker / dd: **{ratio:.2f}x** (target 0.90-1.10x: {"met" if met else "missed"}). dd is the
+ceiling: it reads the device with nothing in between. "Device speed" is under
+{device_speed:,.0f} MB/s (1.5x the slowest read): this virtual disk (virtio, `/dev/vda`) serves
+some reads from the host's page cache at 2-4 GB/s, mostly a read that follows another within a
+second or two, whichever tool makes it; those figures measure the host and are left out of
+the medians. Other processes took {others:.0%} of the CPU meanwhile.
 """
         replace_section(args.write, section)
 
