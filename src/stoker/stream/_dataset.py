@@ -33,6 +33,7 @@ from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
 from ._index import INDEX, DatasetIndex, decode
 from ._order import epoch_order, rank_batches, worker_batches
+from ._tensors import BufferPool, as_dtype, read_batch, shared_tensor
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
 FETCH_TRIES = 3
@@ -62,6 +63,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         prefetch_shards: int = 4,
         on_corrupt: str = "raise",
         transform: Callable[[Any], Any] | None = None,
+        dtype: torch.dtype | None = None,
+        read_threads: int = 8,
     ) -> None:
         if on_corrupt not in ("raise", "skip"):
             raise StreamError(f"on_corrupt={on_corrupt!r}: use 'raise' or 'skip'")
@@ -73,6 +76,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             on_corrupt,
             transform,
         )
+        self.dtype, self.read_threads = dtype, max(1, read_threads)
         limit = parse_bytes(cache_limit) if isinstance(cache_limit, str) else cache_limit
         self.cache_limit = limit
         self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
@@ -81,6 +85,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.in_place = isinstance(store, PosixStore)
         self.tier = "posix" if self.in_place else self.remote.split("://", 1)[0]
         self.index = _read_index(store, self.remote)
+        if dtype is not None and self.index.codec != "bytes":
+            raise StreamError(
+                f"{self.remote}: dtype={dtype} reads samples as raw tensors, but the dataset's "
+                f"codec is {self.index.codec!r}: leave dtype unset, or write the samples as bytes"
+            )
         if local is None and not self.in_place:
             cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
             tag = hashlib.blake2b(self.remote.encode(), digest_size=8).hexdigest()
@@ -113,8 +122,20 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         return self._decode(data)
 
     def _decode(self, data: bytes) -> Any:
-        value = decode(data, self.index.codec)
+        if self.dtype is not None:
+            value = as_dtype(data, self.dtype, self.remote)
+        else:
+            value = decode(data, self.index.codec)
         return self.transform(value) if self.transform else value
+
+    def _reads_into_batches(self) -> bool:
+        """Whether batches are read straight into one tensor (see _tensors.py)."""
+        return (
+            self.dtype is not None
+            and self.transform is None
+            and self.index.compression is None
+            and self.collate is torch.utils.data.default_collate
+        )
 
     def my_batches(self, worker: int = 0, workers: int = 1) -> np.ndarray:
         """The global sample ids this rank's ``worker`` reads this epoch, batch by batch."""
@@ -142,6 +163,12 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         batches = self.my_batches(worker, workers)
         proc = self._process()
         proc.plan_prefetch(batches.reshape(-1))
+        if self._reads_into_batches():
+            for batch in batches:
+                tensors, nbytes, skipped = read_batch(self, proc, batch)
+                self._count(bytes_read=nbytes, samples=len(batch) - skipped, skipped=skipped)
+                yield tensors
+            return
         for batch in batches:
             raw = [self._read(proc, int(g)) for g in batch]
             kept = [data for data in raw if data is not None]
@@ -188,9 +215,21 @@ class _Process:
             self.io = IOLoop("stoker-stream-io")
             self.store = open_store(ds.remote)
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="stoker-prefetch")
+        self._read_pool: ThreadPoolExecutor | None = None
+        # Batches leave a DataLoader worker through shared memory; in the training process
+        # itself they come from buffers recycled once the loop drops them.
+        in_worker = torch.utils.data.get_worker_info() is not None
+        self.alloc = shared_tensor if in_worker else BufferPool().tensor
         self.fetching: dict[int, Future[Path]] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
         self.cursor = 0
+
+    def read_pool(self) -> ThreadPoolExecutor:
+        if self._read_pool is None:
+            self._read_pool = ThreadPoolExecutor(
+                self.ds.read_threads, thread_name_prefix="stoker-read"
+            )
+        return self._read_pool
 
     def plan_prefetch(self, samples: np.ndarray) -> None:
         if self.cache is None or len(samples) == 0:

@@ -95,6 +95,25 @@ class ShardReader:
             raise CorruptSample(self.name, i, start)
         return blob
 
+    def span(self, i: int) -> tuple[int, int]:
+        """Where sample ``i``'s stored bytes lie in the file: (offset, length)."""
+        start = int(self.offsets[i])
+        return start, int(self.offsets[i + 1]) - start
+
+    def read_into(self, i: int, offset: int, out: memoryview) -> None:
+        """Fill ``out`` from the file at ``offset``: part or all of uncompressed sample ``i``."""
+        done = 0
+        while done < len(out):  # a pread may return short; only end of file stops it
+            n = os.preadv(self.fd, [out[done:]], offset + done)
+            if n == 0:
+                raise CorruptSample(self.name, i, offset + done)  # truncated since it was opened
+            done += n
+
+    def check(self, i: int, data: memoryview) -> None:
+        """Raise CorruptSample unless ``data`` is sample ``i``'s stored bytes."""
+        if xxhash.xxh3_64_intdigest(data) != int(self.checks[i]):
+            raise CorruptSample(self.name, i, int(self.offsets[i]))
+
     def sample(self, i: int) -> bytes:
         blob = self.raw(i)
         if self.compressed:

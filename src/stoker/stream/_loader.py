@@ -15,6 +15,7 @@ from typing import Any
 import torch.utils.data
 
 from ..errors import StreamError
+from ._ahead import ahead
 from ._dataset import StreamingDataset, rank_and_world
 from ._metrics import StallMeter, StallMetrics
 from ._order import batches_per_epoch
@@ -50,6 +51,8 @@ class StreamingLoader:
         self.loader = torch.utils.data.DataLoader(
             dataset, batch_size=None, **options, **dataloader_options
         )
+        # Without worker processes, a thread reads ahead so the loop does not wait on each read.
+        self.read_ahead = 0 if num_workers else (prefetch_factor or 2)
         self.meter = StallMeter()
 
     @property
@@ -71,7 +74,7 @@ class StreamingLoader:
     def __iter__(self) -> Iterator[Any]:
         ds, (_, world) = self.dataset, rank_and_world()
         asked = time.perf_counter()  # the first batch's wait includes starting the workers
-        it = iter(self.loader)
+        it = ahead(self.loader, self.read_ahead) if self.read_ahead else iter(self.loader)
         returned: float | None = None
         while True:
             if returned is not None:

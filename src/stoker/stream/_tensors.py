@@ -1,0 +1,154 @@
+"""Samples as tensors, read straight into the batch (``StreamingDataset(dtype=...)``).
+
+Each sample is its stored bytes seen as a 1-D tensor of ``dtype``; a batch of samples of one
+size is one ``(batch, n)`` tensor, else a list. The batch is allocated once and every sample is
+pread into its row: one copy from the page cache, where bytes objects and a collate function
+make two. In a DataLoader worker the batch lives in shared memory, so it reaches the training
+process by file descriptor, without another copy. In the training process (``num_workers=0``)
+batch buffers are recycled once nothing refers to a batch any more, so the steady state
+allocates nothing and takes no page faults. A batch is read by a few threads (pread and XXH3
+release the GIL), which keeps several requests in flight on a cold disk; a sample larger than
+``PIECE`` is read in pieces by several threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..errors import StreamError
+from ._format import CorruptSample, ShardReader
+
+if TYPE_CHECKING:
+    from ._dataset import StreamingDataset, _Process
+
+PIECE = 8 << 20
+
+
+class BufferPool:
+    """The training process's batch buffers, each reused once every tensor on it is gone."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep, self.free, self.lock = keep, list[np.ndarray](), threading.Lock()
+
+    def tensor(self, nbytes: int) -> torch.Tensor:
+        with self.lock:
+            found = next((b for b in self.free if b.nbytes == nbytes), None)
+            if found is not None:
+                self.free.remove(found)
+        base = found if found is not None else np.empty(nbytes, np.uint8)
+        # The tensor's storage holds `view` (not `base`) until its last view is freed.
+        view = base[:]
+        weakref.finalize(view, self._release, base)
+        return torch.from_numpy(view)
+
+    def _release(self, base: np.ndarray) -> None:
+        with self.lock:
+            self.free.append(base)
+            del self.free[: -self.keep]
+
+
+def shared_tensor(nbytes: int) -> torch.Tensor:
+    """A uint8 tensor in shared memory, as DataLoader workers send batches without a copy."""
+    storage = torch.UntypedStorage._new_shared(nbytes)
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.Tensor:
+    """One sample's bytes as a 1-D tensor of ``dtype`` (a copy: bytes are read-only)."""
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if len(data) % itemsize:
+        raise StreamError(
+            f"{where}: {len(data)} bytes is not a whole number of {dtype} items ({itemsize} "
+            "bytes each): pick a dtype the samples were written in, or leave dtype unset"
+        )
+    return torch.frombuffer(bytearray(data), dtype=dtype)
+
+
+def read_batch(
+    ds: StreamingDataset, proc: _Process, ids: np.ndarray
+) -> tuple[torch.Tensor | list[torch.Tensor], int, int]:
+    """(the batch, its bytes, samples skipped as corrupt) for the global sample ``ids``."""
+    assert ds.dtype is not None
+    places = [ds.index.locate(int(g)) for g in ids]
+    shards = list(dict.fromkeys(shard for shard, _ in places))
+    proc.keep_open = max(proc.keep_open, len(shards))  # every reader stays open for the batch
+    readers: dict[int, ShardReader] = {}
+    for shard in shards:
+        proc.advance(shard)
+        readers[shard] = proc.reader(shard)
+    samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
+    sizes = {size for *_, size in samples}
+    itemsize = torch.empty(0, dtype=ds.dtype).element_size()
+    for reader, i, _, size in samples:
+        if size % itemsize:
+            as_dtype(b"\0" * size, ds.dtype, f"shard {reader.name}: sample {i}")  # raises
+    alloc = proc.alloc
+    if len(sizes) == 1:
+        size = sizes.pop()
+        flat = alloc(size * len(samples))
+        rows = flat.numpy().reshape(len(samples), size)
+        views = [memoryview(rows[j]) for j in range(len(samples))]
+        batch: Any = flat.view(ds.dtype).view(len(samples), -1)
+    else:
+        tensors = [alloc(size) for *_, size in samples]
+        views = [memoryview(t.numpy()) for t in tensors]
+        batch = [t.view(ds.dtype) for t in tensors]
+    bad = _read_and_check(proc.read_pool(), samples, views)
+    if bad and ds.on_corrupt == "raise":
+        raise bad[min(bad)]
+    if bad:
+        keep = [j for j in range(len(samples)) if j not in bad]
+        batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
+    nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
+    return batch, nbytes, len(bad)
+
+
+def _read_and_check(
+    pool: ThreadPoolExecutor, samples: list[tuple[ShardReader, int, int, int]], views: list
+) -> dict[int, CorruptSample]:
+    """Fill every view from its sample's span, then check each; {position: error} of the bad."""
+    pieces = [
+        (j, start, views[j][start - offset : start - offset + PIECE])
+        for j, (_, _, offset, size) in enumerate(samples)
+        for start in range(offset, offset + max(size, 1), PIECE)
+    ]
+    bad: dict[int, CorruptSample] = {}
+
+    def read(part: list[tuple[int, int, memoryview]]) -> None:
+        for j, start, view in part:
+            reader, i = samples[j][:2]
+            try:
+                reader.read_into(i, start, view)
+            except CorruptSample as exc:
+                bad[j] = exc
+
+    def check(part: list[int]) -> None:
+        for j in part:
+            reader, i = samples[j][:2]
+            try:
+                if j not in bad:
+                    reader.check(i, views[j])
+            except CorruptSample as exc:
+                bad[j] = exc
+
+    threads = pool._max_workers
+    list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
+    list(pool.map(check, _split(list(range(len(samples))), threads, lambda j: samples[j][3])))
+    return bad
+
+
+def _split(items: list, parts: int, weight: Any) -> list[list]:
+    """``items`` in at most ``parts`` consecutive runs of about equal total weight."""
+    total = sum(weight(x) for x in items) or 1
+    runs: list[list] = [[] for _ in range(parts)]
+    done = 0
+    for x in items:
+        runs[min(parts - 1, done * parts // total)].append(x)
+        done += weight(x)
+    return [r for r in runs if r]

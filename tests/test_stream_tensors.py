@@ -1,0 +1,137 @@
+"""Samples as tensors read straight into the batch (``dtype=``), the recycled batch buffers and
+the read-ahead thread of ``num_workers=0``."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from stoker.errors import StreamError
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _tensors
+from stoker.stream._format import CorruptSample
+
+N, WIDTH = 300, 256  # int32 items per record
+
+
+def _record(i: int) -> bytes:
+    return (np.arange(WIDTH, dtype=np.int32) + i * 1000).tobytes()
+
+
+def _write(root: Path, n: int = N, sizes: bool = False) -> Path:
+    with ShardWriter(root, shard_size="32KiB") as w:
+        for i in range(n):
+            w.write(_record(i)[: 4 * (8 + i % 50)] if sizes else _record(i))
+    return root
+
+
+def _first_items(batch: torch.Tensor) -> list[int]:
+    return (batch[:, 0] // 1000).tolist()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_fixed_size_records_arrive_as_one_tensor_in_the_global_order(
+    tmp_path: Path, workers: int
+) -> None:
+    root = _write(tmp_path / "ds")
+    plain = [s for b in StreamingLoader(StreamingDataset(root, seed=3), 16) for s in b]
+    loader = StreamingLoader(
+        StreamingDataset(root, seed=3, dtype=torch.int32), 16, num_workers=workers
+    )
+    ids = []
+    for batch in loader:
+        assert batch.dtype == torch.int32 and batch.shape == (16, WIDTH)
+        for row, i in zip(batch, _first_items(batch), strict=True):
+            assert torch.equal(row, torch.from_numpy(np.frombuffer(_record(i), np.int32)))
+        ids += _first_items(batch)
+    assert ids == [np.frombuffer(s, np.int32)[0] // 1000 for s in plain]  # same order as bytes
+    assert len(ids) == N // 16 * 16 == len(set(ids))
+    assert loader.metrics.samples == len(ids)
+    assert loader.metrics.bytes_read == len(ids) * WIDTH * 4
+
+
+def test_records_of_different_sizes_arrive_as_a_list(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds", sizes=True)
+    ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    batches = list(StreamingLoader(ds, 10))
+    assert all(isinstance(b, list) and len(b) == 10 for b in batches)
+    for i, t in enumerate(t for b in batches for t in b):
+        assert torch.equal(t, torch.from_numpy(np.frombuffer(_record(i), np.int32)[: 8 + i % 50]))
+    assert torch.equal(ds[7], batches[0][7])  # random access gives the same tensor
+
+
+def test_large_samples_are_read_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_tensors, "PIECE", 100)  # every record is read in 11 pieces
+    root = _write(tmp_path / "ds", n=40)
+    batches = list(StreamingLoader(StreamingDataset(root, shuffle=False, dtype=torch.int32), 8))
+    flat = torch.cat(batches)
+    assert torch.equal(
+        flat,
+        torch.from_numpy(
+            np.frombuffer(b"".join(map(_record, range(40))), np.int32).reshape(40, WIDTH)
+        ),
+    )
+
+
+def test_batch_buffers_are_reused_only_after_the_loop_drops_them(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    kept = [
+        (b[:, 0].clone(), b) for b in StreamingLoader(StreamingDataset(root, dtype=torch.int32), 16)
+    ]
+    assert len({b.data_ptr() for _, b in kept}) == len(kept)  # all alive: none shared
+    for first, b in kept:
+        assert torch.equal(first, b[:, 0])  # and none overwritten
+    del kept
+    pointers = set()
+    for b in StreamingLoader(StreamingDataset(root, dtype=torch.int32), 16):
+        pointers.add(b.data_ptr())
+        view = b[:, :2]  # a view keeps its buffer until the next batch replaces it
+        assert torch.equal(view[:, 0], b[:, 0])
+        del b
+    assert len(pointers) <= 4  # steady state: a few buffers in rotation
+
+
+def test_a_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[1].name
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    loader = StreamingLoader(StreamingDataset(root, shuffle=False, dtype=torch.int32), 16)
+    with pytest.raises(CorruptSample, match=r"shard shard-000001.stk: sample \d+ \(byte offset"):
+        list(loader)
+    assert not [t for t in threading.enumerate() if t.name == "stoker-read-ahead"]
+    skipping = StreamingLoader(
+        StreamingDataset(root, shuffle=False, dtype=torch.int32, on_corrupt="skip"), 16
+    )
+    sizes = [len(b) for b in skipping]
+    assert sum(sizes) == N // 16 * 16 - 1 and sorted(set(sizes)) == [15, 16]
+    assert skipping.metrics.skipped == 1
+
+
+def test_stopping_early_stops_the_read_ahead_thread(tmp_path: Path) -> None:
+    loader = StreamingLoader(StreamingDataset(_write(tmp_path / "ds"), dtype=torch.int32), 4)
+    for k, _ in enumerate(loader):
+        if k == 2:
+            break
+    assert not [t for t in threading.enumerate() if t.name == "stoker-read-ahead"]
+    state = loader.state_dict()
+    assert state["position"] == 12
+
+
+def test_dtype_errors_name_what_to_change(tmp_path: Path) -> None:
+    with ShardWriter(tmp_path / "j", codec="json") as w:
+        w.write({"a": 1})
+    with pytest.raises(StreamError, match="codec is 'json': leave dtype unset"):
+        StreamingDataset(tmp_path / "j", dtype=torch.int32)
+    with ShardWriter(tmp_path / "odd") as w:
+        w.write(b"12345")
+    ds = StreamingDataset(tmp_path / "odd", dtype=torch.int32)
+    with pytest.raises(
+        StreamError, match=r"sample 0: 5 bytes is not a whole number of torch.int32"
+    ):
+        list(StreamingLoader(ds, 1))
