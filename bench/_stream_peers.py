@@ -130,13 +130,17 @@ def make_files(spec: dict) -> Any:
     )
 
 
-def make_stoker(spec: dict) -> Any:
+def make_stoker(spec: dict, workers: int = 0) -> Any:
+    """stoker as its docs advise for raw records: ``dtype=torch.uint8`` reads each sample
+    straight into the batch (a uint8 ``(batch, record)`` tensor, or a list of uint8 tensors when
+    sizes differ: what ``collate`` builds for the others) on reader threads of the training
+    process (``num_workers=0``); worker processes are for CPU-heavy transforms."""
     from stoker.stream import StreamingDataset, StreamingLoader
 
-    ds = StreamingDataset(spec["source"], spec.get("cache"), shuffle=True, seed=spec["seed"])
-    return StreamingLoader(
-        ds, spec["batch"], num_workers=spec["workers"], collate_fn=_collate(spec)
+    ds = StreamingDataset(
+        spec["source"], spec.get("cache"), shuffle=True, seed=spec["seed"], dtype=torch.uint8
     )
+    return StreamingLoader(ds, spec["batch"], num_workers=workers)
 
 
 def make_wds(spec: dict) -> Any:
@@ -206,12 +210,14 @@ def make_litdata(spec: dict) -> Any:
 
 LIBRARIES = {
     "stoker": "stoker.stream",
+    "stoker-workers": "stoker.stream",
     "wds": "webdataset",
     "mosaic": "streaming",
     "litdata": "litdata",
 }
 MAKERS = {
     "stoker": make_stoker,
+    "stoker-workers": lambda spec: make_stoker(spec, spec["workers"]),
     "files": make_files,
     "wds": make_wds,
     "mosaic": make_mosaic,
@@ -273,7 +279,7 @@ def run(spec: dict) -> dict:
         "distinct_shards": float(np.mean(distinct)) if distinct else None,
         "au": sleep_s / (done_last - done_first) if compute_s and len(sizes) > 1 else None,
     }
-    if spec["loader"] == "stoker":
+    if spec["loader"].startswith("stoker"):
         out["stoker_metrics"] = loader.metrics.to_dict()
     return out
 

@@ -17,11 +17,14 @@ WebDataset tars (``wds.ShardWriter(maxsize=64 MiB)``); Mosaic MDS (``size_limit`
 the id order); and the files themselves.
 
 Loaders, each run in a fresh process (bench/_stream_peers.py; peers from their own virtual
-environment ``.bench/stream-venv``, made on the first run). All get the same batch size, 2
-workers, torch's default prefetch factor (2), and shuffle on:
+environment ``.bench/stream-venv``, made on the first run). All get the same batch size,
+torch's default prefetch factor (2), and shuffle on; the peers 2 worker processes:
 
-* stoker: ``StreamingDataset(root)`` (shards memory-mapped in place; from Blob, the node cache
-  in a fresh folder), ``block_shards=8``, ``StreamingLoader``;
+* stoker: ``StreamingDataset(root, dtype=torch.uint8)`` (shards read in place; from Blob, the
+  node cache in a fresh folder), ``block_shards=8``, ``StreamingLoader(num_workers=0)``: as its
+  docs advise for raw records, each sample is read straight into the batch by 8 reader threads
+  of the training process. The row "stoker, 2 worker processes" is the same with
+  ``num_workers=2`` (the setting for CPU-heavy transforms);
 * DataLoader over files: a map-style dataset that reads one file per sample, ``shuffle=True``;
 * WebDataset: ``WebDataset(tars, shardshuffle=<number of tars>, split by worker)``,
   ``.shuffle(8 shards' worth of samples)`` (the same buffer as stoker's block), ``WebLoader``;
@@ -30,9 +33,10 @@ workers, torch's default prefetch factor (2), and shuffle on:
 * LitData: ``StreamingDataset(dir, shuffle=True)`` (its defaults; a local folder is read in
   place), ``StreamingDataLoader``.
 
-Every loader hands the consumer the same batch, built by the same collate function: one uint8
-tensor ``(batch, 114660)`` for resnet50, a list of uint8 tensors for unet3d (one copy per sample
-inside the worker, into shared memory; see _stream_peers.py). The consumer reads each sample's
+Every loader hands the consumer the same batch: one uint8 tensor ``(batch, 114660)`` for
+resnet50, a list of uint8 tensors for unet3d. The peers build it with one collate function (one
+copy per sample inside the worker, into shared memory; see _stream_peers.py); stoker reads
+into it directly. The consumer reads each sample's
 id (its first 8 bytes); the ids are checked (no duplicate, none out of range) and give the
 distinct shards per batch.
 
@@ -99,9 +103,11 @@ WORKERS = 2
 BLOCK_SHARDS = 8  # stoker's default block; WebDataset's shuffle buffer matches it
 LOADERS = ("stoker", "files", "wds", "mosaic", "litdata")
 PEERS = LOADERS[1:]
+LOCAL_LOADERS = ("stoker", "stoker-workers", *PEERS)
 BLOB_LOADERS = ("stoker", "wds", "litdata")
 FORMAT = {
     "stoker": "stoker",
+    "stoker-workers": "stoker",
     "files": "files",
     "wds": "wds",
     "mosaic": "mosaic",
@@ -109,6 +115,7 @@ FORMAT = {
 }
 NAMES = {
     "stoker": "stoker",
+    "stoker-workers": "stoker, 2 worker processes",
     "files": "DataLoader, file per sample",
     "wds": "WebDataset",
     "mosaic": "Mosaic Streaming",
@@ -305,7 +312,7 @@ class Ctx:
     env: dict[str, str]
 
     def python(self, loader: str) -> str:
-        return sys.executable if loader == "stoker" else str(self.peer_python)
+        return sys.executable if loader.startswith("stoker") else str(self.peer_python)
 
 
 def spec_for(shape: Shape, loader: str, info: dict, **over: object) -> dict:
@@ -388,19 +395,19 @@ def rotated(items: tuple[str, ...], rep: int) -> list[str]:
 
 
 def measure_local(shape: Shape, formats: dict, ctx: Ctx, reps: int, workers0: bool) -> dict:
-    runs: dict[str, dict[str, list[dict]]] = {lo: {} for lo in LOADERS}
+    runs: dict[str, dict[str, list[dict]]] = {lo: {} for lo in LOCAL_LOADERS}
     problems: list[str] = []
     ceilings = []
     for rep in range(reps):
         ceilings.append(disk_read_ceiling())
         print(f"  disk ceiling (dd O_DIRECT)          {ceilings[-1]:9.1f} MB/s", flush=True)
-        for loader in rotated(LOADERS, rep):
+        for loader in rotated(LOCAL_LOADERS, rep):
             info = formats[FORMAT[loader]]
             spec = spec_for(shape, loader, info)
             evict(info["files"])
             left = resident_bytes(info["files"])
             kinds = [("cold", spec), ("warm", spec)]
-            if workers0:
+            if workers0 and loader in PEERS:  # stoker's own run already has 0 workers
                 kinds.append(("warm, 0 workers", dict(spec, workers=0)))
             for kind, sp_ in kinds:
                 tag = f"{shape.name}-{loader}-{kind.replace(', ', '-').replace(' ', '')}-{rep}"
@@ -646,7 +653,7 @@ def _shards_cell(lo: str, runs: list[dict]) -> str:
 
 def local_section(sh: dict, targets: Targets) -> str:
     runs = sh["local"]["runs"]
-    zero = "warm, 0 workers" in runs["stoker"]
+    zero = "warm, 0 workers" in runs["files"]
     out = (
         "| loader | cold samples/s | cold MB/s | cold first batch | warm samples/s | warm MB/s "
         "| warm first batch | warm CPU s | "
@@ -655,7 +662,7 @@ def local_section(sh: dict, targets: Targets) -> str:
         + "---:|" * (8 + zero)
         + "\n"
     )
-    for lo in LOADERS:
+    for lo in (lo for lo in LOCAL_LOADERS if lo in runs):  # older results lack a row
         c, w = runs[lo]["cold"], runs[lo]["warm"]
         cells = [
             _f(med(c, "samples_s")),
@@ -667,7 +674,12 @@ def local_section(sh: dict, targets: Targets) -> str:
             f"{med(w, 'cpu_s'):.1f}",
         ]
         if zero:
-            cells.append(_f(med(runs[lo]["warm, 0 workers"], "samples_s")))
+            zero_runs = runs[lo].get("warm, 0 workers")
+            cells.append(
+                _f(med(zero_runs, "samples_s"))
+                if zero_runs
+                else ("(its warm run)" if lo == "stoker" else "-")
+            )
         out += f"| {NAMES[lo]} | " + " | ".join(cells) + f" | {_shards_cell(lo, c)} |\n"
     disk = statistics.median(sh["local"]["disk_mb_s"])
     label = sh["label"].split(":")[0]
@@ -676,7 +688,7 @@ def local_section(sh: dict, targets: Targets) -> str:
         by = {lo: runs[lo][kind] for lo in LOADERS}
         notes.append(f"{kind}: " + targets.peer(f"{label}, local {kind}", by, PEERS))
     if zero:
-        by = {lo: runs[lo]["warm, 0 workers"] for lo in LOADERS}
+        by = {lo: runs[lo]["warm, 0 workers"] for lo in PEERS} | {"stoker": runs["stoker"]["warm"]}
         rate = {lo: med(by[lo], "samples_s") for lo in LOADERS}
         best = max(PEERS, key=rate.__getitem__)
         notes.append(
@@ -690,7 +702,7 @@ def local_section(sh: dict, targets: Targets) -> str:
         f">= {TARGET_DISK}x",
         cold_mb / disk >= TARGET_DISK,
     )
-    left = [r.get("resident_before") for lo in LOADERS for r in runs[lo]["cold"]]
+    left = [r.get("resident_before") for lo in runs for r in runs[lo]["cold"]]
     left_mb = max((v for v in left if v is not None), default=None)
     return out + (
         f"\n{'; '.join(notes)}. Disk ceiling (`dd iflag=direct bs=16M`, 1 GiB, median of "
@@ -730,10 +742,12 @@ def blob_section(sh: dict, targets: Targets) -> str:
     own = statistics.median(r["stoker_metrics"]["first_batch_s"] for r in runs["stoker"])
     total = med(runs["stoker"], "first_batch_s")
     return out + (
-        f"\n{note}. Of stoker's {total:.2f} s to the first batch, its own meter (which starts "
-        f"once the DataLoader workers are up) counts {own:.2f} s: the rest is building the "
-        "loader and starting the workers from a fork server. CPU s: the loader's process and "
-        "the workers it waited for (the emulator's CPU is not counted).\n"
+        f"\n{note}. Of stoker's {total:.2f} s to the first batch, its own meter (from the "
+        f"loader's first request) counts {own:.2f} s: the rest is building the dataset (reading "
+        "index.json). Until a shard is whole in the node cache, stoker reads its samples by "
+        "ranged GETs, so the first batch does not wait for the 8 shards it draws from. CPU s: "
+        "the loader's process and the workers it waited for (the emulator's CPU is not "
+        "counted).\n"
     )
 
 
@@ -831,10 +845,13 @@ peers on torch {v["torch"]}, webdataset {v["webdataset"]}, mosaicml-streaming
 How (the script's docstring has the details): the same random bytes in every format, ~64 MiB
 shards; each run is one epoch in a fresh process, timed from building the loader (after the
 imports) to the last batch; medians of {" or ".join(map(str, reps))} runs, the loaders' order rotating. Every
-loader has the batch size shown, {WORKERS} workers, prefetch factor 2 and shuffle on, and hands
-over the same batch through one collate function (a uint8 tensor `(batch, record)` for
-resnet50, a list of uint8 tensors for unet3d: one copy per sample in the worker, into shared
-memory); the consumer reads every sample's id, and the ids are checked (no duplicate, none
+loader has the batch size shown, prefetch factor 2 and shuffle on, and hands over the same
+batch (a uint8 tensor `(batch, record)` for resnet50, a list of uint8 tensors for unet3d). The
+peers have {WORKERS} worker processes and build it with one collate function (one copy per
+sample in the worker, into shared memory); stoker, as its docs advise for raw records, reads
+each sample straight into the batch on 8 reader threads of the training process
+(`dtype=torch.uint8`, `num_workers=0`; "stoker, 2 worker processes" is the same read in {WORKERS}
+DataLoader workers); the consumer reads every sample's id, and the ids are checked (no duplicate, none
 missing beyond a partial batch). Cold: the format's files evicted with
 `posix_fadvise(POSIX_FADV_DONTNEED)` after a `sync`; warm: the same run again at once. MB/s
 counts sample bytes; CPU s is the loader's process and the workers it waited for. Distinct

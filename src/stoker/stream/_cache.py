@@ -47,6 +47,9 @@ class ShardCache:
         finally:
             os.close(fd)  # closing releases the lock
 
+    def has(self, name: str, size: int) -> bool:
+        return _has(self.root / name, size)
+
     def get(
         self, name: str, size: int, xxh3: str, fetch: Callable[[Path], None]
     ) -> tuple[Path, bool]:

@@ -33,6 +33,7 @@ from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
 from ._index import INDEX, DatasetIndex, decode
 from ._order import epoch_order, rank_batches, worker_batches
+from ._remote import RemoteShard
 from ._tensors import BufferPool, as_dtype, read_batch, shared_tensor
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
@@ -60,7 +61,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         block_shards: int = 8,
         drop_last: bool = True,
         cache_limit: int | str | None = None,
-        prefetch_shards: int = 4,
+        prefetch_shards: int | None = None,
         on_corrupt: str = "raise",
         transform: Callable[[Any], Any] | None = None,
         dtype: torch.dtype | None = None,
@@ -72,7 +73,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.block_shards, self.drop_last = block_shards, drop_last
         self.prefetch_shards, self.on_corrupt, self.transform = (
-            prefetch_shards,
+            prefetch_shards or block_shards,  # a whole block ahead: every batch reads all of it
             on_corrupt,
             transform,
         )
@@ -163,31 +164,30 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         batches = self.my_batches(worker, workers)
         proc = self._process()
         proc.plan_prefetch(batches.reshape(-1))
-        if self._reads_into_batches():
-            for batch in batches:
-                tensors, nbytes, skipped = read_batch(self, proc, batch)
-                self._count(bytes_read=nbytes, samples=len(batch) - skipped, skipped=skipped)
-                yield tensors
-            return
+        fast = self._reads_into_batches()
         for batch in batches:
-            raw = [self._read(proc, int(g)) for g in batch]
-            kept = [data for data in raw if data is not None]
-            # one update of the shared counters per batch: a lock per sample costs CPU
-            self._count(
-                bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept)
-            )
-            samples = [self._decode(data) for data in kept]
-            if self.collate is not None:
-                yield self.collate(samples)
+            out = read_batch(self, proc, batch) if fast else self._read_samples(proc, batch)
+            # Whole-shard downloads start once the first batch is read by range: started
+            # earlier, they take the store's bandwidth from the batch the loop waits for.
+            proc.start_downloads()
+            if self.collate is None:
+                yield from out
             else:
-                yield from samples
+                yield out if fast else self.collate(out)
+
+    def _read_samples(self, proc: _Process, batch: np.ndarray) -> list[Any]:
+        raw = [self._read(proc, int(g)) for g in batch]
+        kept = [data for data in raw if data is not None]
+        # one update of the shared counters per batch: a lock per sample costs CPU
+        self._count(bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept))
+        return [self._decode(data) for data in kept]
 
     def _read(self, proc: _Process, sample: int) -> bytes | None:
         """The sample's bytes, or None for a corrupt one skipped (``on_corrupt="skip"``)."""
         shard, i = self.index.locate(sample)
         proc.advance(shard)
         try:
-            return proc.reader(shard).sample(i)
+            return proc.reader_now(shard).sample(i)
         except CorruptSample:
             if self.on_corrupt == "raise":
                 raise
@@ -221,8 +221,9 @@ class _Process:
         in_worker = torch.utils.data.get_worker_info() is not None
         self.alloc = shared_tensor if in_worker else BufferPool().tensor
         self.fetching: dict[int, Future[Path]] = {}
+        self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
-        self.cursor = 0
+        self.cursor, self.downloading = 0, True
 
     def read_pool(self) -> ThreadPoolExecutor:
         if self._read_pool is None:
@@ -238,8 +239,12 @@ class _Process:
         shards = np.searchsorted(starts, samples, side="right") - 1
         _, first = np.unique(shards, return_index=True)
         self.sequence = [int(s) for s in shards[np.sort(first)]]
-        self.cursor = 0
-        self._ahead()
+        self.cursor, self.downloading = 0, False
+
+    def start_downloads(self) -> None:
+        if not self.downloading:
+            self.downloading = True
+            self._ahead()
 
     def advance(self, shard: int) -> None:
         if self.cursor < len(self.sequence) and self.sequence[self.cursor] == shard:
@@ -247,11 +252,31 @@ class _Process:
             self._ahead()
 
     def _ahead(self) -> None:
+        if not self.downloading:
+            return
         for shard in self.sequence[self.cursor : self.cursor + self.ds.prefetch_shards]:
             if shard not in self.fetching and shard not in self.open:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
+    def reader_now(self, shard: int) -> ShardReader:
+        """The shard's reader; by range from the store while its download is not done yet."""
+        if self.cache is None or shard in self.open:
+            return self.reader(shard)
+        future = self.fetching.get(shard)
+        info = self.ds.index.shards[shard]
+        if (future is not None and future.done()) or self.cache.has(info.name, info.bytes):
+            return self.reader(shard)
+        if future is None and self.downloading:
+            self.fetching[shard] = self.pool.submit(self._fetch, shard)
+        if shard not in self.remote:
+            try:
+                self.remote[shard] = RemoteShard(info.name, info.bytes, self.store, self.io)
+            except StokerError:  # the whole download retries and names the shard
+                return self.reader(shard)
+        return self.remote[shard]
+
     def reader(self, shard: int) -> ShardReader:
+        self.remote.pop(shard, None)
         if shard in self.open:
             self.open.move_to_end(shard)
             return self.open[shard]

@@ -52,12 +52,19 @@ class ShardReader:
 
     def __init__(self, name: str, fd: int, size: int) -> None:
         self.name, self.fd = name, fd
+        self._read_tables(size)
+
+    def _pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self.fd, n, offset)
+
+    def _read_tables(self, size: int) -> None:
+        name = self.name
         if size < HEADER.size:
             raise StreamError(f"shard {name}: {size} bytes, too short for a shard header")
-        magic, version, flags, n = HEADER.unpack(os.pread(fd, HEADER.size, 0))
+        magic, version, flags, n = HEADER.unpack(self._pread(HEADER.size, 0))
         if magic != MAGIC or version != VERSION:
             raise StreamError(f"shard {name}: not a stoker shard (magic {magic!r} v{version})")
-        tables = os.pread(fd, 16 * n + 8, HEADER.size)
+        tables = self._pread(16 * n + 8, HEADER.size)
         if len(tables) < 16 * n + 8:
             raise StreamError(f"shard {name}: truncated before its sample table")
         self.offsets = np.frombuffer(tables, dtype="<u8", count=n + 1)
@@ -90,7 +97,7 @@ class ShardReader:
     def raw(self, i: int) -> bytes:
         """Sample ``i``'s stored bytes, checked against its checksum."""
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        blob = os.pread(self.fd, end - start, start)
+        blob = self._pread(end - start, start)
         if len(blob) != end - start or xxhash.xxh3_64_intdigest(blob) != int(self.checks[i]):
             raise CorruptSample(self.name, i, start)
         return blob

@@ -72,8 +72,8 @@ def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.T
 
 def read_batch(
     ds: StreamingDataset, proc: _Process, ids: np.ndarray
-) -> tuple[torch.Tensor | list[torch.Tensor], int, int]:
-    """(the batch, its bytes, samples skipped as corrupt) for the global sample ``ids``."""
+) -> torch.Tensor | list[torch.Tensor]:
+    """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
     places = [ds.index.locate(int(g)) for g in ids]
     shards = list(dict.fromkeys(shard for shard, _ in places))
@@ -81,7 +81,7 @@ def read_batch(
     readers: dict[int, ShardReader] = {}
     for shard in shards:
         proc.advance(shard)
-        readers[shard] = proc.reader(shard)
+        readers[shard] = proc.reader_now(shard)
     samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
     sizes = {size for *_, size in samples}
     itemsize = torch.empty(0, dtype=ds.dtype).element_size()
@@ -106,7 +106,8 @@ def read_batch(
         keep = [j for j in range(len(samples)) if j not in bad]
         batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
     nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
-    return batch, nbytes, len(bad)
+    ds._count(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
+    return batch
 
 
 def _read_and_check(
