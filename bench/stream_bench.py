@@ -744,8 +744,9 @@ def blob_section(sh: dict, targets: Targets) -> str:
     return out + (
         f"\n{note}. Of stoker's {total:.2f} s to the first batch, its own meter (from the "
         f"loader's first request) counts {own:.2f} s: the rest is building the dataset (reading "
-        "index.json). Until a shard is whole in the node cache, stoker reads its samples by "
-        "ranged GETs, so the first batch does not wait for the 8 shards it draws from. CPU s: "
+        "index.json). stoker reads the first batch by ranged GETs, so it does not wait for the "
+        "whole shards it draws from; Azurite spends about as much CPU per GET as the 400 "
+        "samples take to send, which a real Blob account spreads over many servers. CPU s: "
         "the loader's process and the workers it waited for (the emulator's CPU is not "
         "counted).\n"
     )

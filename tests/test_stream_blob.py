@@ -122,7 +122,7 @@ def test_emulator_restart_mid_epoch_keeps_the_cache_sound(
     assert sorted(_ids(again)) == list(range(N))  # every cached shard still verifies
 
 
-def test_first_batches_come_by_range_while_their_shards_download(
+def test_the_first_batch_comes_by_range_while_its_shards_download(
     blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{blob_env}/ranged"

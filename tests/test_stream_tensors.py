@@ -3,6 +3,8 @@ the read-ahead thread of ``num_workers=0``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -135,3 +137,18 @@ def test_dtype_errors_name_what_to_change(tmp_path: Path) -> None:
         StreamError, match=r"sample 0: 5 bytes is not a whole number of torch.int32"
     ):
         list(StreamingLoader(ds, 1))
+
+
+def test_a_program_that_leaves_the_loop_early_exits_cleanly(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    code = (
+        "import sys, torch\n"
+        "from stoker.stream import StreamingDataset, StreamingLoader\n"
+        "it = iter(StreamingLoader(StreamingDataset(sys.argv[1], dtype=torch.int32), 4))\n"
+        "next(it)\n"  # left mid-epoch, the read-ahead thread still running
+    )
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]

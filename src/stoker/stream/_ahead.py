@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 _END = object()
+_RUNNING: weakref.WeakKeyDictionary[threading.Thread, threading.Event] = weakref.WeakKeyDictionary()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """A loop left mid-epoch must not leave a thread inside torch while the interpreter exits
+    (torch's thread pool aborts the process: "terminate called without an active exception")."""
+    for thread, stop in list(_RUNNING.items()):
+        stop.set()
+        thread.join(timeout=10)
 
 
 def ahead(items: Iterable[Any], depth: int) -> Iterator[Any]:
@@ -36,6 +48,7 @@ def ahead(items: Iterable[Any], depth: int) -> Iterator[Any]:
         put((_END, None))
 
     thread = threading.Thread(target=produce, name="stoker-read-ahead", daemon=True)
+    _RUNNING[thread] = stop
     thread.start()
     try:
         while True:

@@ -259,7 +259,7 @@ class _Process:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
     def reader_now(self, shard: int) -> ShardReader:
-        """The shard's reader; by range from the store while its download is not done yet."""
+        """The shard's reader; for the first batch, by range while the shard is not in the cache."""
         if self.cache is None or shard in self.open:
             return self.reader(shard)
         future = self.fetching.get(shard)
@@ -268,9 +268,11 @@ class _Process:
             return self.reader(shard)
         if future is None and self.downloading:
             self.fetching[shard] = self.pool.submit(self._fetch, shard)
+        if self.downloading:  # ranged reads would slow the downloads they compete with
+            return self.reader(shard)
         if shard not in self.remote:
             try:
-                self.remote[shard] = RemoteShard(info.name, info.bytes, self.store, self.io)
+                self.remote[shard] = RemoteShard(info, self.store, self.io)
             except StokerError:  # the whole download retries and names the shard
                 return self.reader(shard)
         return self.remote[shard]

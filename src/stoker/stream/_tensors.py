@@ -113,13 +113,19 @@ def read_batch(
 def _read_and_check(
     pool: ThreadPoolExecutor, samples: list[tuple[ShardReader, int, int, int]], views: list
 ) -> dict[int, CorruptSample]:
-    """Fill every view from its sample's span, then check each; {position: error} of the bad."""
+    """Fill every view from its sample's span and check it; {position: error} of the bad. The
+    thread that lands a sample's last piece checks it while the others go on reading, so the
+    disk is not left idle while big samples are hashed."""
     pieces = [
         (j, start, views[j][start - offset : start - offset + PIECE])
         for j, (_, _, offset, size) in enumerate(samples)
         for start in range(offset, offset + max(size, 1), PIECE)
     ]
+    left = [0] * len(samples)
+    for j, _, _ in pieces:
+        left[j] += 1
     bad: dict[int, CorruptSample] = {}
+    lock = threading.Lock()
 
     def read(part: list[tuple[int, int, memoryview]]) -> None:
         for j, start, view in part:
@@ -128,19 +134,16 @@ def _read_and_check(
                 reader.read_into(i, start, view)
             except CorruptSample as exc:
                 bad[j] = exc
-
-    def check(part: list[int]) -> None:
-        for j in part:
-            reader, i = samples[j][:2]
-            try:
-                if j not in bad:
+            with lock:
+                left[j] -= 1
+                last = left[j] == 0
+            if last and j not in bad:
+                try:
                     reader.check(i, views[j])
-            except CorruptSample as exc:
-                bad[j] = exc
+                except CorruptSample as exc:
+                    bad[j] = exc
 
-    threads = pool._max_workers
-    list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
-    list(pool.map(check, _split(list(range(len(samples))), threads, lambda j: samples[j][3])))
+    list(pool.map(read, _split(pieces, pool._max_workers, lambda p: len(p[2]))))
     return bad
 
 
