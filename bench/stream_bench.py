@@ -61,7 +61,7 @@ Figures (medians of the runs; 3 runs, 1 with ``--quick``; the loaders' order rot
     .venv/bin/python bench/stream_bench.py [--quick] [--shapes resnet50,unet3d]
                                            [--parts local,accel,blob] [--write BENCHMARKS.md]
 
-A full run takes about 35 minutes (plus the peers' environment, once); run it on an otherwise
+A full run takes about 50 minutes (plus the peers' environment, once); run it on an otherwise
 idle machine (the section says how much CPU other processes took meanwhile). Results go to
 ``.bench/results/<mode>/stream.json``.
 """
@@ -769,11 +769,12 @@ def accel_section(sh: dict, targets: Targets) -> str:
         out += f"| {NAMES[lo]} | {au:.1%} | {gaps[lo]:.0f} ms | {s['n']} | {cell} |\n"
     out += (
         f"\nEven with every batch ready, each step spends {min(gaps.values()):.0f}-"
-        f"{max(gaps.values()):.0f} ms outside the emulated compute: taking the batch over from "
-        "a worker and, above all, releasing the previous one (46 MB of shared memory, ~15 ms "
-        "here, for every loader alike). At N accelerators the step is "
-        f"{a['compute_s'] * 1e3:.0f} / N ms, so that fixed cost, not the loaders' rates, "
-        "decides N on this machine.\n"
+        f"{max(gaps.values()):.0f} ms outside the emulated compute. For the peers that is taking "
+        "the batch over from a worker and, above all, releasing the previous one (46 MB of "
+        "shared memory, ~15 ms here); stoker reads on threads of the training process into "
+        "batch buffers it reuses, so it maps and releases nothing per step. At N accelerators "
+        f"the step is {a['compute_s'] * 1e3:.0f} / N ms, so that fixed cost, as much as the "
+        "loaders' rates, decides N on this machine.\n"
     )
     label = sh["label"].split(":")[0]
     au = med(a["au"]["stoker"], "au")
