@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ..catalog import VmSize
-from ._checks import Check, Status, _gbps, _join, _Node, _worst
+from ._checks import Check, Status, _failed, _gbps, _Node
 from ._node import (
     IbPort,
 )
@@ -192,12 +192,6 @@ def _nccl_env(n: _Node) -> Check:
         why = "NCCL_IB_PCI_RELAXED_ORDERING not set (the Azure HPC image sets it to 1)"
         problems.append(("warn", why, "export NCCL_IB_PCI_RELAXED_ORDERING=1"))
     if problems:
-        return Check(
-            "nccl environment",
-            expected,
-            "; ".join(p[1] for p in problems),
-            _worst(p[0] for p in problems),
-            _join(p[2] for p in problems),
-        )
+        return _failed("nccl environment", expected, problems)
     shown = [_setting(n, var) for var, *_ in _NCCL_RULES if var in n.nccl]
     return Check("nccl environment", expected, ", ".join(shown) or "NCCL defaults", "ok")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..catalog import VmSize
 from ..units import format_bytes
-from ._checks import Check, Status, _amd, _join, _Node, _worst
+from ._checks import Check, Status, _amd, _failed, _Node
 from ._node import (
     Gpu,
 )
@@ -108,13 +108,7 @@ def _gpu_health(gpus: Sequence[Gpu]) -> Check:
     if not gpus:
         return Check("gpu health", expected, "no GPUs", "skip")
     if problems:
-        return Check(
-            "gpu health",
-            expected,
-            "; ".join(p[1] for p in problems),
-            _worst(p[0] for p in problems),
-            _join(p[2] for p in problems),
-        )
+        return _failed("gpu health", expected, problems)
     temps = [g.temperature_c for g in gpus if g.temperature_c is not None]
     hottest = f", hottest {max(temps)} C" if temps else ""
     return Check("gpu health", expected, f"{len(gpus)} GPUs healthy{hottest}", "ok")

@@ -90,3 +90,14 @@ def _worst(statuses: Iterable[Status]) -> Status:
 
 def _join(fixes: Iterable[str]) -> str:
     return "; ".join(dict.fromkeys(f for f in fixes if f))
+
+
+def _failed(name: str, expected: str, problems: list[tuple[Status, str, str]]) -> Check:
+    """One check from its (status, what was found, fix) problems: the worst status wins."""
+    return Check(
+        name,
+        expected,
+        "; ".join(p[1] for p in problems),
+        _worst(p[0] for p in problems),
+        _join(p[2] for p in problems),
+    )
