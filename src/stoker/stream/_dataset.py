@@ -259,16 +259,12 @@ class _Process:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
     def reader_now(self, shard: int) -> ShardReader:
-        """The shard's reader; for the first batch, by range while the shard is not in the cache."""
-        if self.cache is None or shard in self.open:
+        """The shard's reader. Before downloads start (the first batch), a shard not yet in
+        the cache is read by range instead of waited for."""
+        if self.cache is None or self.downloading or shard in self.open:
             return self.reader(shard)
-        future = self.fetching.get(shard)
         info = self.ds.index.shards[shard]
-        if (future is not None and future.done()) or self.cache.has(info.name, info.bytes):
-            return self.reader(shard)
-        if future is None and self.downloading:
-            self.fetching[shard] = self.pool.submit(self._fetch, shard)
-        if self.downloading:  # ranged reads would slow the downloads they compete with
+        if self.cache.has(info.name, info.bytes):
             return self.reader(shard)
         if shard not in self.remote:
             try:

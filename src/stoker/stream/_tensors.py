@@ -34,7 +34,8 @@ class BufferPool:
     """The training process's batch buffers, each reused once every tensor on it is gone."""
 
     def __init__(self, keep: int = 4) -> None:
-        self.keep, self.free, self.lock = keep, list[np.ndarray](), threading.Lock()
+        self.keep, self.lock = keep, threading.Lock()
+        self.free: list[np.ndarray] = []
 
     def tensor(self, nbytes: int) -> torch.Tensor:
         with self.lock:
@@ -59,14 +60,18 @@ def shared_tensor(nbytes: int) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
-def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.Tensor:
-    """One sample's bytes as a 1-D tensor of ``dtype`` (a copy: bytes are read-only)."""
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    if len(data) % itemsize:
+def check_items(nbytes: int, dtype: torch.dtype, where: str) -> None:
+    """Raise unless ``nbytes`` is a whole number of ``dtype`` items."""
+    if nbytes % dtype.itemsize:
         raise StreamError(
-            f"{where}: {len(data)} bytes is not a whole number of {dtype} items ({itemsize} "
+            f"{where}: {nbytes} bytes is not a whole number of {dtype} items ({dtype.itemsize} "
             "bytes each): pick a dtype the samples were written in, or leave dtype unset"
         )
+
+
+def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.Tensor:
+    """One sample's bytes as a 1-D tensor of ``dtype`` (a copy: bytes are read-only)."""
+    check_items(len(data), dtype, where)
     return torch.frombuffer(bytearray(data), dtype=dtype)
 
 
@@ -84,10 +89,8 @@ def read_batch(
         readers[shard] = proc.reader_now(shard)
     samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
     sizes = {size for *_, size in samples}
-    itemsize = torch.empty(0, dtype=ds.dtype).element_size()
     for reader, i, _, size in samples:
-        if size % itemsize:
-            as_dtype(b"\0" * size, ds.dtype, f"shard {reader.name}: sample {i}")  # raises
+        check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
     alloc = proc.alloc
     if len(sizes) == 1:
         size = sizes.pop()
@@ -99,7 +102,7 @@ def read_batch(
         tensors = [alloc(size) for *_, size in samples]
         views = [memoryview(t.numpy()) for t in tensors]
         batch = [t.view(ds.dtype) for t in tensors]
-    bad = _read_and_check(proc.read_pool(), samples, views)
+    bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views)
     if bad and ds.on_corrupt == "raise":
         raise bad[min(bad)]
     if bad:
@@ -111,7 +114,10 @@ def read_batch(
 
 
 def _read_and_check(
-    pool: ThreadPoolExecutor, samples: list[tuple[ShardReader, int, int, int]], views: list
+    pool: ThreadPoolExecutor,
+    threads: int,
+    samples: list[tuple[ShardReader, int, int, int]],
+    views: list,
 ) -> dict[int, CorruptSample]:
     """Fill every view from its sample's span and check it; {position: error} of the bad. The
     thread that lands a sample's last piece checks it while the others go on reading, so the
@@ -143,7 +149,7 @@ def _read_and_check(
                 except CorruptSample as exc:
                     bad[j] = exc
 
-    list(pool.map(read, _split(pieces, pool._max_workers, lambda p: len(p[2]))))
+    list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
     return bad
 
 
