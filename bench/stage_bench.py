@@ -183,20 +183,20 @@ def fresh_dir(name: str) -> Path:
     return path
 
 
-# The stoker runs: stage() in its own process, as a user's script would call it. read_range is
+# The stoker runs: stage() in its own process, as a user's script would call it. read_chunks is
 # wrapped to count the bytes actually fetched from the source (the resume test needs them). A
 # third argument "no-md5" turns verification off (hash_files=False), to show what it costs.
 STOKER = r"""
 import json, sys
 from stoker.store import _azure
 fetched = 0
-_read = _azure.BlobStore.read_range
+_read = _azure.BlobStore.read_chunks
 async def counted(self, key, start, end, etag=None):
     global fetched
-    data = await _read(self, key, start, end, etag)
-    fetched += len(data)
-    return data
-_azure.BlobStore.read_range = counted
+    async for chunk in _read(self, key, start, end, etag):
+        fetched += len(chunk)
+        yield chunk
+_azure.BlobStore.read_chunks = counted
 from stoker.stage import stage
 hash_files = False if sys.argv[3:] == ["no-md5"] else None
 s = stage(sys.argv[1], sys.argv[2], allow_http=True, hash_files=hash_files)
@@ -861,7 +861,7 @@ def resume_text(shapes: list[dict], misses: list[str]) -> str:
         f"Import of {sh['label']}, `kill -9` once {r['killed_at_bytes'] / 1e6:,.0f} MB were on "
         f"disk ({r['killed_at_bytes'] / sh['bytes']:.0%}; counted as allocated blocks, since "
         f"partial files are sparse); {r['on_disk_after_kill'] / 1e6:,.0f} MB once it had died. "
-        f"The re-run fetched {r['second_fetched'] / 1e6:,.0f} MB (counted at `read_range`), of "
+        f"The re-run fetched {r['second_fetched'] / 1e6:,.0f} MB (counted at `read_chunks`), of "
         f"which {r['resent_bytes'] / 1e6:,.0f} MB had been on disk already: **re-sent "
         f"{r['resent_fraction']:.1%} of the dataset** (target < {TARGET_RESEND:.0%}: "
         f"{_yes(ok)}). After the re-run: {checked}. {_bytes_copied_note(r)}\n"

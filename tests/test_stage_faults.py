@@ -46,25 +46,27 @@ class Read:
 def patch_reads(
     monkeypatch: pytest.MonkeyPatch, hook: Callable[[str, int, int], Any]
 ) -> list[Read]:
-    """Route BlobStore.read_range through ``await hook(key, start, end)`` (which may raise,
-    sleep or return a function that replaces the bytes); returns the log of ranges fetched."""
-    real = BlobStore.read_range
+    """Route BlobStore.read_chunks through ``await hook(key, start, end)`` (which may raise,
+    sleep or return a function that replaces the range's first piece); returns the log of
+    ranges fetched."""
+    real = BlobStore.read_chunks
     fetched: list[Read] = []
 
-    async def read_range(
+    async def read_chunks(
         self: BlobStore, key: str, start: int, end: int, etag: str | None = None
     ) -> Any:
         mangle = await hook(key, start, end)
         began = time.monotonic()
         try:
-            data = await real(self, key, start, end, etag)
+            async for chunk in real(self, key, start, end, etag):
+                yield mangle(chunk) if callable(mangle) else chunk
+                mangle = None
         except BaseException as exc:
             fetched.append(Read(key, start, end, began, time.monotonic(), repr(exc)))
             raise
         fetched.append(Read(key, start, end, began, time.monotonic()))
-        return mangle(data) if callable(mangle) else data
 
-    monkeypatch.setattr(BlobStore, "read_range", read_range)
+    monkeypatch.setattr(BlobStore, "read_chunks", read_chunks)
     return fetched
 
 

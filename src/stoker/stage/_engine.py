@@ -16,17 +16,20 @@ import asyncio
 import hashlib
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
 
-from ..errors import ChecksumError, StageError, StokerError
+from ..errors import ChecksumError, StageError, StokerError, StoreError
 from ..store import PosixStore, Store
-from ..store._posix import disk_error
+from ..store._posix import disk_error, start_writeback
 from ._manifest import Manifest
 from ._progress import Reporter
+
+READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
 
 @dataclass
@@ -124,7 +127,12 @@ class Engine:
             self.reporter.advance(
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
-            hasher = _InOrderHasher(_hasher(md5)) if (self.hash_files and not done) else None
+            hasher = (
+                _FileHasher(_hasher(md5), fd, size, self.block_size) if self.hash_files else None
+            )
+            if hasher:
+                for i in sorted(done):
+                    hasher.block_done(i)
 
             failed = False
 
@@ -132,33 +140,38 @@ class Engine:
                 nonlocal failed
                 start, end = self._span(i, size)
                 try:
-                    if hasher:
-                        await hasher.room_for(i)
                     async with self.requests:
                         if failed:  # a sibling failed: the file will be fetched again
                             return
-                        data = (
-                            await self.src.read_range(key, start, end, etag) if end > start else b""
+                        chunks = (
+                            self.src.read_chunks(key, start, end, etag)
+                            if end > start
+                            else _no_chunks()
                         )
-                    if failed:
-                        return
-                    await asyncio.to_thread(os.pwrite, fd, data, start)
+                        # Each piece is written (and hashed, if the hash has reached it) on the
+                        # loop thread as it arrives, while it is still in the CPU cache.
+                        async for chunk in chunks:
+                            if failed:
+                                return
+                            os.pwrite(fd, chunk, start)
+                            if hasher:
+                                hasher.chunk(start, chunk)
+                            start += len(chunk)
                 except OSError as exc:
                     failed = True
-                    if hasher:
-                        await hasher.abort()
                     raise disk_error(exc, dst.partial(key)) from exc
                 except BaseException:
                     failed = True
-                    if hasher:
-                        await hasher.abort()
                     raise
+                nbytes = end - self._span(i, size)[0]
+                if blocks > 1:  # (a single block is fsynced at once anyway)
+                    await asyncio.to_thread(start_writeback, fd, end - nbytes, nbytes)
                 if resumable:
                     self.manifest.block_done(key, etag, i)
                 if hasher:
-                    await hasher.add(i, data)
-                self.counters.bytes += end - start
-                self.reporter.advance(end - start)
+                    hasher.block_done(i)
+                self.counters.bytes += nbytes
+                self.reporter.advance(nbytes)
 
             # Every block finishes (or gives up) before the fd is closed: a late write must never
             # land in whichever file reuses the descriptor number.
@@ -168,20 +181,15 @@ class Engine:
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
-            if hasher:
-                digest = hasher.hexdigest()
-            elif self.hash_files:  # resumed: some blocks came from an earlier run
-                digest = await asyncio.to_thread(_file_digest, fd, md5)
-            else:
-                digest = None
+            digest = hasher.hexdigest() if hasher else None
             if md5 and digest and digest != md5:
                 self.manifest.mark_pending(key)
                 os.close(fd)
                 fd = -1
                 dst.partial(key).unlink(missing_ok=True)
                 raise ChecksumError(
-                    f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
-                    f"source's Content-MD5 {md5}; re-run to fetch it again"
+                    f"{self.src}/{key}: {_kind(md5)} {digest} of the copy does not match the "
+                    f"source's {md5}; re-run to fetch it again"
                 )
             await asyncio.to_thread(dst.publish, key, fd)
             fd = -1
@@ -205,13 +213,19 @@ class Engine:
     async def _upload(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         if isinstance(self.src, PosixStore):
             path = self.src.path(key)
-            # One Put Blob gets its Content-MD5 from the service; a block upload carries ours.
-            want_md5 = size > self.block_size
-            digest = (
-                await asyncio.to_thread(_path_digest, path, want_md5) if self.hash_files else None
-            )
-            async with self.requests:
-                await self.dst.write_file(key, path, size, digest if want_md5 else None)
+            if size <= self.block_size:
+                # Read once, hash what was read, send it in one request (the service records
+                # its Content-MD5).
+                data = await asyncio.to_thread(path.read_bytes)
+                digest = _named(xxhash.xxh3_128(data)) if self.hash_files else None
+                async with self.requests:
+                    await self.dst.write_bytes(key, data)
+            else:  # a block upload carries stoker's MD5 in metadata
+                digest = (
+                    await asyncio.to_thread(_path_digest, path, True) if self.hash_files else None
+                )
+                async with self.requests:
+                    await self.dst.write_file(key, path, size, digest)
             self.counters.bytes += size
             self.reporter.advance(size)
             return digest
@@ -239,37 +253,41 @@ class Engine:
         return i * self.block_size, min(size, (i + 1) * self.block_size)
 
 
-class _InOrderHasher:
-    """Feed blocks that finish out of order to a hash in order. A block may be fetched only
-    ``window`` blocks ahead of the hash, so memory stays bounded when hashing is the slower."""
+class _FileHasher:
+    """Hash a file in order while its blocks land out of order. A piece that lands exactly where
+    the hash stands is hashed at once, still in the CPU cache; a block that finished ahead of
+    the hash is read back from the file (the page cache) when the hash reaches it. Nothing is
+    held in memory, and blocks kept from an earlier run are hashed the same way. Everything runs
+    on the event loop's thread, so the position needs no lock."""
 
-    def __init__(self, hasher: hashlib._Hash, window: int = 16) -> None:
-        self.hasher, self.next, self.waiting, self.window = hasher, 0, {}, window
-        self.lock = asyncio.Lock()
-        self.moved = asyncio.Condition()
-        self.aborted = False
+    def __init__(self, hasher: hashlib._Hash, fd: int, size: int, block_size: int) -> None:
+        self.hasher, self.fd, self.size, self.block_size = hasher, fd, size, block_size
+        self.pos = 0
+        self.finished: set[int] = set()
 
-    async def room_for(self, idx: int) -> None:
-        async with self.moved:
-            await self.moved.wait_for(lambda: self.aborted or idx < self.next + self.window)
+    def chunk(self, offset: int, data: bytes | memoryview) -> None:
+        if offset == self.pos:
+            self.hasher.update(data)
+            self.pos += len(data)
 
-    async def abort(self) -> None:
-        """A block failed: the hash will never complete, so release every waiting block."""
-        self.aborted = True
-        async with self.moved:
-            self.moved.notify_all()
-
-    async def add(self, idx: int, data: bytes | memoryview) -> None:
-        self.waiting[idx] = data
-        async with self.lock:
-            while self.next in self.waiting:
-                await asyncio.to_thread(self.hasher.update, self.waiting.pop(self.next))
-                self.next += 1
-                async with self.moved:
-                    self.moved.notify_all()
+    def block_done(self, idx: int) -> None:
+        self.finished.add(idx)
+        while self.pos < self.size and self.pos // self.block_size in self.finished:
+            end = min(self.size, (self.pos // self.block_size + 1) * self.block_size)
+            while self.pos < end:
+                piece = os.pread(self.fd, min(READ_BACK, end - self.pos), self.pos)
+                if not piece:
+                    raise StoreError(f"the partial file ended at byte {self.pos} of {self.size}")
+                self.hasher.update(piece)
+                self.pos += len(piece)
 
     def hexdigest(self) -> str:
         return _named(self.hasher)
+
+
+async def _no_chunks() -> AsyncIterator[bytes]:
+    return
+    yield b""  # an empty object has nothing to fetch
 
 
 class _Quiet(Reporter):
@@ -283,22 +301,18 @@ class _Quiet(Reporter):
 
 
 def _hasher(md5: str | None):  # noqa: ANN202 - hashlib and xxhash share no base class
-    """MD5 when there is a source MD5 to check against, else the much cheaper XXH3-128."""
-    return hashlib.md5() if md5 else xxhash.xxh3_128()
+    """The source's kind of hash when it has one to check against (MD5 or XXH3-128), else the
+    much cheaper XXH3-128."""
+    return hashlib.md5() if md5 and _kind(md5) == "MD5" else xxhash.xxh3_128()
+
+
+def _kind(expected: str) -> str:
+    return "XXH3-128" if expected.startswith("xxh128:") else "MD5"
 
 
 def _named(hasher) -> str:  # noqa: ANN001
     """MD5 as plain hex (as Azure shows it); any other hash prefixed with its name."""
     return hasher.hexdigest() if hasher.name == "md5" else f"xxh128:{hasher.hexdigest()}"
-
-
-def _file_digest(fd: int, md5: str | None) -> str:
-    hasher = _hasher(md5)
-    offset = 0
-    while chunk := os.pread(fd, 8 << 20, offset):
-        hasher.update(chunk)
-        offset += len(chunk)
-    return _named(hasher)
 
 
 def _path_digest(path: Path, md5: bool) -> str:

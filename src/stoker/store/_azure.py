@@ -14,6 +14,7 @@ from ._credentials import AzureAuth, redact
 from ._url import Location
 
 MD5_METADATA = "stoker_md5"  # metadata names must be C# identifiers: no dashes
+STREAM_CHUNK = 1 << 20
 
 RETRY = {
     # The time limit is the real bound: an emulator restart or a throttled account recovers
@@ -154,28 +155,54 @@ class BlobStore(Store):
         except Exception as exc:
             raise translate(exc, f"reading {self}/{key}") from exc
 
+    async def read_chunks(
+        self, key: str, start: int, end: int, etag: str | None = None
+    ) -> AsyncIterator[bytes | memoryview]:
+        """The range as it arrives, in pieces of about STREAM_CHUNK. A caller that writes each
+        piece at once copies it while it is still in the CPU cache: copying whole 8 MiB blocks
+        into the page cache cost about 2.5x the CPU of a whole import (measured on 2 cores)."""
+        import obstore
+        from obstore.exceptions import PreconditionError
+
+        options: dict[str, Any] = {"range": (start, end)}
+        if etag:
+            options["if_match"] = f'"{etag}"'
+        try:
+            result = await obstore.get_async(self._store, key, options=options)  # type: ignore[arg-type]
+            async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                yield chunk
+        except PreconditionError as exc:
+            raise SourceChangedError(f"{self}/{key} changed while it was being copied") from exc
+        except Exception as exc:
+            raise translate(exc, f"reading {self}/{key}") from exc
+
     async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
         import obstore
 
+        if size <= self.block_size:
+            await self.write_bytes(key, source.read_bytes())
+            return
         attributes = {MD5_METADATA: md5} if md5 else None
         try:
-            if size <= self.block_size:  # one Put Blob: the service records Content-MD5
-                await obstore.put_async(
-                    self._store,
-                    key,
-                    source.read_bytes(),
-                    attributes=attributes,
-                    use_multipart=False,
-                )
-            else:
-                await obstore.put_async(
-                    self._store,
-                    key,
-                    source,
-                    attributes=attributes,
-                    chunk_size=self.block_size,
-                    max_concurrency=self.concurrency,
-                )
+            await obstore.put_async(
+                self._store,
+                key,
+                source,
+                attributes=attributes,
+                chunk_size=self.block_size,
+                max_concurrency=self.concurrency,
+            )
+        except Exception as exc:
+            raise translate(exc, f"writing {self}/{key}") from exc
+
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        if len(data) > self.block_size:  # a block upload: it carries stoker's MD5 (see base)
+            await super().write_bytes(key, data)
+            return
+        import obstore
+
+        try:  # one Put Blob: the service records its Content-MD5
+            await obstore.put_async(self._store, key, data, use_multipart=False)
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 

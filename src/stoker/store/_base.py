@@ -42,6 +42,13 @@ class Store(abc.ABC):
         """Bytes ``[start, end)`` of the object; with ``etag``, only of that version
         (SourceChangedError otherwise)."""
 
+    async def read_chunks(
+        self, key: str, start: int, end: int, etag: str | None = None
+    ) -> AsyncIterator[bytes | memoryview]:
+        """Bytes ``[start, end)`` in pieces, as they arrive; a store that can stream
+        overrides this (the default reads the range whole)."""
+        yield await self.read_range(key, start, end, etag)
+
     @abc.abstractmethod
     async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
         """Upload a local file as the object ``key`` (atomic: readers see old or new)."""

@@ -67,6 +67,14 @@ class ObjectStore(Store):
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 
+    async def write_bytes(self, key: str, data: bytes) -> None:
+        import obstore
+
+        try:
+            await obstore.put_async(self._store, key, data)
+        except Exception as exc:
+            raise translate(exc, f"writing {self}/{key}") from exc
+
     async def delete(self, key: str) -> None:
         import obstore
 

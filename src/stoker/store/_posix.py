@@ -7,9 +7,10 @@ same directory, is fsynced, then renamed over the final name, and the directory 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from ..errors import StageError, StokerError, StoreError
@@ -23,6 +24,29 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.sync_file_range
+    except (OSError, AttributeError):  # not Linux
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return call
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Ask the kernel to start writing ``[offset, offset + nbytes)`` to disk now, without
+    waiting. The final fsync then finds little left to write: the disk works while the network
+    does, instead of after it (on 2 GiB here the fsync took ~40 % of the copy). A no-op where
+    the call does not exist."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
 def disk_error(exc: OSError, path: Path) -> StokerError:
