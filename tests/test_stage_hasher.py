@@ -3,6 +3,7 @@ must still be that of the whole file, in order."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import random
@@ -17,25 +18,35 @@ BLOCK, PIECE = 4096, 1000
 
 
 def _land(path: Path, data: bytes, order: list[int], kept: set[int], kind: str) -> str:
-    """Write ``data``'s blocks in ``order`` piece by piece through a _FileHasher, as the engine
-    does; blocks in ``kept`` were written by an earlier run."""
+    """Write ``data``'s blocks piece by piece through a _FileHasher, as the engine does: the
+    blocks in ``order`` all in flight at once (each piece yields to the others, so they
+    interleave); blocks in ``kept`` were written by an earlier run."""
+
+    async def go(fd: int) -> str:
+        hasher = _FileHasher(
+            hashlib.md5() if kind == "md5" else xxhash.xxh3_128(), fd, len(data), BLOCK
+        )
+        for i in sorted(kept):
+            await hasher.block_done(i)
+
+        async def fetch(i: int, delay: float) -> None:
+            await asyncio.sleep(delay)
+            for start in range(i * BLOCK, min(len(data), (i + 1) * BLOCK), PIECE):
+                piece = data[start : min(start + PIECE, (i + 1) * BLOCK, len(data))]
+                os.pwrite(fd, piece, start)
+                hasher.chunk(start, piece)
+                await asyncio.sleep(0)
+            await hasher.block_done(i)
+
+        await asyncio.gather(*(fetch(i, n * 0.001) for n, i in enumerate(order)))
+        return hasher.hexdigest()
+
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
     try:
         os.ftruncate(fd, len(data))
         for i in kept:
             os.pwrite(fd, data[i * BLOCK : (i + 1) * BLOCK], i * BLOCK)
-        hasher = _FileHasher(
-            hashlib.md5() if kind == "md5" else xxhash.xxh3_128(), fd, len(data), BLOCK
-        )
-        for i in sorted(kept):
-            hasher.block_done(i)
-        for i in order:
-            for start in range(i * BLOCK, min(len(data), (i + 1) * BLOCK), PIECE):
-                piece = data[start : min(start + PIECE, (i + 1) * BLOCK, len(data))]
-                os.pwrite(fd, piece, start)
-                hasher.chunk(start, piece)
-            hasher.block_done(i)
-        return hasher.hexdigest()
+        return asyncio.run(go(fd))
     finally:
         os.close(fd)
 

@@ -292,11 +292,13 @@ def test_blob_write_file_records_md5(blob_env: str, azurite: Azurite, tmp_path: 
     large.write_bytes(os.urandom(200 * 1024 + 7))
     md5 = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in (small, large)}
 
+    sent: dict[str, str | None] = {}
+
     async def go() -> list[list]:
         store = open_store(f"{blob_env}/pre", block_size=64 * 1024, concurrency=4)
         try:
             for path in (small, large):
-                await store.write_file(path.name, path, path.stat().st_size, md5[path.name])
+                sent[path.name] = await store.write_file(path.name, path, path.stat().st_size)
             return await _listing(store)
         finally:
             await store.close()
@@ -312,10 +314,33 @@ def test_blob_write_file_records_md5(blob_env: str, azurite: Azurite, tmp_path: 
     props = container.get_blob_client("pre/small.bin").get_blob_properties()
     assert bytes(props.content_settings.content_md5).hex() == md5["small.bin"]  # Content-MD5
     props = container.get_blob_client("pre/large.bin").get_blob_properties()
-    assert not props.content_settings.content_md5  # block upload: the service has no MD5 ...
-    assert props.metadata[azure_module.MD5_METADATA] == md5["large.bin"]  # ... stoker's is used
+    # A block upload: stoker hashes it as it sends it and sets the Content-MD5 at the end.
+    assert bytes(props.content_settings.content_md5).hex() == md5["large.bin"]
+    assert sent == {"small.bin": None, "large.bin": md5["large.bin"]}
     data = container.get_blob_client("pre/large.bin").download_blob().readall()
     assert data == large.read_bytes()
+
+
+def test_blob_list_reads_the_md5_older_stoker_kept_in_metadata(
+    blob_env: str, azurite: Azurite
+) -> None:
+    data = os.urandom(3000)
+    blob = azurite.client(blob_env).get_blob_client("old/block.bin")
+    blob.stage_block("b0", data)
+    blob.commit_block_list(
+        ["b0"], metadata={azure_module.MD5_METADATA: hashlib.md5(data).hexdigest()}
+    )
+    assert not blob.get_blob_properties().content_settings.content_md5
+
+    async def go() -> list[list]:
+        store = open_store(f"{blob_env}/old")
+        try:
+            return await _listing(store)
+        finally:
+            await store.close()
+
+    (info,) = [o for batch in run(go()) for o in batch]
+    assert info.md5 == hashlib.md5(data).hexdigest()
 
 
 def test_blob_list_in_batches(

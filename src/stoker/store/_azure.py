@@ -3,6 +3,8 @@ because obstore's listing drops Content-MD5 and metadata that verification needs
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -13,7 +15,7 @@ from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth, redact
 from ._url import Location
 
-MD5_METADATA = "stoker_md5"  # metadata names must be C# identifiers: no dashes
+MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
 STREAM_CHUNK = 1 << 20
 
 RETRY = {
@@ -34,6 +36,29 @@ def _md5_hex(value: str | None) -> str | None:
     if value and len(value) == 32 and all(c in "0123456789abcdef" for c in value.lower()):
         return value.lower()
     return None
+
+
+async def _file_pieces(path: Path, size: int, hasher: Any) -> AsyncIterator[bytes]:
+    """The file in pieces of ``size``, each read (and hashed) in a thread: both release the GIL."""
+
+    def read(f: Any) -> bytes:
+        piece = f.read(size)
+        if hasher is not None:
+            hasher.update(piece)
+        return piece
+
+    with open(path, "rb", buffering=0) as f:
+        while piece := await asyncio.to_thread(read, f):
+            yield piece
+
+
+def _content_md5(md5: str) -> Any:
+    from azure.storage.blob import ContentSettings
+
+    # Setting the properties replaces all of them: keep the type Azure gives a blob by default.
+    return ContentSettings(
+        content_type="application/octet-stream", content_md5=bytearray.fromhex(md5)
+    )
 
 
 def translate(exc: Exception, what: str) -> StoreError:
@@ -176,27 +201,37 @@ class BlobStore(Store):
         except Exception as exc:
             raise translate(exc, f"reading {self}/{key}") from exc
 
-    async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
+    async def write_file(
+        self, key: str, source: Path, size: int, md5: str | None = None
+    ) -> str | None:
+        """One Put Blob up to ``block_size`` (the service records its Content-MD5); above it,
+        blocks, ``concurrency`` in flight, read and MD5-hashed in one pass as they go, and the
+        Content-MD5 set once the blob is committed (Put Block List cannot take it from obstore).
+        Returns the MD5 set on a block upload."""
         import obstore
 
         if size <= self.block_size:
-            await self.write_bytes(key, source.read_bytes())
-            return
-        attributes = {MD5_METADATA: md5} if md5 else None
+            await self.write_bytes(key, await asyncio.to_thread(source.read_bytes))
+            return None
+        hasher = None if md5 else hashlib.md5()
         try:
             await obstore.put_async(
                 self._store,
                 key,
-                source,
-                attributes=attributes,
+                _file_pieces(source, self.block_size, hasher),
+                use_multipart=True,
                 chunk_size=self.block_size,
                 max_concurrency=self.concurrency,
             )
+            md5 = md5 or hasher.hexdigest()  # type: ignore[union-attr]
+            blob = self._sdk().get_blob_client(self.loc.prefix + key)
+            await blob.set_http_headers(_content_md5(md5))
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
+        return md5
 
     async def write_bytes(self, key: str, data: bytes) -> None:
-        if len(data) > self.block_size:  # a block upload: it carries stoker's MD5 (see base)
+        if len(data) > self.block_size:  # a block upload (see write_file)
             await super().write_bytes(key, data)
             return
         import obstore

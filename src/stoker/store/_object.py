@@ -53,7 +53,7 @@ class ObjectStore(Store):
         except Exception as exc:
             raise translate(exc, f"reading {self}/{key}") from exc
 
-    async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
+    async def write_file(self, key: str, source: Path, size: int, md5: str | None = None) -> None:
         import obstore
 
         try:

@@ -146,20 +146,22 @@ class PosixStore(Store):
         except OSError as exc:
             raise disk_error(exc, partial) from exc
 
-    def publish(self, key: str, fd: int, *, sync: bool = True) -> None:
-        """fsync the partial file, rename it to its final name, fsync the directory."""
+    def publish(self, key: str, fd: int, *, sync: bool = True, sync_dir: bool = True) -> Path:
+        """fsync the partial file, rename it to its final name, fsync the directory (unless
+        the caller syncs it later, once for many files). Returns the final path."""
         final = self.path(key)
         try:
             if sync:
                 os.fsync(fd)
             os.close(fd)
-            os.replace(self.partial(key), final)
-            if sync:
+            os.replace(final.with_name(final.name + PARTIAL_SUFFIX), final)
+            if sync and sync_dir:
                 fsync_dir(final.parent)
+            return final
         except OSError as exc:
             raise disk_error(exc, final) from exc
 
-    async def write_file(self, key: str, source: Path, size: int, md5: str | None) -> None:
+    async def write_file(self, key: str, source: Path, size: int, md5: str | None = None) -> None:
         def copy() -> None:
             fd, _ = self.open_partial(key, 0)
             try:
