@@ -212,7 +212,8 @@ class Engine:
         src = self.src
         assert isinstance(src, PosixStore) and isinstance(self.dst, PosixStore)
         async with self.requests:
-            await self.dst.write_file(key, src.path(key), size, None)
+            await self.dst.write_file(key, src.path(key), size, sync_dir=False)
+        self.dirs_to_sync.add(self.dst.path(key).parent)
         self.counters.bytes += size
         self.reporter.advance(size)
         if self.hash_files:

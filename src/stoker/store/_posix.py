@@ -59,14 +59,19 @@ def disk_error(exc: OSError, path: Path) -> StokerError:
     return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
 
+COPY_PIECE = 16 << 20
+
+
 def copy_range(src: int, dst: int, size: int) -> None:
-    """Copy ``size`` bytes in the kernel (copy_file_range; reflinks where the FS has them)."""
+    """Copy ``size`` bytes in the kernel (copy_file_range; reflinks where the FS has them), in
+    pieces whose writeback starts as each is copied."""
     done = 0
     try:
         while done < size:
-            n = os.copy_file_range(src, dst, size - done, done, done)
+            n = os.copy_file_range(src, dst, min(COPY_PIECE, size - done), done, done)
             if n == 0:
                 break
+            start_writeback(dst, done, n)
             done += n
     except OSError as exc:
         if exc.errno not in (18, 38, 95):  # EXDEV, ENOSYS, EOPNOTSUPP: copy by hand instead
@@ -161,7 +166,12 @@ class PosixStore(Store):
         except OSError as exc:
             raise disk_error(exc, final) from exc
 
-    async def write_file(self, key: str, source: Path, size: int, md5: str | None = None) -> None:
+    async def write_file(
+        self, key: str, source: Path, size: int, md5: str | None = None, *, sync_dir: bool = True
+    ) -> None:
+        """Copy a local file in (see copy_range) and publish it; ``sync_dir=False`` leaves the
+        folder's fsync to a caller that does it once for many files."""
+
         def copy() -> None:
             fd, _ = self.open_partial(key, 0)
             try:
@@ -170,7 +180,7 @@ class PosixStore(Store):
             except OSError as exc:
                 os.close(fd)
                 raise disk_error(exc, self.path(key)) from exc
-            self.publish(key, fd)
+            self.publish(key, fd, sync_dir=sync_dir)
 
         await asyncio.to_thread(copy)
 
