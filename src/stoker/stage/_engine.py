@@ -173,12 +173,13 @@ class Engine:
                     failed = True
                     raise
                 nbytes = end - self._span(i, size)[0]
-                if blocks > 1:  # (a single block is fsynced at once anyway)
-                    await asyncio.to_thread(start_writeback, fd, end - nbytes, nbytes)
                 if resumable:
                     self.manifest.block_done(key, etag, i)
                 if hasher:
                     await hasher.block_done(i)
+                if blocks > 1:  # (a single block is fsynced at once anyway)
+                    # After the record: starting writeback can wait on a busy disk.
+                    await asyncio.to_thread(start_writeback, fd, end - nbytes, nbytes)
                 self.counters.bytes += nbytes
                 self.reporter.advance(nbytes)
 

@@ -185,19 +185,24 @@ class BlobStore(Store):
     ) -> AsyncIterator[bytes | memoryview]:
         """The range as it arrives, in pieces of about STREAM_CHUNK. A caller that writes each
         piece at once copies it while it is still in the CPU cache: copying whole 8 MiB blocks
-        into the page cache cost about 2.5x the CPU of a whole import (measured on 2 cores)."""
-        import obstore
-        from obstore.exceptions import PreconditionError
+        into the page cache made a whole import use about twice the CPU (measured on 2 cores).
 
-        options: dict[str, Any] = {"range": (start, end)}
-        if etag:
-            options["if_match"] = f'"{etag}"'
+        With ``etag``, the version is checked on the response's ETag rather than sent as
+        If-Match: the same guarantee (a response describes the version it serves), and Azurite
+        spends ~0.6 ms more per conditional GET, a third of a small object's whole cost."""
+        import obstore
+
         try:
-            result = await obstore.get_async(self._store, key, options=options)  # type: ignore[arg-type]
+            result = await obstore.get_async(self._store, key, options={"range": (start, end)})
+            if etag and str(result.meta["e_tag"] or "").strip('"') != etag:
+                raise SourceChangedError(f"{self}/{key} changed while it was being copied")
+            if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
+                yield memoryview(await result.bytes_async())
+                return
             async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
                 yield chunk
-        except PreconditionError as exc:
-            raise SourceChangedError(f"{self}/{key} changed while it was being copied") from exc
+        except StoreError:
+            raise
         except Exception as exc:
             raise translate(exc, f"reading {self}/{key}") from exc
 
