@@ -20,7 +20,6 @@ import asyncio
 import hashlib
 import os
 import tempfile
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,34 +151,30 @@ class Engine:
                     async with self.requests:
                         if failed:  # a sibling failed: the file will be fetched again
                             return
-                        chunks = (
-                            self.src.read_chunks(key, start, end, etag)
-                            if end > start
-                            else _no_chunks()
-                        )
                         # Each piece is written (and hashed, if the hash has reached it) on the
                         # loop thread as it arrives, while it is still in the CPU cache.
-                        async for chunk in chunks:
+                        pos = start
+                        async for chunk in self.src.read_chunks(key, start, end, etag):
                             if failed:
                                 return
-                            os.pwrite(fd, chunk, start)
+                            os.pwrite(fd, chunk, pos)
                             if hasher:
-                                hasher.chunk(start, chunk)
-                            start += len(chunk)
+                                hasher.chunk(pos, chunk)
+                            pos += len(chunk)
                 except OSError as exc:
                     failed = True
                     raise disk_error(exc, dst.partial(key)) from exc
                 except BaseException:
                     failed = True
                     raise
-                nbytes = end - self._span(i, size)[0]
+                nbytes = end - start
                 if resumable:
                     self.manifest.block_done(key, etag, i)
                 if hasher:
                     await hasher.block_done(i)
                 if blocks > 1:  # (a single block is fsynced at once anyway)
                     # After the record: starting writeback can wait on a busy disk.
-                    await asyncio.to_thread(start_writeback, fd, end - nbytes, nbytes)
+                    await asyncio.to_thread(start_writeback, fd, start, nbytes)
                 self.counters.bytes += nbytes
                 self.reporter.advance(nbytes)
 
@@ -312,11 +307,6 @@ class _FileHasher:
 
     def hexdigest(self) -> str:
         return _named(self.hasher)
-
-
-async def _no_chunks() -> AsyncIterator[bytes]:
-    return
-    yield b""  # an empty object has nothing to fetch
 
 
 class _Quiet(Reporter):

@@ -46,8 +46,9 @@ class Store(abc.ABC):
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> AsyncIterator[bytes | memoryview]:
         """Bytes ``[start, end)`` in pieces, as they arrive; a store that can stream
-        overrides this (the default reads the range whole)."""
-        yield await self.read_range(key, start, end, etag)
+        overrides this (the default reads the range whole). An empty range gives nothing."""
+        if start < end:
+            yield await self.read_range(key, start, end, etag)
 
     @abc.abstractmethod
     async def write_file(
