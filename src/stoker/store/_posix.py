@@ -49,6 +49,10 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> None:
         _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
+def _partial_of(final: Path) -> Path:
+    return final.with_name(final.name + PARTIAL_SUFFIX)
+
+
 def disk_error(exc: OSError, path: Path) -> StokerError:
     """A full disk stops the whole copy (StageError); other errors concern one file."""
     if exc.errno in (28, 122):  # ENOSPC, EDQUOT
@@ -94,8 +98,7 @@ class PosixStore(Store):
         return safe_path(self.root, key, self._safe_folders)
 
     def partial(self, key: str) -> Path:
-        final = self.path(key)
-        return final.with_name(final.name + PARTIAL_SUFFIX)
+        return _partial_of(self.path(key))
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
         if not self.root.exists():
@@ -159,7 +162,7 @@ class PosixStore(Store):
             if sync:
                 os.fsync(fd)
             os.close(fd)
-            os.replace(final.with_name(final.name + PARTIAL_SUFFIX), final)
+            os.replace(_partial_of(final), final)
             if sync and sync_dir:
                 fsync_dir(final.parent)
             return final
