@@ -286,6 +286,19 @@ async def _listing(store) -> list[list]:  # noqa: ANN001
     return [batch async for batch in store.list()]
 
 
+def _list_url(url: str) -> list[list]:
+    """The listing batches of a freshly opened store."""
+
+    async def go() -> list[list]:
+        store = open_store(url)
+        try:
+            return await _listing(store)
+        finally:
+            await store.close()
+
+    return run(go())
+
+
 def test_blob_write_file_records_md5(blob_env: str, azurite: Azurite, tmp_path: Path) -> None:
     small, large = tmp_path / "small.bin", tmp_path / "large.bin"
     small.write_bytes(os.urandom(1000))
@@ -332,14 +345,7 @@ def test_blob_list_reads_the_md5_older_stoker_kept_in_metadata(
     )
     assert not blob.get_blob_properties().content_settings.content_md5
 
-    async def go() -> list[list]:
-        store = open_store(f"{blob_env}/old")
-        try:
-            return await _listing(store)
-        finally:
-            await store.close()
-
-    (info,) = [o for batch in run(go()) for o in batch]
+    (info,) = [o for batch in _list_url(f"{blob_env}/old") for o in batch]
     assert info.md5 == hashlib.md5(data).hexdigest()
 
 
@@ -353,14 +359,7 @@ def test_blob_list_in_batches(
     container.upload_blob("other/k", b"not under the prefix")
     monkeypatch.setattr(azure_module, "LIST_BATCH", 3)
 
-    async def go() -> list[list]:
-        store = open_store(f"{blob_env}/pre")
-        try:
-            return await _listing(store)
-        finally:
-            await store.close()
-
-    batches = run(go())
+    batches = _list_url(f"{blob_env}/pre")
     assert [len(b) for b in batches] == [3, 3, 1]
     infos = [o for batch in batches for o in batch]
     assert sorted(o.key for o in infos) == [f"k{i}" for i in range(7)]
