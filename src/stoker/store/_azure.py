@@ -4,8 +4,9 @@ because obstore's listing drops Content-MD5 and metadata that verification needs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,17 @@ def _md5_hex(value: str | None) -> str | None:
     if value and len(value) == 32 and all(c in "0123456789abcdef" for c in value.lower()):
         return value.lower()
     return None
+
+
+@contextlib.contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """A client error inside becomes a redacted StoreError; stoker's own errors pass through."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise translate(exc, what) from exc
 
 
 def _etag(meta: Any) -> str:
@@ -183,12 +195,8 @@ class BlobStore(Store):
     async def read_range(
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> bytes | memoryview:
-        try:
+        with _translated(f"reading {self}/{key}"):
             return memoryview(await (await self._get(key, start, end, etag)).bytes_async())
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise translate(exc, f"reading {self}/{key}") from exc
 
     async def read_chunks(
         self, key: str, start: int, end: int, etag: str | None = None
@@ -198,17 +206,13 @@ class BlobStore(Store):
         into the page cache made a whole import use about twice the CPU (measured on 2 cores)."""
         if start >= end:
             return
-        try:
+        with _translated(f"reading {self}/{key}"):
             result = await self._get(key, start, end, etag)
             if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
                 yield memoryview(await result.bytes_async())
                 return
             async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
                 yield chunk
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise translate(exc, f"reading {self}/{key}") from exc
 
     async def write_file(
         self, key: str, source: Path, size: int, md5: str | None = None
