@@ -243,3 +243,35 @@ def test_a_killed_downloader_blocks_nothing(tmp_path: Path) -> None:
     )
     assert not hit and got.read_bytes() == data
     assert not list(cache.glob("*.partial"))  # the dead process's partial file was removed
+
+
+def test_two_downloads_at_once_keep_the_cache_within_its_limit(tmp_path: Path) -> None:
+    """Two shards fetched at the same moment: the second must count the first, which has made
+    room but written nothing yet, and evict for it."""
+    import threading
+
+    import xxhash
+
+    from stoker.stream._cache import ShardCache
+
+    size = 1000
+    cache = ShardCache(tmp_path / "cache", 2 * size)
+    old = os.urandom(size)
+    cache.get("old.stk", size, xxhash.xxh3_128_hexdigest(old), lambda p: p.write_bytes(old))
+    both_started = threading.Barrier(2, timeout=10)
+    data = {name: os.urandom(size) for name in ("a.stk", "b.stk")}
+
+    def get(name: str) -> None:
+        def fetch(partial: Path) -> None:
+            both_started.wait()  # each has made room before either writes a byte
+            partial.write_bytes(data[name])
+
+        cache.get(name, size, xxhash.xxh3_128_hexdigest(data[name]), fetch)
+
+    threads = [threading.Thread(target=get, args=(name,)) for name in data]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kept = {p.name: p.read_bytes() for p in (tmp_path / "cache").iterdir() if p.is_file()}
+    assert kept == data  # the old shard went to make room; both new ones are whole

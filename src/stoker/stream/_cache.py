@@ -60,9 +60,9 @@ class ShardCache:
         with self._lock(name):
             if _has(final, size):  # another process fetched it while we waited
                 return final, True
-            self.make_room(size)
             # The size in the name reserves room: make_room counts downloads in flight.
             partial = self.root / f"{name}.{size}.{os.getpid()}{PARTIAL}"
+            self.make_room(size, partial)
             try:
                 fetch(partial)
                 got = _xxh3(partial)
@@ -82,7 +82,11 @@ class ShardCache:
         except FileNotFoundError:
             pass
 
-    def make_room(self, incoming: int) -> None:
+    def make_room(self, incoming: int, partial: Path) -> None:
+        """Evict least recently used shards until ``incoming`` more bytes fit, then create
+        ``partial`` while still holding the eviction lock: a download that has made room but
+        not yet begun must already count for the next one (two prefetches at once overfilled
+        the cache by a shard)."""
         if self.limit is None:
             return
         if incoming > self.limit:
@@ -107,6 +111,7 @@ class ShardCache:
                 Path(path).unlink(missing_ok=True)
                 total -= nbytes
                 self.evictions += 1
+            partial.touch()
 
 
 def _has(path: Path, size: int) -> bool:
