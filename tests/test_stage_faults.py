@@ -20,7 +20,7 @@ import pytest
 
 from azurite import ACCOUNT, Azurite, blob_tree, partials, read_tree
 from stoker.errors import StageError, StoreError
-from stoker.stage import _engine, stage
+from stoker.stage import _engine, _small, stage
 from stoker.store import _posix
 from stoker.store._azure import BlobStore
 
@@ -271,7 +271,14 @@ def _small_dataset() -> dict[str, bytes]:
     return files
 
 
-@pytest.mark.parametrize(("module", "call"), [(_engine, "pwrite"), (_posix, "ftruncate")])
+@pytest.mark.parametrize(
+    ("module", "call", "ok"),
+    [
+        (_engine, "pwrite", 2),  # a block of the large file
+        (_small, "write", 4),  # a small file, written whole
+        (_posix, "ftruncate", 0),  # sizing the large file's partial
+    ],
+)
 def test_disk_full_stops_with_a_clear_error_and_a_rerun_completes(
     blob_env: str,
     azurite: Azurite,
@@ -279,16 +286,17 @@ def test_disk_full_stops_with_a_clear_error_and_a_rerun_completes(
     monkeypatch: pytest.MonkeyPatch,
     module: Any,
     call: str,
+    ok: int,
 ) -> None:
     files = _small_dataset()
     upload(azurite.client(blob_env), "", files)
     dst = tmp_path / "dst"
     with monkeypatch.context() as patch:
-        proxy = OsProxy(call, ok=4)
+        proxy = OsProxy(call, ok=ok)
         patch.setattr(module, "os", proxy)
         with pytest.raises(StageError) as err:
             stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
-    assert proxy.calls > 4
+    assert proxy.calls > ok
     message = str(err.value)
     assert "no space" in message.lower(), message
     assert str(dst) in message  # names where
@@ -336,16 +344,23 @@ def test_source_changing_mid_copy_is_reported_and_rerun_takes_the_new_version(
 
 
 # ------------------------------------------------------------------------------ bad blocks
+@pytest.mark.parametrize(("damaged", "start"), [("big.bin", BLOCK), ("small.bin", 0)])
 def test_corrupted_transfer_is_caught_and_a_rerun_fetches_it_again(
-    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    blob_env: str,
+    azurite: Azurite,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    damaged: str,
+    start: int,
 ) -> None:
-    """A block damaged in transit fails the MD5 check ("re-run to fetch it again"); the re-run
-    must then fetch it, not trust the damaged blocks it recorded."""
+    """A block (or a small file, fetched whole) damaged in transit fails the MD5 check
+    ("re-run to fetch it again"); the re-run must then fetch it, not trust the damaged blocks
+    it recorded."""
     files = {"big.bin": os.urandom(3 * BLOCK + 11), "small.bin": os.urandom(5000)}
     upload(azurite.client(blob_env), "", files)
 
-    async def hook(key: str, start: int, end: int) -> Any:
-        if key == "big.bin" and start == BLOCK:
+    async def hook(key: str, begin: int, end: int) -> Any:
+        if key == damaged and begin == start:
             return lambda data: bytes([data[0] ^ 0xFF]) + bytes(data[1:])  # one bit-flipped byte
         return None
 
@@ -353,9 +368,11 @@ def test_corrupted_transfer_is_caught_and_a_rerun_fetches_it_again(
     with monkeypatch.context() as patch:
         patch_reads(patch, hook)
         summary = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
-    assert len(summary.failed) == 1 and "big.bin" in summary.failed[0]
+    assert len(summary.failed) == 1 and damaged in summary.failed[0]
     assert "MD5" in summary.failed[0]
-    assert read_tree(dst) == {"small.bin": files["small.bin"]}  # never published damaged
+    intact = next(k for k in files if k != damaged)
+    assert read_tree(dst) == {intact: files[intact]}  # never published damaged
+    assert partials(dst) == []
 
     again = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
     assert again.ok, again.failed

@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import os
 import tempfile
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
 from ._manifest import Manifest
 from ._progress import Reporter
+from ._small import SMALL, Group, copy_group, hasher_for, named, write_whole
 
 READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
@@ -90,36 +92,88 @@ class Engine:
             self.manifest.flush()
 
     async def _copy_pending(self, run: int, tasks: set[asyncio.Task]) -> None:
+        local = isinstance(self.src, PosixStore) and isinstance(self.dst, PosixStore)
+        small = min(SMALL, self.block_size)
+        group = Group([])
         for key, size, etag, md5 in self.manifest.pending(run):
             if self.fatal:
                 break
-            await self.files_in_flight.acquire()
-            task = asyncio.create_task(self._one(key, size, etag, md5))
-            tasks.add(task)
-            task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
+            if local and size <= small:  # small local files travel in groups
+                if not group.add(key, size):
+                    continue
+                work, group = self._group(group.items), Group([])
+            else:
+                work = self._one(key, size, etag, md5)
+            await self._start(work, tasks)
+        if group.items and not self.fatal:
+            await self._start(self._group(group.items), tasks)
         if tasks:
             await asyncio.gather(*tasks)
 
+    async def _start(self, work: Coroutine, tasks: set[asyncio.Task]) -> None:
+        await self.files_in_flight.acquire()
+        task = asyncio.create_task(work)
+        tasks.add(task)
+        task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
+
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:
-            digest = await self._copy(key, size, etag, md5)
-        except (StageError, OSError) as exc:  # a full disk stops everything: all would fail
-            self.fatal = self.fatal or exc
-            return
-        except StokerError as exc:  # this object only: the others go on
-            self.counters.failed.append(str(exc))
-            self.reporter.note(str(exc))
-            return
-        self.manifest.object_done(key, digest)
-        self.counters.files += 1
-        self.reporter.file_done()
+            outcome: str | None | BaseException = await self._copy(key, size, etag, md5)
+        except (StokerError, OSError) as exc:
+            outcome = exc
+        self._settle(key, outcome)
+
+    def _settle(self, key: str, outcome: str | None | BaseException) -> None:
+        """Record one file's end: its hash when it was copied, else its error."""
+        if isinstance(outcome, (StageError, OSError)):  # a full disk: all others would fail too
+            self.fatal = self.fatal or outcome
+        elif isinstance(outcome, StokerError):  # this object only: the others go on
+            self.counters.failed.append(str(outcome))
+            self.reporter.note(str(outcome))
+        else:
+            self.manifest.object_done(key, outcome)
+            self.counters.files += 1
+            self.reporter.file_done()
 
     async def _copy(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         if isinstance(self.dst, PosixStore):
             if isinstance(self.src, PosixStore):
                 return await self._local_copy(key, size)
+            if size <= min(SMALL, self.block_size):
+                return await self._download_small(key, size, etag, md5)
             return await self._download(key, size, etag, md5)
         return await self._upload(key, size, etag, md5)
+
+    def _copied(self, key: str, size: int) -> None:
+        """Count a file written to a POSIX destination and remember its folder's fsync."""
+        assert isinstance(self.dst, PosixStore)
+        self.dirs_to_sync.add((self.dst.root / key).parent)  # (the key was checked already)
+        self.counters.bytes += size
+        self.reporter.advance(size)
+
+    # ----------------------------------------------------------------- small files, whole
+    async def _group(self, items: list[tuple[str, int]]) -> None:
+        assert isinstance(self.src, PosixStore) and isinstance(self.dst, PosixStore)
+        async with self.requests:
+            outcomes = await asyncio.to_thread(
+                copy_group, self.src, self.dst, items, self.hash_files
+            )
+        for (key, size), outcome in zip(items, outcomes, strict=True):
+            if not isinstance(outcome, BaseException):
+                self._copied(key, size)
+            self._settle(key, outcome)
+
+    async def _download_small(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        """Fetch a small object whole, then check, write and publish it in one thread call."""
+        assert isinstance(self.dst, PosixStore)
+        async with self.requests:
+            pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
+        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        digest = await asyncio.to_thread(
+            write_whole, self.dst, key, data, md5, self.hash_files, f"{self.src}/{key}"
+        )
+        self._copied(key, size)
+        return digest
 
     # ----------------------------------------------------------------- remote or local -> POSIX
     async def _download(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
@@ -136,7 +190,7 @@ class Engine:
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
             hasher = (
-                _FileHasher(_hasher(md5), fd, size, self.block_size) if self.hash_files else None
+                _FileHasher(hasher_for(md5), fd, size, self.block_size) if self.hash_files else None
             )
             if hasher:
                 for i in sorted(done):
@@ -196,9 +250,9 @@ class Engine:
                     f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
                     f"source's Content-MD5 {md5}; re-run to fetch it again"
                 )
-            final = await asyncio.to_thread(dst.publish, key, fd, sync_dir=False)
-            fd = -1
-            self.dirs_to_sync.add(final.parent)
+            finished, fd = fd, -1  # publish closes it, whatever happens
+            await asyncio.to_thread(dst.publish, key, finished, sync_dir=False)
+            self.dirs_to_sync.add(dst.path(key).parent)
             return digest
         finally:
             if fd >= 0:
@@ -224,7 +278,7 @@ class Engine:
                 # Read once, hash what was read, send it in one request (the service records
                 # its Content-MD5).
                 data = await asyncio.to_thread(path.read_bytes)
-                digest = _named(xxhash.xxh3_128(data)) if self.hash_files else None
+                digest = named(xxhash.xxh3_128(data)) if self.hash_files else None
                 async with self.requests:
                     await self.dst.write_bytes(key, data)
             else:  # in blocks: the store hashes the file as it sends it
@@ -306,7 +360,7 @@ class _FileHasher:
             self.pos += len(piece)
 
     def hexdigest(self) -> str:
-        return _named(self.hasher)
+        return named(self.hasher)
 
 
 class _Quiet(Reporter):
@@ -317,16 +371,6 @@ class _Quiet(Reporter):
 
     def advance(self, nbytes: int) -> None:
         self.parent.advance(nbytes)
-
-
-def _hasher(md5: str | None):  # noqa: ANN202 - hashlib and xxhash share no base class
-    """MD5 when there is a source MD5 to check against, else the much cheaper XXH3-128."""
-    return hashlib.md5() if md5 else xxhash.xxh3_128()
-
-
-def _named(hasher) -> str:  # noqa: ANN001
-    """MD5 as plain hex (as Azure shows it); any other hash prefixed with its name."""
-    return hasher.hexdigest() if hasher.name == "md5" else f"xxh128:{hasher.hexdigest()}"
 
 
 def _fsync_dirs(folders: set[Path]) -> None:
@@ -342,4 +386,4 @@ def _path_digest(path: Path) -> str:
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             hasher.update(chunk)
-    return _named(hasher)
+    return named(hasher)

@@ -75,7 +75,8 @@ def copy_range(src: int, dst: int, size: int) -> None:
             n = os.copy_file_range(src, dst, min(COPY_PIECE, size - done), done, done)
             if n == 0:
                 break
-            start_writeback(dst, done, n)
+            if size > COPY_PIECE:  # (one piece is fsynced at once anyway)
+                start_writeback(dst, done, n)
             done += n
     except OSError as exc:
         if exc.errno not in (18, 38, 95):  # EXDEV, ENOSYS, EOPNOTSUPP: copy by hand instead
@@ -154,20 +155,44 @@ class PosixStore(Store):
         except OSError as exc:
             raise disk_error(exc, partial) from exc
 
+    def create_partial(self, key: str) -> int:
+        """A writable fd on a fresh, empty partial file, for a file written whole (no resume).
+        The folder is made only when the open finds it missing: one system call per small file
+        instead of three."""
+        partial = self.partial(key)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        try:
+            try:
+                return os.open(partial, flags, 0o644)
+            except FileNotFoundError:
+                partial.parent.mkdir(parents=True, exist_ok=True)
+                return os.open(partial, flags, 0o644)
+        except OSError as exc:
+            raise disk_error(exc, partial) from exc
+
     def publish(self, key: str, fd: int, *, sync: bool = True, sync_dir: bool = True) -> Path:
         """fsync the partial file, rename it to its final name, fsync the directory (unless
-        the caller syncs it later, once for many files). Returns the final path."""
+        the caller syncs it later, once for many files). Returns the final path. If the fsync
+        or the rename fails the partial file is removed: after a failed fsync its pages may be
+        gone, so the next run must write it again anyway."""
         final = self.path(key)
+        partial = _partial_of(final)
         try:
-            if sync:
-                os.fsync(fd)
-            os.close(fd)
-            os.replace(_partial_of(final), final)
+            try:
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(partial, final)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            raise disk_error(exc, final) from exc
+        try:
             if sync and sync_dir:
                 fsync_dir(final.parent)
-            return final
         except OSError as exc:
             raise disk_error(exc, final) from exc
+        return final
 
     async def write_file(
         self, key: str, source: Path, size: int, md5: str | None = None, *, sync_dir: bool = True

@@ -1,0 +1,67 @@
+"""Small files go whole in one thread call, and local ones in groups: every file still gets
+its own hash, its own error and its own fsync-then-rename."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import xxhash
+
+from azurite import partials, read_tree
+from stoker.stage import stage
+
+
+def small_files(count: int) -> dict[str, bytes]:
+    rng = random.Random(7)
+    return {
+        f"part-{i % 3}/f{i:03d}.bin": rng.randbytes(rng.choice([0, 1, 4096, 65_536, 300_000]))
+        for i in range(count)
+    }
+
+
+def fill(root: Path, files: dict[str, bytes]) -> None:
+    for key, data in files.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+
+
+def recorded_hashes(manifest: str) -> dict[str, str | None]:
+    with sqlite3.connect(manifest) as db:
+        return dict(db.execute("SELECT key, hash FROM objects WHERE state = 1"))
+
+
+def test_grouped_local_copy_hashes_each_file_and_fails_one_alone(tmp_path: Path) -> None:
+    files = small_files(40)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    fill(src, files)
+    blocked = "part-1/f007.bin"
+    (dst / blocked).mkdir(parents=True)  # a folder where a file must go: its rename fails
+
+    first = stage(str(src), str(dst), hash_files=True)
+    assert len(first.failed) == 1 and blocked in first.failed[0], first.failed
+    assert first.files_copied == len(files) - 1
+    assert read_tree(dst) == {k: v for k, v in files.items() if k != blocked}
+    assert partials(dst) == []
+    hashes = recorded_hashes(first.manifest)
+    assert hashes == {
+        k: f"xxh128:{xxhash.xxh3_128_hexdigest(v)}" for k, v in files.items() if k != blocked
+    }
+
+    (dst / blocked).rmdir()
+    again = stage(str(src), str(dst), hash_files=True)
+    assert again.ok and again.files_copied == 1 and again.files_skipped == len(files) - 1
+    assert read_tree(dst) == files
+    assert partials(dst) == []
+
+
+def test_grouped_local_copy_without_hashing_copies_every_byte(tmp_path: Path) -> None:
+    files = small_files(60)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    fill(src, files)
+    summary = stage(str(src), str(dst))
+    assert summary.ok and summary.files_copied == len(files)
+    assert summary.bytes_copied == sum(len(v) for v in files.values())
+    assert read_tree(dst) == files
+    assert set(recorded_hashes(summary.manifest).values()) == {None}
