@@ -1,4 +1,4 @@
-"""Small files go whole in one thread call, and local ones in groups: every file still gets
+"""Small files are written in groups, one thread call per group: every file still gets
 its own hash, its own error and its own fsync-then-rename."""
 
 from __future__ import annotations
@@ -6,11 +6,13 @@ from __future__ import annotations
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 import xxhash
 
 from azurite import partials, read_tree
-from stoker.stage import stage
+from stoker.stage import _small, stage
 
 
 def small_files(count: int) -> dict[str, bytes]:
@@ -56,11 +58,22 @@ def test_grouped_local_copy_hashes_each_file_and_fails_one_alone(tmp_path: Path)
     assert partials(dst) == []
 
 
-def test_grouped_local_copy_without_hashing_copies_every_byte(tmp_path: Path) -> None:
+def test_grouped_local_copy_without_hashing_copies_every_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     files = small_files(60)
     src, dst = tmp_path / "src", tmp_path / "dst"
     fill(src, files)
+    groups: list[int] = []
+    real = _small.write_group
+
+    def counted(dst: Any, jobs: list[Any]) -> Any:
+        groups.append(len(jobs))
+        return real(dst, jobs)
+
+    monkeypatch.setattr(_small, "write_group", counted)
     summary = stage(str(src), str(dst))
+    assert sum(groups) == len(files) and max(groups) > 1  # files did travel together
     assert summary.ok and summary.files_copied == len(files)
     assert summary.bytes_copied == sum(len(v) for v in files.values())
     assert read_tree(dst) == files

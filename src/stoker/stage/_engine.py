@@ -20,7 +20,6 @@ import asyncio
 import hashlib
 import os
 import tempfile
-from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
 from ._manifest import Manifest
 from ._progress import Reporter
-from ._small import SMALL, Group, copy_group, hasher_for, named, write_whole
+from ._small import SMALL, Job, SmallWriter, from_bytes, from_file, hasher_for, named
 
 READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
@@ -61,7 +60,11 @@ class Engine:
         self.block_size, self.hash_files = block_size, hash_files
         self.record_blocks = record_blocks  # False for a throw-away spool file
         self.requests = asyncio.Semaphore(concurrency)
-        self.files_in_flight = asyncio.Semaphore(max(4, concurrency))
+        # More files than requests: a small file keeps its place while it waits to be written
+        # and fsynced, and the requests go on meanwhile.
+        self.files_in_flight = asyncio.Semaphore(4 * max(4, concurrency))
+        self.small = min(SMALL, block_size)
+        self.writer: SmallWriter | None = None
         self.counters = Counters()
         self.dirs_to_sync: set[Path] = set()
         self.fatal: BaseException | None = None
@@ -73,10 +76,14 @@ class Engine:
         asyncio.get_running_loop().set_default_executor(workers)
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_every(0.05))
+        if isinstance(self.dst, PosixStore):
+            self.writer = SmallWriter(self.dst, writers=max(2, self.requests._value // 2))
         try:
             await self._copy_pending(run, tasks)
         finally:
             flusher.cancel()
+            if self.writer:
+                await self.writer.close()
             # Renames become durable here, once per folder instead of once per file. A power
             # cut before this can lose a rename the manifest already counts as done; the next
             # run's check of the destination copies such a file again.
@@ -92,87 +99,55 @@ class Engine:
             self.manifest.flush()
 
     async def _copy_pending(self, run: int, tasks: set[asyncio.Task]) -> None:
-        local = isinstance(self.src, PosixStore) and isinstance(self.dst, PosixStore)
-        small = min(SMALL, self.block_size)
-        group = Group([])
         for key, size, etag, md5 in self.manifest.pending(run):
             if self.fatal:
                 break
-            if local and size <= small:  # small local files travel in groups
-                if not group.add(key, size):
-                    continue
-                work, group = self._group(group.items), Group([])
-            else:
-                work = self._one(key, size, etag, md5)
-            await self._start(work, tasks)
-        if group.items and not self.fatal:
-            await self._start(self._group(group.items), tasks)
+            await self.files_in_flight.acquire()
+            task = asyncio.create_task(self._one(key, size, etag, md5))
+            tasks.add(task)
+            task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
         if tasks:
             await asyncio.gather(*tasks)
 
-    async def _start(self, work: Coroutine, tasks: set[asyncio.Task]) -> None:
-        await self.files_in_flight.acquire()
-        task = asyncio.create_task(work)
-        tasks.add(task)
-        task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
-
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:
-            outcome: str | None | BaseException = await self._copy(key, size, etag, md5)
-        except (StokerError, OSError) as exc:
-            outcome = exc
-        self._settle(key, outcome)
-
-    def _settle(self, key: str, outcome: str | None | BaseException) -> None:
-        """Record one file's end: its hash when it was copied, else its error."""
-        if isinstance(outcome, (StageError, OSError)):  # a full disk: all others would fail too
-            self.fatal = self.fatal or outcome
-        elif isinstance(outcome, StokerError):  # this object only: the others go on
-            self.counters.failed.append(str(outcome))
-            self.reporter.note(str(outcome))
-        else:
-            self.manifest.object_done(key, outcome)
-            self.counters.files += 1
-            self.reporter.file_done()
+            digest = await self._copy(key, size, etag, md5)
+        except (StageError, OSError) as exc:  # a full disk stops everything: all would fail
+            self.fatal = self.fatal or exc
+            return
+        except StokerError as exc:  # this object only: the others go on
+            self.counters.failed.append(str(exc))
+            self.reporter.note(str(exc))
+            return
+        self.manifest.object_done(key, digest)
+        self.counters.files += 1
+        self.reporter.file_done()
 
     async def _copy(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         if isinstance(self.dst, PosixStore):
+            if size <= self.small and self.writer:
+                return await self._small_copy(key, size, etag, md5)
             if isinstance(self.src, PosixStore):
                 return await self._local_copy(key, size)
-            if size <= min(SMALL, self.block_size):
-                return await self._download_small(key, size, etag, md5)
             return await self._download(key, size, etag, md5)
         return await self._upload(key, size, etag, md5)
 
-    def _copied(self, key: str, size: int) -> None:
-        """Count a file written to a POSIX destination and remember its folder's fsync."""
-        assert isinstance(self.dst, PosixStore)
+    # ----------------------------------------------------------------- small files, whole
+    async def _small_copy(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        """A small file is fetched whole (or, when local, read in the writer's thread) and
+        handed to the writers, which write it with others in one thread call."""
+        assert isinstance(self.dst, PosixStore) and self.writer
+        if isinstance(self.src, PosixStore):
+            fill = from_file(self.src.path(key), size, self.hash_files)
+        else:
+            async with self.requests:
+                pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
+            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            fill = from_bytes(data, md5, self.hash_files, f"{self.src}/{key}")
+        digest = await self.writer.write(Job(key, fill))
         self.dirs_to_sync.add((self.dst.root / key).parent)  # (the key was checked already)
         self.counters.bytes += size
         self.reporter.advance(size)
-
-    # ----------------------------------------------------------------- small files, whole
-    async def _group(self, items: list[tuple[str, int]]) -> None:
-        assert isinstance(self.src, PosixStore) and isinstance(self.dst, PosixStore)
-        async with self.requests:
-            outcomes = await asyncio.to_thread(
-                copy_group, self.src, self.dst, items, self.hash_files
-            )
-        for (key, size), outcome in zip(items, outcomes, strict=True):
-            if not isinstance(outcome, BaseException):
-                self._copied(key, size)
-            self._settle(key, outcome)
-
-    async def _download_small(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
-        """Fetch a small object whole, then check, write and publish it in one thread call."""
-        assert isinstance(self.dst, PosixStore)
-        async with self.requests:
-            pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
-        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        digest = await asyncio.to_thread(
-            write_whole, self.dst, key, data, md5, self.hash_files, f"{self.src}/{key}"
-        )
-        self._copied(key, size)
         return digest
 
     # ----------------------------------------------------------------- remote or local -> POSIX
