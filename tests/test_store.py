@@ -366,6 +366,25 @@ def test_blob_list_in_batches(
     assert all(o.size == int(o.key[1:]) and o.etag and '"' not in o.etag for o in infos)
 
 
+def test_blob_list_keeps_awkward_names_intact(blob_env: str, azurite: Azurite) -> None:
+    """Names that XML or a URL would mangle come back exactly as written."""
+    container = azurite.client(blob_env)
+    names = ["a b.bin", "ü/ñ.txt", "x&y<z>.bin", "100%.bin", "q?#.bin", "tab\tname", "+plus"]
+    for name in names:
+        container.upload_blob(f"odd/{name}", name.encode())
+    infos = [o for batch in _list_url(f"{blob_env}/odd") for o in batch]
+    assert sorted(o.key for o in infos) == sorted(names)
+    assert {o.key: o.size for o in infos} == {n: len(n.encode()) for n in names}
+    assert all(o.md5 == hashlib.md5(o.key.encode()).hexdigest() for o in infos)
+
+
+def test_blob_list_of_a_missing_container_names_it(azurite: Azurite, blob_env: str) -> None:
+    url = blob_env.rsplit("/", 1)[0] + "/no-such-container"
+    with pytest.raises(StoreError) as err:
+        _list_url(url)
+    assert "no-such-container" in str(err.value) and "ContainerNotFound" in str(err.value)
+
+
 def test_blob_head_read_range_delete(blob_env: str, azurite: Azurite) -> None:
     container = azurite.client(blob_env)
     data = os.urandom(5000)

@@ -1,5 +1,5 @@
-"""Azure Blob through obstore (the fast Rust client) for data, and the Azure SDK for listing,
-because obstore's listing drops Content-MD5 and metadata that verification needs."""
+"""Azure Blob through obstore (the fast Rust client) for data, and the Azure SDK's pipeline for
+listing, because obstore's listing drops Content-MD5 and metadata that verification needs."""
 
 from __future__ import annotations
 
@@ -84,6 +84,59 @@ def translate(exc: Exception, what: str) -> StoreError:
     return StoreError(f"{what}: {redact(first)}")
 
 
+def _list_url(container_url: str, prefix: str, marker: str) -> str:
+    """The List Blobs URL: the container's (with its SAS, if any) plus the listing's query."""
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(container_url)
+    query = {
+        "restype": "container",
+        "comp": "list",
+        "maxresults": LIST_BATCH,
+        "include": "metadata",
+    }
+    if prefix:
+        query["prefix"] = prefix
+    if marker:
+        query["marker"] = marker
+    own = urlencode(query)
+    return urlunsplit(parts._replace(query=f"{parts.query}&{own}" if parts.query else own))
+
+
+def _parse_list_page(body: bytes, cut: int) -> tuple[list[ObjectInfo], str]:
+    """One List Blobs page: its objects (keys relative to the prefix) and the next marker."""
+    import base64
+    from urllib.parse import unquote
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(body)
+    infos = []
+    for blob in root.iterfind("Blobs/Blob"):
+        name_el, props = blob.find("Name"), blob.find("Properties")
+        if name_el is None or props is None:
+            raise StoreError(
+                f"a List Blobs answer has a blob without a name or properties: {body[:200]!r}"
+            )
+        name = name_el.text or ""
+        if name_el.get("Encoded") == "true":  # percent-encoded: not valid in XML as it is
+            name = unquote(name)
+        content_md5 = props.findtext("Content-MD5")
+        md5 = (
+            base64.b64decode(content_md5).hex()
+            if content_md5
+            else _md5_hex(blob.findtext(f"Metadata/{MD5_METADATA}"))
+        )
+        infos.append(
+            ObjectInfo(
+                name[cut:],
+                int(props.findtext("Content-Length") or 0),
+                (props.findtext("Etag") or "").strip('"'),
+                md5,
+            )
+        )
+    return infos, root.findtext("NextMarker") or ""
+
+
 class BlobStore(Store):
     def __init__(
         self, loc: Location, auth: AzureAuth, *, block_size: int = 16 << 20, concurrency: int = 12
@@ -139,35 +192,35 @@ class BlobStore(Store):
         return self._container
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
-        batch: list[ObjectInfo] = []
-        cut = len(self.loc.prefix)
-        try:
-            pages = self._sdk().list_blobs(
-                name_starts_with=self.loc.prefix or None,
-                include=["metadata"],
-                results_per_page=LIST_BATCH,
-            )
-            async for blob in pages:
-                md5 = blob.content_settings.content_md5
-                batch.append(
-                    ObjectInfo(
-                        blob.name[cut:],
-                        int(blob.size),
-                        str(blob.etag).strip('"'),
-                        bytes(md5).hex()
-                        if md5
-                        else _md5_hex((blob.metadata or {}).get(MD5_METADATA)),
-                    )
+        """List Blobs pages through the SDK's pipeline (its credentials and retries), each page
+        parsed with ElementTree: the SDK's own model deserialization cost ~0.4 ms of CPU per
+        blob (0.7-1.0 s per 2,000 against Azurite, whose answer took 0.35 s), a quarter of a
+        small-file import's CPU and ~1 CPU-hour for ten million keys."""
+        from azure.core.rest import HttpRequest
+
+        container = self._sdk()
+        marker = ""
+        with _translated(f"listing {self}"):
+            while True:
+                request = HttpRequest(
+                    "GET",
+                    _list_url(container.url, self.loc.prefix, marker),
+                    headers={"x-ms-version": container.api_version},
                 )
-                if len(batch) >= LIST_BATCH:
+                # (the container client's pipeline: public on azure-core, reached through
+                # the SDK's private _client, pinned with the SDK's version)
+                response = await container._client._client.send_request(request)
+                body = await response.read()
+                if response.status_code != 200:
+                    raise StoreError(
+                        f"listing {self}: HTTP {response.status_code} "
+                        f"{response.headers.get('x-ms-error-code', '')}".rstrip()
+                    )
+                batch, marker = _parse_list_page(body, len(self.loc.prefix))
+                if batch:
                     yield batch
-                    batch = []
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise translate(exc, f"listing {self}") from exc
-        if batch:
-            yield batch
+                if not marker:
+                    return
 
     async def head(self, key: str) -> ObjectInfo | None:
         import obstore
