@@ -10,8 +10,10 @@ about twice the CPU. Writeback to disk starts as each block finishes, so the fin
 little left. The MD5 is computed in file order (see _FileHasher) and checked against
 Content-MD5. When the source has no MD5 to check against, the recorded hash is XXH3-128
 ("xxh128:..."), which costs a hundredth of MD5's CPU: on a machine the emulator shares, MD5
-alone caps a copy near 600 MB/s per core. Uploads: a file up to ``block_size`` is read once and
-sent in one request; larger ones go in blocks that the store hashes as it reads them.
+alone caps a copy near 600 MB/s per core. Files of up to 1 MiB bound for POSIX are fetched
+whole and written in groups by a SmallWriter (see _small). Uploads: a file up to ``block_size``
+is read once and sent in one request; larger ones go in blocks that the store hashes as it
+reads them.
 """
 
 from __future__ import annotations
