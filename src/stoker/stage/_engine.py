@@ -62,9 +62,11 @@ class Engine:
         self.block_size, self.hash_files = block_size, hash_files
         self.record_blocks = record_blocks  # False for a throw-away spool file
         self.requests = asyncio.Semaphore(concurrency)
-        # More files than requests: a small file keeps its place while it waits to be written
-        # and fsynced, and the requests go on meanwhile.
-        self.files_in_flight = asyncio.Semaphore(4 * max(4, concurrency))
+        # Into POSIX, more files than requests: a small file keeps its place while it waits
+        # to be written and fsynced, and the requests go on meanwhile. An upload holds its
+        # file's bytes (up to block_size) until sent, so there files stay near the requests.
+        files = max(4, concurrency) * (4 if isinstance(dst, PosixStore) else 1)
+        self.files_in_flight = asyncio.Semaphore(files)
         self.small = min(SMALL, block_size)
         self.writer: SmallWriter | None = None
         self.counters = Counters()
