@@ -3,8 +3,13 @@ its own hash, its own error and its own fsync-then-rename."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +83,40 @@ def test_grouped_local_copy_without_hashing_copies_every_byte(
     assert summary.bytes_copied == sum(len(v) for v in files.values())
     assert read_tree(dst) == files
     assert set(recorded_hashes(summary.manifest).values()) == {None}
+
+
+def test_kill_9_during_grouped_copy_leaves_only_whole_files(tmp_path: Path) -> None:
+    """kill -9 while groups of small files are being written: every file at its final name is
+    whole, and the same command again completes the copy."""
+    files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(4096 + i) for i in range(1500)}
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    fill(src, files)
+    # The child slows each group down so the kill surely lands mid-copy.
+    code = (
+        "import sys, time; from stoker.stage import _small, stage\n"
+        "real = _small.write_group\n"
+        "_small.write_group = lambda d, jobs: (time.sleep(0.02), real(d, jobs))[1]\n"
+        "stage(sys.argv[1], sys.argv[2], concurrency=2)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(src), str(dst)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if dst.exists() and len(read_tree(dst)) >= 200:
+                break
+            time.sleep(0.01)
+        alive = proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert alive, "the copy ended before it could be killed"
+
+    landed = read_tree(dst)
+    assert 200 <= len(landed) < len(files)
+    for key, data in landed.items():
+        assert data == files[key], f"{key} at its final name but not whole"
+
+    again = stage(str(src), str(dst))
+    assert again.ok, again.failed
+    assert read_tree(dst) == files
+    assert partials(dst) == []
