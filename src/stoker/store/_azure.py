@@ -207,8 +207,9 @@ class BlobStore(Store):
                     _list_url(container.url, self.loc.prefix, marker),
                     headers={"x-ms-version": container.api_version},
                 )
-                # (the container client's pipeline: public on azure-core, reached through
-                # the SDK's private _client, pinned with the SDK's version)
+                # The container client's pipeline (azure-core's public send_request), reached
+                # through the SDK's private _client: pyproject keeps the SDK below 13, and the
+                # listing tests against Azurite fail first if a release moves it.
                 response = await container._client._client.send_request(request)
                 body = await response.read()
                 if response.status_code != 200:
