@@ -61,6 +61,7 @@ class Engine:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
         self.record_blocks = record_blocks  # False for a throw-away spool file
+        self.concurrency = concurrency
         self.requests = asyncio.Semaphore(concurrency)
         # Into POSIX, more files than requests: a small file keeps its place while it waits
         # to be written and fsynced, and the requests go on meanwhile. An upload holds its
@@ -76,12 +77,12 @@ class Engine:
     async def run(self, run: int) -> Counters:
         # Writes, fsyncs and hashes run in threads (they release the GIL); asyncio's default pool
         # of cpu + 4 threads would cap them far below the requests in flight.
-        workers = ThreadPoolExecutor(max_workers=self.requests._value + 8, thread_name_prefix="io")
+        workers = ThreadPoolExecutor(max_workers=self.concurrency + 8, thread_name_prefix="io")
         asyncio.get_running_loop().set_default_executor(workers)
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_every(0.05))
         if isinstance(self.dst, PosixStore):
-            self.writer = SmallWriter(self.dst, writers=max(2, self.requests._value // 2))
+            self.writer = SmallWriter(self.dst, writers=max(2, self.concurrency // 2))
         try:
             await self._copy_pending(run, tasks)
         finally:
