@@ -1,5 +1,6 @@
 """Small files are written in groups, one thread call per group: every file still gets
-its own hash, its own error and its own fsync-then-rename."""
+its own hash and its own error, and is renamed only once its data is on disk (one syncfs for
+the group where the file system allows it, else an fsync each)."""
 
 from __future__ import annotations
 
@@ -72,9 +73,9 @@ def test_grouped_local_copy_without_hashing_copies_every_byte(
     groups: list[int] = []
     real = _small.write_group
 
-    def counted(dst: Any, jobs: list[Any]) -> Any:
+    def counted(dst: Any, jobs: list[Any], *rest: Any) -> Any:
         groups.append(len(jobs))
-        return real(dst, jobs)
+        return real(dst, jobs, *rest)
 
     monkeypatch.setattr(_small, "write_group", counted)
     summary = stage(str(src), str(dst))
@@ -95,7 +96,7 @@ def test_kill_9_during_grouped_copy_leaves_only_whole_files(tmp_path: Path) -> N
     code = (
         "import sys, time; from stoker.stage import _small, stage\n"
         "real = _small.write_group\n"
-        "_small.write_group = lambda d, jobs: (time.sleep(0.02), real(d, jobs))[1]\n"
+        "_small.write_group = lambda *a: (time.sleep(0.02), real(*a))[1]\n"
         "stage(sys.argv[1], sys.argv[2], concurrency=2)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(src), str(dst)])
@@ -120,3 +121,73 @@ def test_kill_9_during_grouped_copy_leaves_only_whole_files(tmp_path: Path) -> N
     assert again.ok, again.failed
     assert read_tree(dst) == files
     assert partials(dst) == []
+
+
+def test_group_is_made_durable_before_any_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where syncfs covers the file system, one syncfs per group stands for the files' fsyncs,
+    and it runs before the first rename; elsewhere every file is fsynced before its rename."""
+    files = small_files(60)
+    src = tmp_path / "src"
+    fill(src, files)
+    events: list[str] = []
+    real_syncfs, real_fsync, real_replace = _small.syncfs, os.fsync, os.replace
+    monkeypatch.setattr(_small, "syncfs", lambda fd: (events.append("syncfs"), real_syncfs(fd)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b)))
+
+    for whole in (True, False):
+        monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path, whole=whole: whole)
+        events.clear()
+        dst = tmp_path / f"dst-{whole}"
+        summary = stage(str(src), str(dst))
+        assert summary.ok and read_tree(dst) == files
+        last_rename = len(events) - events[::-1].index("rename")
+        files_phase = events[:last_rename]  # (the folders are fsynced after it)
+        if whole:
+            assert "fsync" not in files_phase
+            assert 1 <= files_phase.count("syncfs") < len(files)
+            assert files_phase.index("syncfs") < files_phase.index("rename")
+        else:
+            assert "syncfs" not in events and files_phase.count("rename") == len(files)
+            # every rename follows an fsync of its own
+            assert all(
+                files_phase[: i + 1].count("fsync") >= files_phase[: i + 1].count("rename")
+                for i in range(len(files_phase))
+            )
+
+
+def test_failed_syncfs_publishes_none_of_its_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writeback error reported by syncfs cannot be pinned to one file: no file of that group
+    reaches its final name, no partial file stays, each failure names its file, and a re-run
+    copies them."""
+    files = small_files(30)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    fill(src, files)
+    monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path: True)
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(_small, "syncfs", broken)
+    first = stage(str(src), str(dst))
+    assert not first.ok and len(first.failed) == len(files)
+    assert all("Input/output error" in f for f in first.failed)
+    assert {k for k in files if any(k in f for f in first.failed)} == set(files)
+    assert read_tree(dst) == {} and partials(dst) == []
+
+    monkeypatch.undo()
+    again = stage(str(src), str(dst))
+    assert again.ok and again.files_copied == len(files)
+    assert read_tree(dst) == files
+
+
+def test_syncfs_stands_for_fsync_only_on_local_file_systems(tmp_path: Path) -> None:
+    from stoker.store._posix import fs_type, syncs_as_a_whole
+
+    assert fs_type(tmp_path / "not" / "yet") == fs_type(tmp_path)  # nearest existing folder
+    assert not syncs_as_a_whole(Path("/proc"))  # procfs: not a file system to trust with data
+    assert syncs_as_a_whole(Path("/dev/shm"))  # tmpfs

@@ -33,7 +33,17 @@ from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
 from ._manifest import Manifest
 from ._progress import Reporter
-from ._small import SMALL, Job, SmallWriter, from_bytes, from_file, hasher_for, named
+from ._small import (
+    SMALL,
+    WRITERS,
+    Job,
+    SmallWriter,
+    from_bytes,
+    from_file,
+    hasher_for,
+    named,
+    read_ahead,
+)
 
 READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
@@ -64,14 +74,16 @@ class Engine:
         self.concurrency = concurrency
         self.requests = asyncio.Semaphore(concurrency)
         # Into POSIX, more files than requests: a small file keeps its place while it waits
-        # to be written and fsynced, and the requests go on meanwhile. An upload holds its
-        # file's bytes (up to block_size) until sent, so there files stay near the requests.
+        # to be written and made durable with its group, and the requests go on meanwhile. An
+        # upload holds its file's bytes (up to block_size) until sent, so there files stay
+        # near the requests.
         files = max(4, concurrency) * (4 if isinstance(dst, PosixStore) else 1)
         self.files_in_flight = asyncio.Semaphore(files)
+        self.writers = max(1, min(WRITERS, concurrency))
         self.small = min(SMALL, block_size)
         self.writer: SmallWriter | None = None
         self.counters = Counters()
-        self.dirs_to_sync: set[Path] = set()
+        self.folders_to_sync: set[str] = set()  # of keys written, fsynced once at the end
         self.fatal: BaseException | None = None
 
     async def run(self, run: int) -> Counters:
@@ -82,7 +94,7 @@ class Engine:
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_every(0.05))
         if isinstance(self.dst, PosixStore):
-            self.writer = SmallWriter(self.dst, writers=max(2, self.concurrency // 2))
+            self.writer = SmallWriter(self.dst, self.writers)
         try:
             await self._copy_pending(run, tasks)
         finally:
@@ -92,7 +104,8 @@ class Engine:
             # Renames become durable here, once per folder instead of once per file. A power
             # cut before this can lose a rename the manifest already counts as done; the next
             # run's check of the destination copies such a file again.
-            await asyncio.to_thread(_fsync_dirs, self.dirs_to_sync)
+            if self.folders_to_sync:
+                await asyncio.to_thread(_fsync_folders, self.dst, self.folders_to_sync)
             self.manifest.flush()
         if self.fatal:
             raise self.fatal
@@ -143,14 +156,17 @@ class Engine:
         handed to the writers, which write it with others in one thread call."""
         assert isinstance(self.dst, PosixStore) and self.writer
         if isinstance(self.src, PosixStore):
-            fill = from_file(self.src.path(key), size, self.hash_files)
+            path = self.src.file(key)
+            fill = from_file(path, size, self.hash_files)
+            job = Job(key, self.dst.file(key), fill, read_ahead(path))
         else:
             async with self.requests:
                 pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
             data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             fill = from_bytes(data, md5, self.hash_files, f"{self.src}/{key}")
-        digest = await self.writer.write(Job(key, fill))
-        self.dirs_to_sync.add((self.dst.root / key).parent)  # (the key was checked already)
+            job = Job(key, self.dst.file(key), fill)
+        digest = await self.writer.write(job)
+        self.folders_to_sync.add(key.rpartition("/")[0])
         self.counters.bytes += size
         self.reporter.advance(size)
         return digest
@@ -232,7 +248,7 @@ class Engine:
                 )
             finished, fd = fd, -1  # publish closes it, whatever happens
             await asyncio.to_thread(dst.publish, key, finished, sync_dir=False)
-            self.dirs_to_sync.add(dst.path(key).parent)
+            self.folders_to_sync.add(key.rpartition("/")[0])
             return digest
         finally:
             if fd >= 0:
@@ -243,7 +259,7 @@ class Engine:
         assert isinstance(src, PosixStore) and isinstance(self.dst, PosixStore)
         async with self.requests:
             await self.dst.write_file(key, src.path(key), size, sync_dir=False)
-        self.dirs_to_sync.add(self.dst.path(key).parent)
+        self.folders_to_sync.add(key.rpartition("/")[0])
         self.counters.bytes += size
         self.reporter.advance(size)
         if self.hash_files:
@@ -353,10 +369,11 @@ class _Quiet(Reporter):
         self.parent.advance(nbytes)
 
 
-def _fsync_dirs(folders: set[Path]) -> None:
+def _fsync_folders(dst: Store, folders: set[str]) -> None:
+    assert isinstance(dst, PosixStore)
     for folder in folders:
         try:
-            fsync_dir(folder)
+            fsync_dir(dst.root.joinpath(*folder.split("/")) if folder else dst.root)
         except FileNotFoundError:  # removed meanwhile (a relay's spool): nothing to keep
             pass
 

@@ -1,31 +1,46 @@
-"""Small files are written in groups, each group in one thread call.
+"""Small files are written in groups, each group in one thread call and one commit.
 
 For a 64 KiB file the steps (open, write, hash, fsync, close, rename) cost less than the hops
 between the event loop and the thread pool that run them, and every hop is another wait for
-the GIL among dozens of threads: with a hop per step stoker copied 2,000 such files at 0.40x
-``cp -r``. Files wait in a queue; each of a few writers takes whatever is waiting, up to
-GROUP_FILES, writes them all, then fsyncs and renames each. A file is renamed to its final
-name only after its own fsync, as every other file is. When little is waiting a group is one
-file, so nothing waits for a group to fill.
+the GIL: with a hop per step stoker copied 2,000 such files at 0.40x ``cp -r``. Files wait in a
+queue; each of a few writers takes whatever is waiting, up to GROUP_FILES, and writes them all
+under their partial names. Then the group is made durable at once and each file renamed to its
+final name. Where the file system's syncfs(2) covers every file on it (ext4, XFS, btrfs: see
+``syncs_as_a_whole``) one syncfs stands for the group's fsyncs: it sends all their data to the
+disk in one batch and commits the journal once, where an fsync per file waits for a journal
+commit each (20,000 x 64 KiB: 5.2 s against 7.4 s to write them here). Elsewhere (NFS, Lustre,
+SMB) each file is fsynced. Either way no file is renamed before its data is on disk. A group's
+local sources are first read ahead (posix_fadvise WILLNEED), so their reads queue on the disk
+together instead of one after another. When little is waiting a group is one file, so nothing
+waits for a group to fill.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import xxhash
 
 from ..errors import ChecksumError, StokerError, StoreError
 from ..store import PosixStore
-from ..store._posix import copy_range, disk_error
+from ..store._posix import (
+    copy_range,
+    create_partial_at,
+    disk_error,
+    publish_at,
+    syncfs,
+    syncs_as_a_whole,
+)
+from ..store._safety import PARTIAL_SUFFIX
 
 SMALL = 1 << 20  # a file that arrives in one piece
-GROUP_FILES = 8
+GROUP_FILES = 64
+WRITERS = 4  # enough to keep the disk busy; more threads only queue for the GIL
 
 
 def hasher_for(md5: str | None):  # noqa: ANN201 - hashlib and xxhash share no base class
@@ -41,10 +56,13 @@ def named(hasher) -> str:  # noqa: ANN001
 @dataclass
 class Job:
     """One small file: ``fill(fd)`` writes its bytes into the open partial file and returns
-    its hash (or None); it runs in a writer's thread."""
+    its hash (or None); it runs in a writer's thread, after ``prepare()`` (when there is one)
+    ran for every job of its group."""
 
     key: str
+    final: str  # its checked path (PosixStore.file)
     fill: Callable[[int], str | None]
+    prepare: Callable[[], None] | None = None
 
 
 def from_bytes(
@@ -70,7 +88,23 @@ def from_bytes(
     return fill
 
 
-def from_file(path: Path, size: int, hash_files: bool) -> Callable[[int], str | None]:
+def read_ahead(path: str) -> Callable[[], None]:
+    """A job's ``prepare`` for a local file: ask the kernel to start reading it now."""
+
+    def prepare() -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # fill reports it
+            return
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
+
+    return prepare
+
+
+def from_file(path: str, size: int, hash_files: bool) -> Callable[[int], str | None]:
     """A job's ``fill`` for a local file: read once and hashed when hashing, else copied by
     the kernel."""
 
@@ -97,6 +131,7 @@ class SmallWriter:
 
     def __init__(self, dst: PosixStore, writers: int) -> None:
         self.dst = dst
+        self.group_commit = syncs_as_a_whole(dst.root)
         self.queue: asyncio.Queue[tuple[Job, asyncio.Future]] = asyncio.Queue()
         self.tasks = [asyncio.create_task(self._drain()) for _ in range(writers)]
 
@@ -117,7 +152,9 @@ class SmallWriter:
             while len(group) < GROUP_FILES and not self.queue.empty():
                 group.append(self.queue.get_nowait())
             try:
-                outcomes = await asyncio.to_thread(write_group, self.dst, [j for j, _ in group])
+                outcomes = await asyncio.to_thread(
+                    write_group, self.dst, [j for j, _ in group], self.group_commit
+                )
             except asyncio.CancelledError:
                 for _, done in group:
                     done.cancel()
@@ -133,28 +170,46 @@ class SmallWriter:
                     done.set_result(outcome)
 
 
-def write_group(dst: PosixStore, jobs: list[Job]) -> list[str | None | BaseException]:
-    """Write each job's file, then fsync and rename each; per file, its hash or its error.
-    One file's error does not stop the others."""
+def write_group(
+    dst: PosixStore, jobs: list[Job], group_commit: bool
+) -> list[str | None | BaseException]:
+    """Write each job's file, make them durable (one syncfs, or an fsync each), rename each;
+    per file, its hash or its error. One file's error does not stop the others."""
+    for job in jobs:
+        if job.prepare:
+            job.prepare()
     outcomes: list[str | None | BaseException] = [None] * len(jobs)
     written: list[tuple[int, int]] = []
     for i, job in enumerate(jobs):
         fd = -1
         try:
-            fd = dst.create_partial(job.key)
+            fd = create_partial_at(job.final)
             outcomes[i] = job.fill(fd)
             written.append((i, fd))
         except (OSError, StokerError) as exc:
             if fd >= 0:
-                os.close(fd)
-                dst.partial(job.key).unlink(missing_ok=True)
-            outcomes[i] = disk_error(exc, dst.path(job.key)) if isinstance(exc, OSError) else exc
+                _discard(job.final, fd)
+            outcomes[i] = disk_error(exc, job.final) if isinstance(exc, OSError) else exc
+    if group_commit and written:
+        try:
+            syncfs(written[0][1])
+        except OSError as exc:  # which file failed is not known: none is published
+            for i, fd in written:
+                _discard(jobs[i].final, fd)
+                outcomes[i] = disk_error(exc, jobs[i].final)
+            return outcomes
     for i, fd in written:
         try:
-            dst.publish(jobs[i].key, fd, sync_dir=False)
+            publish_at(jobs[i].final, fd, sync=not group_commit, sync_dir=False)
         except StokerError as exc:
             outcomes[i] = exc
     return outcomes
+
+
+def _discard(final: str, fd: int) -> None:
+    os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(final + PARTIAL_SUFFIX)
 
 
 def _read_all(fd: int, size: int) -> bytes:

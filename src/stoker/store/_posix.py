@@ -7,6 +7,7 @@ same directory, is fsynced, then renamed over the final name, and the directory 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import os
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StageError, StokerError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
-from ._safety import PARTIAL_SUFFIX, STATE_DIR, safe_path
+from ._safety import PARTIAL_SUFFIX, STATE_DIR, safe_file
 
 
 def fsync_dir(path: Path) -> None:
@@ -26,18 +27,50 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        call = libc.sync_file_range
-    except (OSError, AttributeError):  # not Linux
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call = getattr(_LIBC, "sync_file_range", None)  # Linux only
+    if call is not None:
+        call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     return call
 
 
 _SYNC_FILE_RANGE = _sync_file_range()
 _SYNC_FILE_RANGE_WRITE = 2
+
+# Local file systems whose syncfs(2) makes every file's data and metadata durable, as fsync of
+# each would (statfs f_type magic numbers): ext4, XFS, btrfs, F2FS, tmpfs. Network and FUSE
+# file systems (NFS, Lustre, SMB, blobfuse) are left out: their syncfs need not reach the server.
+_WHOLE_SYNC_FS = {0xEF53, 0x58465342, 0x9123683E, 0xF2F52010, 0x01021994}
+
+
+def fs_type(path: Path) -> int | None:
+    """The statfs(2) f_type of the file system holding ``path`` (its nearest existing
+    ancestor), or None where the call does not exist."""
+    statfs = getattr(_LIBC, "statfs", None)
+    if statfs is None:
+        return None
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type is its first field (a long)
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    if statfs(os.fsencode(path), buf) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buf).value
+
+
+def syncs_as_a_whole(path: Path) -> bool:
+    """Whether one syncfs(2) can stand for an fsync of every file written under ``path``."""
+    return hasattr(_LIBC, "syncfs") and fs_type(path) in _WHOLE_SYNC_FS
+
+
+def syncfs(fd: int) -> None:
+    """Write out and wait for everything dirty on ``fd``'s file system; since Linux 5.8 a
+    failed writeback of any file on it is reported here."""
+    if _LIBC.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
@@ -49,11 +82,7 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> None:
         _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)
 
 
-def _partial_of(final: Path) -> Path:
-    return final.with_name(final.name + PARTIAL_SUFFIX)
-
-
-def disk_error(exc: OSError, path: Path) -> StokerError:
+def disk_error(exc: OSError, path: Path | str) -> StokerError:
     """A full disk stops the whole copy (StageError); other errors concern one file."""
     if exc.errno in (28, 122):  # ENOSPC, EDQUOT
         return StageError(
@@ -87,39 +116,86 @@ def copy_range(src: int, dst: int, size: int) -> None:
             shutil.copyfileobj(fsrc, fdst, 8 << 20)
 
 
+def create_partial_at(final: str) -> int:
+    """A writable fd on a fresh, empty partial file for ``final`` (a checked path), for a file
+    written whole (no resume). The folder is made only when the open finds it missing: one
+    system call per small file instead of three."""
+    partial = final + PARTIAL_SUFFIX
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        try:
+            return os.open(partial, flags, 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(partial), exist_ok=True)
+            return os.open(partial, flags, 0o644)
+    except OSError as exc:
+        raise disk_error(exc, partial) from exc
+
+
+def publish_at(final: str, fd: int, *, sync: bool = True, sync_dir: bool = True) -> str:
+    """fsync the partial file of ``final`` (a checked path), rename it to ``final``, fsync the
+    directory (unless the caller syncs it later, once for many files); closes ``fd``. If the
+    fsync or the rename fails the partial file is removed: after a failed fsync its pages may
+    be gone, so the next run must write it again anyway. ``sync=False`` is for a caller that
+    made the data durable already (a group's syncfs)."""
+    partial = final + PARTIAL_SUFFIX
+    try:
+        try:
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, final)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise disk_error(exc, final) from exc
+    try:
+        if sync and sync_dir:
+            fsync_dir(Path(final).parent)
+    except OSError as exc:
+        raise disk_error(exc, final) from exc
+    return final
+
+
 class PosixStore(Store):
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root = str(root)
         self._safe_folders: set[str] = set()
 
     def __str__(self) -> str:
         return str(self.root)
 
+    def file(self, key: str) -> str:
+        """The checked path of ``key`` as a string (see safe_file)."""
+        return safe_file(self._root, key, self._safe_folders)
+
     def path(self, key: str) -> Path:
-        return safe_path(self.root, key, self._safe_folders)
+        return Path(self.file(key))
 
     def partial(self, key: str) -> Path:
-        return _partial_of(self.path(key))
+        return Path(self.file(key) + PARTIAL_SUFFIX)
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
         if not self.root.exists():
             return
         batch: list[ObjectInfo] = []
-        stack = [self.root]
+        stack = [""]  # folders as key prefixes: "" is the root, else "a/b/"
         while stack:
-            folder = stack.pop()
+            prefix = stack.pop()
             entries = await asyncio.to_thread(
-                lambda f=folder: sorted(os.scandir(f), key=lambda e: e.name)
+                lambda p=prefix: sorted(os.scandir(self._root + "/" + p), key=lambda e: e.name)
             )
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    if not (folder == self.root and entry.name == STATE_DIR):
-                        stack.append(Path(entry.path))
+                    if prefix or entry.name != STATE_DIR:
+                        stack.append(f"{prefix}{entry.name}/")
                 elif entry.is_file(follow_symlinks=False) and not entry.name.endswith(
                     PARTIAL_SUFFIX
                 ):
                     st = entry.stat(follow_symlinks=False)
-                    key = Path(entry.path).relative_to(self.root).as_posix()
+                    key = prefix + entry.name
                     batch.append(ObjectInfo(key, st.st_size, f"{st.st_mtime_ns}:{st.st_size}"))
                     if len(batch) >= LIST_BATCH:
                         yield batch
@@ -155,44 +231,8 @@ class PosixStore(Store):
         except OSError as exc:
             raise disk_error(exc, partial) from exc
 
-    def create_partial(self, key: str) -> int:
-        """A writable fd on a fresh, empty partial file, for a file written whole (no resume).
-        The folder is made only when the open finds it missing: one system call per small file
-        instead of three."""
-        partial = self.partial(key)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        try:
-            try:
-                return os.open(partial, flags, 0o644)
-            except FileNotFoundError:
-                partial.parent.mkdir(parents=True, exist_ok=True)
-                return os.open(partial, flags, 0o644)
-        except OSError as exc:
-            raise disk_error(exc, partial) from exc
-
-    def publish(self, key: str, fd: int, *, sync: bool = True, sync_dir: bool = True) -> Path:
-        """fsync the partial file, rename it to its final name, fsync the directory (unless
-        the caller syncs it later, once for many files). Returns the final path. If the fsync
-        or the rename fails the partial file is removed: after a failed fsync its pages may be
-        gone, so the next run must write it again anyway."""
-        final = self.path(key)
-        partial = _partial_of(final)
-        try:
-            try:
-                if sync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(partial, final)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise disk_error(exc, final) from exc
-        try:
-            if sync and sync_dir:
-                fsync_dir(final.parent)
-        except OSError as exc:
-            raise disk_error(exc, final) from exc
-        return final
+    def publish(self, key: str, fd: int, *, sync: bool = True, sync_dir: bool = True) -> str:
+        return publish_at(self.file(key), fd, sync=sync, sync_dir=sync_dir)
 
     async def write_file(
         self, key: str, source: Path, size: int, md5: str | None = None, *, sync_dir: bool = True
