@@ -74,10 +74,13 @@ class Engine:
         self.concurrency = concurrency
         self.requests = asyncio.Semaphore(concurrency)
         # Into POSIX, more files than requests: a small file keeps its place while it waits
-        # to be written and made durable with its group, and the requests go on meanwhile. An
-        # upload holds its file's bytes (up to block_size) until sent, so there files stay
+        # to be written and made durable with its group, and the requests go on meanwhile.
+        # A local source's file holds no memory while it waits, so there are more of those.
+        # An upload holds its file's bytes (up to block_size) until sent, so there files stay
         # near the requests.
-        files = max(4, concurrency) * (4 if isinstance(dst, PosixStore) else 1)
+        into_posix = isinstance(dst, PosixStore)
+        local = isinstance(src, PosixStore)
+        files = max(4, concurrency) * (1 if not into_posix else 8 if local else 4)
         self.files_in_flight = asyncio.Semaphore(files)
         self.writers = max(1, min(WRITERS, concurrency))
         self.small = min(SMALL, block_size)
