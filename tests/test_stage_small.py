@@ -186,8 +186,11 @@ def test_failed_syncfs_publishes_none_of_its_group(
 
 
 def test_syncfs_stands_for_fsync_only_on_local_file_systems(tmp_path: Path) -> None:
-    from stoker.store._posix import fs_type, syncs_as_a_whole
+    from stoker.store._posix import _release_at_least, fs_type, syncs_as_a_whole
 
     assert fs_type(tmp_path / "not" / "yet") == fs_type(tmp_path)  # nearest existing folder
     assert not syncs_as_a_whole(Path("/proc"))  # procfs: not a file system to trust with data
-    assert syncs_as_a_whole(Path("/dev/shm"))  # tmpfs
+    assert syncs_as_a_whole(Path("/dev/shm")) == _release_at_least(os.uname().release, (5, 8))
+    assert _release_at_least("6.18.44-fc-v782", (5, 8))
+    assert _release_at_least("5.8.0", (5, 8)) and not _release_at_least("5.4.0-1-azure", (5, 8))
+    assert not _release_at_least("weird", (5, 8))

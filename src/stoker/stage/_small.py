@@ -5,14 +5,14 @@ between the event loop and the thread pool that run them, and every hop is anoth
 the GIL: with a hop per step stoker copied 2,000 such files at 0.40x ``cp -r``. Files wait in a
 queue; each of a few writers takes whatever is waiting, up to GROUP_FILES, and writes them all
 under their partial names. Then the group is made durable at once and each file renamed to its
-final name. Where the file system's syncfs(2) covers every file on it (ext4, XFS, btrfs: see
-``syncs_as_a_whole``) one syncfs stands for the group's fsyncs: it sends all their data to the
-disk in one batch and commits the journal once, where an fsync per file waits for a journal
-commit each (writing 20,000 x 64 KiB here: 4.6-5.2 s against 7.4 s). Elsewhere (NFS, Lustre,
-SMB) each file is fsynced. Either way no file is renamed before its data is on disk. A group's
-local sources are first read ahead (posix_fadvise WILLNEED), so their reads queue on the disk
-together instead of one after another. When little is waiting a group is one file, so nothing
-waits for a group to fill.
+final name. Where the file system's syncfs(2) covers every file on it (ext4, XFS, btrfs on
+Linux 5.8+: see ``syncs_as_a_whole``) one syncfs stands for the group's fsyncs: it sends all
+their data to the disk in one batch and commits the journal once, where an fsync per file
+waits for a journal commit each (writing 20,000 x 64 KiB here: 4.6-5.2 s against 7.4 s).
+Elsewhere (NFS, Lustre, SMB) each file is fsynced. Either way no file is renamed before its
+data is on disk. A group's local sources are first read ahead (posix_fadvise WILLNEED), so
+their reads queue on the disk together instead of one after another. When little is waiting a
+group is one file, so nothing waits for a group to fill.
 """
 
 from __future__ import annotations

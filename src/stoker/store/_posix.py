@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -61,8 +62,20 @@ def fs_type(path: Path) -> int | None:
 
 
 def syncs_as_a_whole(path: Path) -> bool:
-    """Whether one syncfs(2) can stand for an fsync of every file written under ``path``."""
-    return hasattr(_LIBC, "syncfs") and fs_type(path) in _WHOLE_SYNC_FS
+    """Whether one syncfs(2) can stand for an fsync of every file written under ``path``:
+    a local file system, on Linux 5.8 or later (before it, syncfs did not report a failed
+    writeback, where fsync would)."""
+    return (
+        hasattr(_LIBC, "syncfs")
+        and _release_at_least(os.uname().release, (5, 8))
+        and fs_type(path) in _WHOLE_SYNC_FS
+    )
+
+
+def _release_at_least(release: str, wanted: tuple[int, int]) -> bool:
+    """``release`` ("6.8.0-45-generic") is at least ``wanted`` (major, minor)."""
+    parts = re.match(r"(\d+)\.(\d+)", release)
+    return bool(parts) and (int(parts[1]), int(parts[2])) >= wanted
 
 
 def syncfs(fd: int) -> None:
