@@ -146,3 +146,52 @@ def test_the_first_batch_comes_by_range_while_its_shards_download(
     ids = first[:, 0].tolist() + [i for b in batches for i in b[:, 0].tolist()]
     assert sorted(ids) == list(range(N))
     assert loader.metrics.bytes_read == N * 2000
+
+
+def test_the_first_batch_takes_one_get_per_shard_region_not_per_sample(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Samples of one shard less than MERGE_GAP apart come in one ranged GET; every sample is
+    still checked and lands in its place."""
+    from stoker.store._azure import BlobStore
+
+    url = f"{blob_env}/merged"
+    with ShardWriter(url, shard_size="64KiB") as w:
+        for i in range(N):
+            w.write(i.to_bytes(8, "little") * 250)
+    release, fetch = threading.Event(), _Process._fetch
+    monkeypatch.setattr(
+        _Process, "_fetch", lambda self, shard: (release.wait(60), fetch(self, shard))[1]
+    )
+    gets: list[tuple[str, int, int]] = []
+    read_range = BlobStore.read_range
+
+    async def counted(
+        self: BlobStore, key: str, start: int, end: int, etag: str | None = None
+    ) -> bytes:
+        gets.append((key, start, end))
+        return await read_range(self, key, start, end, etag)
+
+    monkeypatch.setattr(BlobStore, "read_range", counted)
+    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64)
+    loader = StreamingLoader(ds, 40)
+    batches = iter(loader)
+    first = next(batches)
+    shards = {key for key, _, _ in gets}
+    sample_gets = [g for g in gets if g[1] > 0]  # (offset 0: a shard's header and tables)
+    assert first.shape == (40, 250) and bool((first == first[:, :1]).all())
+    assert len(set(first[:, 0].tolist())) == 40
+    assert len(sample_gets) <= len(shards) < 40  # 64 KiB shards: one GET covers each
+    release.set()
+    ids = first[:, 0].tolist() + [i for b in batches for i in b[:, 0].tolist()]
+    assert sorted(ids) == list(range(N))
+
+
+def test_spans_merge_across_small_gaps_up_to_a_cap() -> None:
+    from stoker.stream._remote import MERGE_GAP, MERGE_MAX, merged
+
+    assert merged([(100, 10), (0, 10), (5, 10)]) == [(0, 110)]  # sorted; overlaps join
+    assert merged([(0, 10), (10 + MERGE_GAP, 10)]) == [(0, 10), (10 + MERGE_GAP, 20 + MERGE_GAP)]
+    big = MERGE_MAX // 2
+    assert merged([(0, big), (big, big), (2 * big, 1)]) == [(0, 2 * big), (2 * big, 2 * big + 1)]
+    assert merged([]) == []
