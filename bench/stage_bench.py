@@ -1003,7 +1003,7 @@ Python {info["python"]}; {v["rclone"]}, {v["azcopy"]}, azure-storage-blob
 
 How: MB/s are medians of the runs counted in each row. Every run copies into an empty
 destination {caches}; its time is the tool's process from start to exit plus a `sync` after it
-(stoker fsyncs every file it writes; the others leave that to the `sync`). "Process time only"
+(stoker makes every file durable before naming it; the others leave that to the `sync`). "Process time only"
 compares the processes without the `sync`. Ceiling: the best run of obstore reading the whole
 dataset to memory from the same emulator ({" or ".join(map(str, CEILING_INFLIGHT))} requests in
 flight, whole small objects, {CEILING_RANGE >> 20} MiB ranges of large ones), or, for export,
