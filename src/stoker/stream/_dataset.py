@@ -33,7 +33,7 @@ from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
 from ._index import INDEX, DatasetIndex, decode
 from ._order import epoch_order, rank_batches, worker_batches
-from ._remote import RemoteShard, fetch_spans
+from ._remote import RemoteShard
 from ._tensors import BufferPool, as_dtype, read_batch, shared_tensor
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
@@ -176,13 +176,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                 yield out if fast else self.collate(out)
 
     def _read_samples(self, proc: _Process, batch: np.ndarray) -> list[Any]:
-        fetched: list[RemoteShard] = []
-        if not proc.downloading:  # the first batch of a cold job: its samples in few GETs
-            places = [self.index.locate(int(g)) for g in batch]
-            fetched = proc.fetch_first([(proc.reader_now(shard), i) for shard, i in places])
         raw = [self._read(proc, int(g)) for g in batch]
-        for shard in fetched:
-            shard.got.clear()
         kept = [data for data in raw if data is not None]
         # one update of the shared counters per batch: a lock per sample costs CPU
         self._count(bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept))
@@ -278,18 +272,6 @@ class _Process:
             except StokerError:  # the whole download retries and names the shard
                 return self.reader(shard)
         return self.remote[shard]
-
-    def fetch_first(self, wanted: list[tuple[ShardReader, int]]) -> list[RemoteShard]:
-        """Bring the samples (reader, index) whose shards are read by range in few GETs
-        (fetch_spans); the others are left alone. Returns the shards that now hold bytes: the
-        caller clears their ``got`` once the batch is read."""
-        remote: dict[RemoteShard, list[tuple[int, int]]] = {}
-        for reader, i in wanted:
-            if isinstance(reader, RemoteShard):
-                remote.setdefault(reader, []).append(reader.span(i))
-        if remote:
-            fetch_spans(remote, self.ds.read_threads, self.io)
-        return list(remote)
 
     def reader(self, shard: int) -> ShardReader:
         self.remote.pop(shard, None)

@@ -102,10 +102,7 @@ def read_batch(
         tensors = [alloc(size) for *_, size in samples]
         views = [memoryview(t.numpy()) for t in tensors]
         batch = [t.view(ds.dtype) for t in tensors]
-    fetched = proc.fetch_first([(reader, i) for reader, i, _, _ in samples])
     bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views)
-    for shard in fetched:
-        shard.got.clear()
     if bad and ds.on_corrupt == "raise":
         raise bad[min(bad)]
     if bad:
