@@ -193,28 +193,39 @@ class PosixStore(Store):
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
         if not self.root.exists():
             return
+        todo = [""]  # folders as key prefixes: "" is the root, else "a/b/"
         batch: list[ObjectInfo] = []
-        stack = [""]  # folders as key prefixes: "" is the root, else "a/b/"
-        while stack:
-            prefix = stack.pop()
-            entries = await asyncio.to_thread(
-                lambda p=prefix: sorted(os.scandir(self._root + "/" + p), key=lambda e: e.name)
-            )
+        while todo:
+            # (scanning a few folders at once measured slower here: 0.6-0.8 s against 0.5 s
+            # for 20,000 files in 20 folders, cold)
+            folders, files = await asyncio.to_thread(self._scan, todo.pop())
+            todo.extend(reversed(folders))
+            for info in files:
+                batch.append(info)
+                if len(batch) >= LIST_BATCH:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    def _scan(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        """One folder's subfolders and files (not partial files, not the root's state
+        directory), each sorted; the stats run in the calling thread, off the event loop."""
+        folders, files = [], []
+        with os.scandir(self._root + "/" + prefix) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     if prefix or entry.name != STATE_DIR:
-                        stack.append(f"{prefix}{entry.name}/")
+                        folders.append(f"{prefix}{entry.name}/")
                 elif entry.is_file(follow_symlinks=False) and not entry.name.endswith(
                     PARTIAL_SUFFIX
                 ):
                     st = entry.stat(follow_symlinks=False)
-                    key = prefix + entry.name
-                    batch.append(ObjectInfo(key, st.st_size, f"{st.st_mtime_ns}:{st.st_size}"))
-                    if len(batch) >= LIST_BATCH:
-                        yield batch
-                        batch = []
-        if batch:
-            yield batch
+                    etag = f"{st.st_mtime_ns}:{st.st_size}"
+                    files.append(ObjectInfo(prefix + entry.name, st.st_size, etag))
+        folders.sort()
+        files.sort(key=lambda info: info.key)
+        return folders, files
 
     async def head(self, key: str) -> ObjectInfo | None:
         try:
