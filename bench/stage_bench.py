@@ -974,7 +974,11 @@ def markdown(mode: str, info: dict, shapes: list[dict]) -> str:
     posix = posix_table(shapes, info["disk"], misses)
     resume = resume_text(shapes, misses)
     listing = listing_text(info, misses)
-    shown = "; ".join(f"{sh['shape']}) {sh['label']}, measured {sh['when']}" for sh in shapes)
+    shown = "; ".join(
+        f"{sh['shape']}) {sh['label']}, measured {sh['when']}"
+        + "".join(f" ({part} again {when})" for part, when in sh.get("parts_rerun", {}).items())
+        for sh in shapes
+    )
     missing = sorted(set("ABC") - {sh["shape"] for sh in shapes})
     if missing:
         shown += (
@@ -1053,10 +1057,17 @@ figure above): {stoker_overhead(shapes)}.
 
 
 # --------------------------------------------------------------------------------- driver
-def measure_shape(shape: Shape, mode: str, peers: Peers, reps: int) -> dict:
+PARTS = ("import", "export", "posix")
+
+
+def measure_shape(
+    shape: Shape, mode: str, peers: Peers, reps: int, parts: tuple[str, ...], saved: dict | None
+) -> dict:
+    """The shape's figures; with only some ``parts``, the others are kept from ``saved``."""
     print(f"shape {shape.name}: {shape.label}, {shape.nbytes / 1e9:.2f} GB", flush=True)
     start_cpu = cpu_mark()
     data = ensure_dataset(shape, mode)
+    now = datetime.now(UTC).isoformat(timespec="minutes")
     result: dict = {
         "shape": shape.name,
         "label": shape.label,
@@ -1064,20 +1075,25 @@ def measure_shape(shape: Shape, mode: str, peers: Peers, reps: int) -> dict:
         "bytes": shape.nbytes,
         "large": shape.large,
         "reps": reps,
-        "when": datetime.now(UTC).isoformat(timespec="minutes"),
+        "when": now,
         "load_before": os.getloadavg()[0],
     }
-    with Azurite() as az, tempfile.TemporaryDirectory(dir=BENCH) as state:
-        setup_source(shape, data, az)
-        tools = Tools(peers, az, Path(state))
-        result["import"] = measure_import(shape, data, az, tools, reps)
-        if shape.large:
-            result["resume"] = measure_resume(shape, data, az, tools)
-        result["azurite_rss_mib"] = az.rss_mib()
-    result["export"] = measure_export(shape, data, peers, reps)
-    on_disk = posix_shape(shape, mode == "quick")
-    result["posix"] = measure_posix(on_disk, ensure_dataset(on_disk, mode), peers, reps)
-    result["posix"]["label"] = on_disk.label
+    if saved and set(parts) != set(PARTS):
+        result = saved | {"parts_rerun": {part: now for part in parts}}
+    if "import" in parts:
+        with Azurite() as az, tempfile.TemporaryDirectory(dir=BENCH) as state:
+            setup_source(shape, data, az)
+            tools = Tools(peers, az, Path(state))
+            result["import"] = measure_import(shape, data, az, tools, reps)
+            if shape.large:
+                result["resume"] = measure_resume(shape, data, az, tools)
+            result["azurite_rss_mib"] = az.rss_mib()
+    if "export" in parts:
+        result["export"] = measure_export(shape, data, peers, reps)
+    if "posix" in parts:
+        on_disk = posix_shape(shape, mode == "quick")
+        result["posix"] = measure_posix(on_disk, ensure_dataset(on_disk, mode), peers, reps)
+        result["posix"]["label"] = on_disk.label
     result["cpu_elsewhere"] = others_cpu_share(start_cpu)
     return result
 
@@ -1117,6 +1133,11 @@ def main() -> None:
         help=f"objects in shape C (default {C_OBJECTS:,}; the issue names "
         f"{ISSUE_C_OBJECTS:,}, where the emulator slows down: see ISSUE_C_OBJECTS)",
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="which copies to run (import,export,posix); the others keep their saved figures",
+    )
     parser.add_argument("--write", type=Path, help="replace the '## stage:' section of this file")
     args = parser.parse_args()
     mode, reps = ("quick", args.reps or 2) if args.quick else ("full", args.reps or 3)
@@ -1128,8 +1149,12 @@ def main() -> None:
     (out / "machine.json").write_text(json.dumps(info, indent=1))
     for shape in shapes(args.quick, args.c_objects):
         if shape.name in args.shapes.split(","):
-            result = measure_shape(shape, mode, peers, bound_reps if request_bound(shape) else reps)
-            (out / f"{shape.name}.json").write_text(json.dumps(result, indent=1))
+            saved_path = out / f"{shape.name}.json"
+            saved = json.loads(saved_path.read_text()) if saved_path.exists() else None
+            parts = tuple(args.parts.split(","))
+            n = bound_reps if request_bound(shape) else reps
+            result = measure_shape(shape, mode, peers, n, parts, saved)
+            saved_path.write_text(json.dumps(result, indent=1))
     section = markdown(mode, info, _saved_shapes(out))
     if args.write:
         replace_section(args.write, section)
