@@ -19,14 +19,16 @@ issue's 20,000. Every stoker copy is checked (sizes of all files, MD5 of a sampl
 peer's copy is counted (files and bytes). Also: how much a resumed import re-sends after
 ``kill -9`` at half way, and the peak memory of a 1,000,000-key listing.
 
-    .venv/bin/python bench/stage_bench.py [--quick] [--shapes A,B,C] [--write BENCHMARKS.md]
+    .venv/bin/python bench/stage_bench.py [--quick] [--shapes A,B,C]
+                                          [--parts import,export,posix] [--write BENCHMARKS.md]
 
 A full run takes about 30 minutes for A and B and about an hour more for C; run it on an
 otherwise idle machine (the section says how much CPU other processes took meanwhile).
 
 Peers install into .bench/ on the first run (see _peers.py); results are kept in
 .bench/results/<mode>/<shape>.json, and the section is written from those of the mode, so a
-shape run alone updates its rows only.
+shape run alone updates its rows only (and ``--parts`` only those copies of it; the section
+names when each was rerun).
 """
 
 from __future__ import annotations
