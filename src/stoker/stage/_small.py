@@ -94,6 +94,8 @@ def read_ahead(path: str) -> Callable[[], None]:
     """A job's ``prepare`` for a local file: ask the kernel to start reading it now."""
 
     def prepare() -> None:
+        if not hasattr(os, "posix_fadvise"):  # (not on macOS)
+            return
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:  # fill reports it

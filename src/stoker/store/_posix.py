@@ -28,7 +28,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except (OSError, TypeError):  # no C library to load by that name (Windows)
+    _LIBC = None
 
 
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
@@ -81,6 +84,7 @@ def _release_at_least(release: str, wanted: tuple[int, int]) -> bool:
 def syncfs(fd: int) -> None:
     """Write out and wait for everything dirty on ``fd``'s file system; since Linux 5.8 a
     failed writeback of any file on it is reported here."""
+    assert _LIBC is not None  # (only called where syncs_as_a_whole said so)
     if _LIBC.syncfs(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
