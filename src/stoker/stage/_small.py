@@ -131,10 +131,9 @@ def from_file(path: str, size: int, hash_files: bool) -> Callable[[int], str | N
 
 
 class SmallWriter:
-    """Writers that drain a queue of Jobs in groups into ``dst``."""
+    """Writers that drain a queue of Jobs in groups into ``dst`` (each Job knows its path)."""
 
     def __init__(self, dst: PosixStore, writers: int) -> None:
-        self.dst = dst
         self.group_commit = syncs_as_a_whole(dst.root)
         self.queue: asyncio.Queue[tuple[Job, asyncio.Future]] = asyncio.Queue()
         self.tasks = [asyncio.create_task(self._drain()) for _ in range(writers)]
@@ -156,9 +155,8 @@ class SmallWriter:
             while len(group) < GROUP_FILES and not self.queue.empty():
                 group.append(self.queue.get_nowait())
             try:
-                outcomes = await asyncio.to_thread(
-                    write_group, self.dst, [j for j, _ in group], self.group_commit
-                )
+                jobs = [job for job, _ in group]
+                outcomes = await asyncio.to_thread(write_group, jobs, self.group_commit)
             except asyncio.CancelledError:
                 for _, done in group:
                     done.cancel()
@@ -174,9 +172,7 @@ class SmallWriter:
                     done.set_result(outcome)
 
 
-def write_group(
-    dst: PosixStore, jobs: list[Job], group_commit: bool
-) -> list[str | None | BaseException]:
+def write_group(jobs: list[Job], group_commit: bool) -> list[str | None | BaseException]:
     """Write each job's file, make them durable (one syncfs, or an fsync each), rename each;
     per file, its hash or its error. One file's error does not stop the others."""
     for job in jobs:
