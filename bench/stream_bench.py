@@ -832,7 +832,9 @@ def markdown(mode: str, info: dict, shapes_: list[dict]) -> str:
         if "blob" in sh
     )
     shown = "; ".join(
-        f"{sh['label']} (measured {min(sh[p]['when'] for p in PARTS if p in sh)[:16]})"
+        f"{sh['label']} (measured "
+        + ", ".join(f"{p} {sh[p]['when'][:16]}" for p in PARTS if p in sh)
+        + ")"
         for sh in shapes_
     )
     return f"""## stream: stoker's loader beside WebDataset, Mosaic Streaming, LitData and a DataLoader over files (target 1.2x the fastest)
