@@ -82,7 +82,6 @@ class Engine:
         local = isinstance(src, PosixStore)
         files = max(4, concurrency) * (1 if not into_posix else 8 if local else 4)
         self.files_in_flight = asyncio.Semaphore(files)
-        self.writers = max(1, min(WRITERS, concurrency))
         self.small = min(SMALL, block_size)
         self.writer: SmallWriter | None = None
         self.counters = Counters()
@@ -97,7 +96,7 @@ class Engine:
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_every(0.05))
         if isinstance(self.dst, PosixStore):
-            self.writer = SmallWriter(self.dst, self.writers)
+            self.writer = SmallWriter(self.dst, max(1, min(WRITERS, self.concurrency)))
         try:
             await self._copy_pending(run, tasks)
         finally:
@@ -158,16 +157,15 @@ class Engine:
         """A small file is fetched whole (or, when local, read in the writer's thread) and
         handed to the writers, which write it with others in one thread call."""
         assert isinstance(self.dst, PosixStore) and self.writer
+        final = self.dst.file(key)  # (checked before anything is fetched)
         if isinstance(self.src, PosixStore):
             path = self.src.file(key)
-            fill = from_file(path, size, self.hash_files)
-            job = Job(key, self.dst.file(key), fill, read_ahead(path))
+            job = Job(key, final, from_file(path, size, self.hash_files), read_ahead(path))
         else:
             async with self.requests:
                 pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
             data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            fill = from_bytes(data, md5, self.hash_files, f"{self.src}/{key}")
-            job = Job(key, self.dst.file(key), fill)
+            job = Job(key, final, from_bytes(data, md5, self.hash_files, f"{self.src}/{key}"))
         digest = await self.writer.write(job)
         self.folders_to_sync.add(key.rpartition("/")[0])
         self.counters.bytes += size
