@@ -1081,7 +1081,8 @@ def measure_shape(
         "load_before": os.getloadavg()[0],
     }
     if saved and set(parts) != set(PARTS):
-        result = saved | {"parts_rerun": {part: now for part in parts}}
+        rerun = saved.get("parts_rerun", {}) | {part: now for part in parts}
+        result = saved | {"parts_rerun": rerun}
     if "import" in parts:
         with Azurite() as az, tempfile.TemporaryDirectory(dir=BENCH) as state:
             setup_source(shape, data, az)
