@@ -710,21 +710,22 @@ n, batch = int(sys.argv[1]), int(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     m = Manifest(Path(tmp) / "stage.sqlite")
     run = m.start_run()
-    t0 = time.perf_counter()
+    files = pending = 0
+    record_s = done_s = 0.0
     for first in range(0, n, batch):
-        m.record_listing([ObjectInfo(f"shard-{i // 10000:04d}/sample-{i:08d}.jpg",
-                                     100_000 + i % 997, f"0x8DC{i:012X}", None)
-                          for i in range(first, min(n, first + batch))], run)
-    t1 = time.perf_counter()
-    files = m.totals(run)[0]
-    pending = sum(1 for _ in m.pending(run))
-    t2 = time.perf_counter()
-    for key, *_ in m.pending(run):
-        m.object_done(key, None)
-    t3 = time.perf_counter()
+        t = time.perf_counter()
+        listed = m.record_listing([ObjectInfo(f"shard-{i // 10000:04d}/sample-{i:08d}.jpg",
+                                              100_000 + i % 997, f"0x8DC{i:012X}", None)
+                                   for i in range(first, min(n, first + batch))], run)
+        record_s += time.perf_counter() - t
+        files += len(listed.pending) + listed.done_files
+        pending += len(listed.pending)
+        t = time.perf_counter()
+        for key, *_ in listed.pending:
+            m.object_done(key, None)
+        done_s += time.perf_counter() - t
     m.close()
-print(json.dumps({"files": files, "pending": pending, "record_s": t1 - t0,
-                  "pending_s": t2 - t1, "done_s": t3 - t2}))
+print(json.dumps({"files": files, "pending": pending, "record_s": record_s, "done_s": done_s}))
 """
 
 
@@ -909,11 +910,11 @@ def listing_text(info: dict, misses: list[str]) -> str:
     if not ok:
         misses.append(f"1M listing: peak RSS {r['rss_mib']:.0f} MiB (target < {TARGET_RSS_MB} MB)")
     return (
-        "| keys | peak RSS | the imports alone | record the listing, batches of 5,000 "
-        "| page through pending | mark each done, one commit each | target < 300 MB |\n"
-        "|---:|---:|---:|---:|---:|---:|---|\n"
+        "| keys | peak RSS | the imports alone | record the listing and pick what to copy, "
+        "batches of 5,000 | mark each done, a commit per 512 | target < 300 MB |\n"
+        "|---:|---:|---:|---:|---:|---|\n"
         f"| {r['keys']:,} | {r['rss_mib']:.0f} MiB | {r['import_rss_mib']:.0f} MiB | "
-        f"{r['record_s']:.1f} s | {r['pending_s']:.1f} s | {r['done_s']:.1f} s | {_yes(ok)} |\n"
+        f"{r['record_s']:.1f} s | {r['done_s']:.1f} s | {_yes(ok)} |\n"
     )
 
 
@@ -1045,7 +1046,7 @@ costs stoker.
 ### A listing of 1,000,000 keys
 
 The manifest (`stoker.stage._manifest.Manifest`, in a process of its own) fed the way the
-listing stream feeds it, then paged through and marked done the way the engine does:
+listing stream feeds it, each batch's objects to copy then marked done the way the engine does:
 
 {listing}
 ### Where stoker misses a target

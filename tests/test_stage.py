@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from azurite import ACCOUNT, ACCOUNT_KEY, Azurite, blob_tree, partials, read_tree
-from stoker.errors import StageError, StokerError
+from stoker.errors import AccessDeniedError, StageError, StokerError
 from stoker.shard import owner
 from stoker.stage import stage
 
@@ -299,10 +299,11 @@ def test_secrets_never_shown(
     with pytest.raises(StokerError) as err:
         stage(dst.url, back.url)
     messages.append(str(err.value))
-    # Writing with the wrong key fails at the first request (listing what is already there).
-    with pytest.raises(StokerError) as err:
+    # Writing with the wrong key stops the job at the first upload refused, not file by file.
+    with pytest.raises(AccessDeniedError) as err:
         stage(src.url, dst.url.replace("/dst", "/elsewhere"), block_size=BLOCK)
     messages.append(str(err.value))
+    assert "check the credentials" in messages[-1]
     assert len(messages) == 3
     for message in messages:
         for secret in (ACCOUNT_KEY, wrong_key):

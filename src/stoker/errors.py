@@ -45,6 +45,10 @@ class StoreError(StokerError):
     """A storage URL, credential or request that failed. Messages never include secrets."""
 
 
+class AccessDeniedError(StoreError):
+    """The service refused the credentials (HTTP 401 or 403): every request would fail alike."""
+
+
 class UnsafeKeyError(StoreError):
     """An object key that cannot be written safely under the destination."""
 

@@ -22,16 +22,17 @@ import asyncio
 import hashlib
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import xxhash
 
-from ..errors import ChecksumError, StageError, StokerError, StoreError
+from ..errors import AccessDeniedError, ChecksumError, StageError, StokerError, StoreError
 from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
-from ._manifest import Manifest
+from ._manifest import Manifest, Pending
 from ._progress import Reporter
 from ._small import (
     SMALL,
@@ -88,7 +89,8 @@ class Engine:
         self.folders_to_sync: set[str] = set()  # of keys written, fsynced once at the end
         self.fatal: BaseException | None = None
 
-    async def run(self, run: int) -> Counters:
+    async def run(self, batches: AsyncIterator[list[Pending]]) -> Counters:
+        """Copy every object of ``batches`` (as the listing yields them)."""
         # Writes, fsyncs and hashes run in threads (they release the GIL); asyncio's default pool
         # of cpu + 4 threads would cap them far below the requests in flight.
         workers = ThreadPoolExecutor(max_workers=self.concurrency + 8, thread_name_prefix="io")
@@ -98,7 +100,7 @@ class Engine:
         if isinstance(self.dst, PosixStore):
             self.writer = SmallWriter(self.dst, max(1, min(WRITERS, self.concurrency)))
         try:
-            await self._copy_pending(run, tasks)
+            await self._copy_all(batches, tasks)
         finally:
             flusher.cancel()
             if self.writer:
@@ -118,21 +120,29 @@ class Engine:
             await asyncio.sleep(seconds)
             self.manifest.flush()
 
-    async def _copy_pending(self, run: int, tasks: set[asyncio.Task]) -> None:
-        for key, size, etag, md5 in self.manifest.pending(run):
-            if self.fatal:
-                break
-            await self.files_in_flight.acquire()
-            task = asyncio.create_task(self._one(key, size, etag, md5))
-            tasks.add(task)
-            task.add_done_callback(lambda t: (tasks.discard(t), self.files_in_flight.release()))
-        if tasks:
-            await asyncio.gather(*tasks)
+    async def _copy_all(
+        self, batches: AsyncIterator[list[Pending]], tasks: set[asyncio.Task]
+    ) -> None:
+        try:
+            async for batch in batches:
+                for key, size, etag, md5 in batch:
+                    if self.fatal:
+                        return
+                    await self.files_in_flight.acquire()
+                    task = asyncio.create_task(self._one(key, size, etag, md5))
+                    tasks.add(task)
+                    task.add_done_callback(
+                        lambda t: (tasks.discard(t), self.files_in_flight.release())
+                    )
+        finally:  # (a failed listing too lets the files under way finish and be recorded)
+            if tasks:
+                await asyncio.gather(*tasks)
 
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:
             digest = await self._copy(key, size, etag, md5)
-        except (StageError, OSError) as exc:  # a full disk stops everything: all would fail
+        # A full disk or refused credentials stop everything: every file would fail alike.
+        except (StageError, OSError, AccessDeniedError) as exc:
             self.fatal = self.fatal or exc
             return
         except StokerError as exc:  # this object only: the others go on

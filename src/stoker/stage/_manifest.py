@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..store import ObjectInfo
 
 PENDING, DONE = 0, 1
+_IN_CHUNK = 500  # keys per "IN (...)": well under SQLite's limit on bound parameters
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS objects(
@@ -26,6 +28,19 @@ CREATE TABLE IF NOT EXISTS blocks(
     key TEXT NOT NULL, etag TEXT NOT NULL, idx INTEGER NOT NULL,
     PRIMARY KEY(key, etag, idx)) WITHOUT ROWID;
 """
+
+
+Pending = tuple[str, int, str, str | None]  # an object to copy: key, size, etag, source MD5
+
+
+@dataclass
+class Listed:
+    """One listing batch as recorded: the objects to copy (key, size, etag, md5), and how
+    many files and bytes of it an earlier run already copied."""
+
+    pending: list[Pending] = field(default_factory=list)
+    done_files: int = 0
+    done_bytes: int = 0
 
 
 def job_id(src: str, dst: str, selection: str) -> str:
@@ -64,8 +79,9 @@ class Manifest:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES('run', ?)", (str(run),))
         return run
 
-    def record_listing(self, batch: Iterable[ObjectInfo], run: int) -> None:
-        """Upsert a listing batch: unchanged done objects stay done, changed ones restart."""
+    def record_listing(self, batch: list[ObjectInfo], run: int) -> Listed:
+        """Upsert a listing batch: unchanged done objects stay done, changed ones restart.
+        Returns what of the batch is to copy and what an earlier run already copied."""
         rows = [(o.key, o.size, o.etag, o.md5, run) for o in batch]
         with self.transaction():
             self.db.executemany(
@@ -80,30 +96,30 @@ class Manifest:
                      seen = excluded.seen""",
                 rows,
             )
+            done: set[str] = set()
+            for i in range(0, len(rows), _IN_CHUNK):
+                keys = [r[0] for r in rows[i : i + _IN_CHUNK]]
+                done.update(
+                    r[0]
+                    for r in self.db.execute(
+                        "SELECT key FROM objects WHERE state = 1 AND key IN "
+                        f"({','.join('?' * len(keys))})",
+                        keys,
+                    )
+                )
+        listed = Listed()
+        for o in batch:
+            if o.key in done:
+                listed.done_files += 1
+                listed.done_bytes += o.size
+            else:
+                listed.pending.append((o.key, o.size, o.etag, o.md5))
+        return listed
 
-    def totals(self, run: int) -> tuple[int, int, int, int]:
-        """(files, bytes) to copy and (files, bytes) already done, for this run's listing."""
-        row = self.db.execute(
-            """SELECT SUM(state = 0), COALESCE(SUM(CASE WHEN state = 0 THEN size END), 0),
-                      SUM(state = 1), COALESCE(SUM(CASE WHEN state = 1 THEN size END), 0)
-               FROM objects WHERE seen = ?""",
-            (run,),
-        ).fetchone()
-        return tuple(int(v or 0) for v in row)  # type: ignore[return-value]
-
-    def pending(self, run: int, page: int = 1000) -> Iterator[tuple[str, int, str, str | None]]:
-        """Objects still to copy, paged by key so memory stays flat."""
-        last = ""
-        while True:
-            rows = self.db.execute(
-                "SELECT key, size, etag, md5 FROM objects WHERE seen = ? AND state = 0 AND key > ?"
-                " ORDER BY key LIMIT ?",
-                (run, last, page),
-            ).fetchall()
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1][0]
+    def any_done(self) -> bool:
+        return (
+            self.db.execute("SELECT 1 FROM objects WHERE state = 1 LIMIT 1").fetchone() is not None
+        )
 
     def done(self, run: int) -> Iterator[tuple[str, int, str | None, str | None]]:
         last = ""

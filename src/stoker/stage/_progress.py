@@ -1,5 +1,8 @@
 """Progress of a copy: a rich bar (bytes, files, MB/s, ETA) on a terminal, JSON lines for
-automation, or nothing (the Python API). The engine only calls these methods."""
+automation, or nothing (the Python API). The engine only calls these methods.
+
+Copying starts while the source is still being listed, so the totals grow: ``grow`` adds each
+listed batch's files and bytes to copy, and ``listed`` says the totals are final."""
 
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ from typing import Any
 class Reporter:
     """Silent: what the Python API uses unless asked for more."""
 
-    def start(self, files: int, nbytes: int) -> None: ...
+    def start(self) -> None: ...
+    def grow(self, files: int, nbytes: int) -> None: ...
+    def listed(self) -> None: ...
     def advance(self, nbytes: int) -> None: ...
     def file_done(self) -> None: ...
     def note(self, message: str) -> None: ...
@@ -20,7 +25,9 @@ class Reporter:
 
 
 class JsonReporter(Reporter):
-    """One JSON object per line on stdout: ``progress`` at most once a second, then ``summary``."""
+    """One JSON object per line on stdout: ``start``, ``progress`` at most once a second (its
+    totals so far, and whether the listing is still running), ``listed`` with the final totals,
+    then ``summary``."""
 
     def __init__(self, every_s: float = 1.0) -> None:
         self.every_s, self.files, self.bytes, self.total_files, self.total_bytes = (
@@ -30,16 +37,23 @@ class JsonReporter(Reporter):
             0,
             0,
         )
-        self.last = 0.0
+        self.last, self.listing = 0.0, True
         self.t0 = time.perf_counter()
 
     def _emit(self, event: str, **data: Any) -> None:
         sys.stdout.write(json.dumps({"event": event, **data}) + "\n")
         sys.stdout.flush()
 
-    def start(self, files: int, nbytes: int) -> None:
-        self.total_files, self.total_bytes = files, nbytes
-        self._emit("start", files=files, bytes=nbytes)
+    def start(self) -> None:
+        self._emit("start")
+
+    def grow(self, files: int, nbytes: int) -> None:
+        self.total_files += files
+        self.total_bytes += nbytes
+
+    def listed(self) -> None:
+        self.listing = False
+        self._emit("listed", files=self.total_files, bytes=self.total_bytes)
 
     def advance(self, nbytes: int) -> None:
         self.bytes += nbytes
@@ -53,6 +67,7 @@ class JsonReporter(Reporter):
                 bytes=self.bytes,
                 total_files=self.total_files,
                 total_bytes=self.total_bytes,
+                listing=self.listing,
                 mb_per_s=round(self.bytes / elapsed / 1e6, 1),
             )
 
@@ -89,13 +104,29 @@ class RichReporter(Reporter):
             console=self.console,
             transient=False,
         )
-        self.description, self.files, self.total_files = description, 0, 0
+        self.description, self.files, self.total_files, self.total_bytes = description, 0, 0, 0
+        self.listing = True
         self.task: Any = None
 
-    def start(self, files: int, nbytes: int) -> None:
-        self.total_files = files
+    def start(self) -> None:
         self.progress.start()
-        self.task = self.progress.add_task(self.description, total=nbytes, files=f"0/{files}")
+        self.task = self.progress.add_task(
+            f"{self.description} (listing)", total=None, files=self._files()
+        )
+
+    def grow(self, files: int, nbytes: int) -> None:
+        self.total_files += files
+        self.total_bytes += nbytes
+        self.progress.update(self.task, total=self.total_bytes, files=self._files())
+
+    def listed(self) -> None:
+        self.listing = False
+        self.progress.update(
+            self.task, description=self.description, total=self.total_bytes, files=self._files()
+        )
+
+    def _files(self) -> str:
+        return f"{self.files}/{self.total_files}{'+' if self.listing else ''}"
 
     def advance(self, nbytes: int) -> None:
         if self.task is not None:
@@ -104,7 +135,7 @@ class RichReporter(Reporter):
     def file_done(self) -> None:
         self.files += 1
         if self.task is not None:
-            self.progress.update(self.task, files=f"{self.files}/{self.total_files}")
+            self.progress.update(self.task, files=self._files())
 
     def note(self, message: str) -> None:
         from rich.markup import escape  # keys and messages may hold brackets

@@ -1,16 +1,21 @@
 """``stage(src, dst)``: copy what changed, resumably, verified, and only this rank's share.
 
-A run lists the source into the manifest (streaming, bounded memory), copies what is pending,
-optionally deletes what the source no longer has, and returns a summary. The same command after
-a crash continues: finished files are skipped and large files resume at block granularity.
+A run first checks that what earlier runs copied is still whole at the destination, then lists
+the source into the manifest (streaming, bounded memory) while it copies: each listed batch is
+recorded, and what of it is to copy goes to the engine at once, so the first bytes move after
+one page of the listing rather than after all of it. Then it optionally deletes what the source
+no longer has, and returns a summary. The same command after a crash continues: finished files
+are skipped and large files resume at block granularity.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import os
 import time
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -18,7 +23,7 @@ from ..errors import StageError, UnsafeKeyError
 from ..shard import owns, rank_from_env
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ._engine import Engine
-from ._manifest import Manifest, job_id
+from ._manifest import Manifest, Pending, job_id
 from ._progress import Reporter
 
 
@@ -145,17 +150,16 @@ async def _stage(
     t0 = time.perf_counter()
     try:
         run = manifest.start_run()
-        await _list_into(src, dst, sel, manifest, run, summary)
-        await _recheck_done(dst, manifest, run)
-        files, nbytes, done_files, done_bytes = manifest.totals(run)
-        summary.files_total, summary.bytes_total = files + done_files, nbytes + done_bytes
-        summary.files_skipped, summary.bytes_skipped = done_files, done_bytes
+        await _recheck_done(dst, manifest)
+        listing = _listing(src, dst, sel, manifest, run, summary)
         if dry_run:
+            async for batch in listing:
+                summary.files_copied += len(batch)
+                summary.bytes_copied += sum(size for _, size, _, _ in batch)
             rate = _last_rate(manifest)
-            summary.files_copied, summary.bytes_copied = files, nbytes
-            summary.estimated_s = nbytes / rate if rate else None
+            summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
-            reporter.start(files, nbytes)
+            reporter.start()
             engine = Engine(
                 src,
                 dst,
@@ -165,7 +169,8 @@ async def _stage(
                 block_size=block_size,
                 hash_files=hash_files,
             )
-            counters = await engine.run(run)
+            async with _ahead(_reported(listing, reporter)) as batches:
+                counters = await engine.run(batches)
             summary.files_copied, summary.failed = counters.files, counters.failed
             summary.bytes_copied = counters.bytes  # moved in this run, resumed blocks excluded
             if delete:
@@ -186,9 +191,11 @@ async def _stage(
         await dst.close()
 
 
-async def _list_into(
+async def _listing(
     src: Store, dst: Store, sel: Selection, manifest: Manifest, run: int, summary: StageSummary
-) -> None:
+) -> AsyncIterator[list[Pending]]:
+    """List the source into the manifest, batch by batch; yields each batch's objects to copy.
+    The summary's totals and skipped counts grow as it goes."""
     local = isinstance(dst, PosixStore)
     async for batch in src.list():
         kept: list[ObjectInfo] = []
@@ -202,12 +209,67 @@ async def _list_into(
                     summary.refused.append(str(exc))
                     continue
             kept.append(obj)
-        manifest.record_listing(kept, run)
+        if not kept:
+            continue
+        listed = manifest.record_listing(kept, run)
+        summary.files_total += len(kept)
+        summary.bytes_total += sum(o.size for o in kept)
+        summary.files_skipped += listed.done_files
+        summary.bytes_skipped += listed.done_bytes
+        if listed.pending:
+            yield listed.pending
 
 
-async def _recheck_done(dst: Store, manifest: Manifest, run: int) -> None:
+async def _reported(
+    listing: AsyncIterator[list[Pending]], reporter: Reporter
+) -> AsyncIterator[list[Pending]]:
+    async for batch in listing:
+        reporter.grow(len(batch), sum(size for _, size, _, _ in batch))
+        yield batch
+    reporter.listed()
+
+
+@contextlib.asynccontextmanager
+async def _ahead(
+    batches: AsyncIterator[list[Pending]], depth: int = 2
+) -> AsyncIterator[AsyncIterator[list[Pending]]]:
+    """``batches``, listed by a task of its own up to ``depth`` batches ahead of the copy: the
+    engine works through one batch while the next page of the listing is on its way. A listing
+    error reaches the consumer after the batches before it; leaving early stops the listing."""
+    queue: asyncio.Queue = asyncio.Queue(depth)
+    end = object()
+
+    async def produce() -> None:
+        try:
+            async for batch in batches:
+                await queue.put(batch)
+        except Exception as exc:  # (handed to the consumer, which raises it)
+            await queue.put(exc)
+        else:
+            await queue.put(end)
+
+    async def consume() -> AsyncIterator[list[Pending]]:
+        while (item := await queue.get()) is not end:
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    producer = asyncio.create_task(produce())
+    try:
+        yield consume()
+    finally:
+        producer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await producer
+
+
+async def _recheck_done(dst: Store, manifest: Manifest) -> None:
     """Copy again what an earlier run finished but the destination no longer has whole: a file
-    someone removed or truncated, or a container that was emptied or recreated."""
+    someone removed or truncated, or a container that was emptied or recreated. (Done before
+    the listing: the files this run copies are not in the destination's listing yet. A first
+    run has nothing to check and skips listing the destination.)"""
+    if not manifest.any_done():
+        return
     db = manifest.db
     db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
     db.execute("DELETE FROM present")
@@ -219,9 +281,8 @@ async def _recheck_done(dst: Store, manifest: Manifest, run: int) -> None:
     with manifest.transaction():
         db.execute(
             """UPDATE objects SET state = 0, hash = NULL
-               WHERE seen = ? AND state = 1 AND NOT EXISTS (
-                 SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)""",
-            (run,),
+               WHERE state = 1 AND NOT EXISTS (
+                 SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)"""
         )
     db.execute("DELETE FROM present")
 

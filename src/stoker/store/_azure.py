@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import SourceChangedError, StoreError
+from ..errors import AccessDeniedError, SourceChangedError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth, redact
 from ._url import Location
@@ -78,9 +78,22 @@ def _content_md5(md5: str) -> Any:
     )
 
 
+DENIED_HINT = (
+    "; check the credentials (for Blob: connection string, account key, SAS or Azure AD "
+    "sign-in) and that they allow this operation"
+)
+
+
 def translate(exc: Exception, what: str) -> StoreError:
-    """A StoreError with obstore's or the SDK's first line, secrets removed."""
+    """A StoreError with obstore's or the SDK's first line, secrets removed; an
+    AccessDeniedError when the service refused the credentials."""
+    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or getattr(
+        exc, "status_code", None
+    ) in (401, 403):
+        return AccessDeniedError(f"{what}: {redact(first)}{DENIED_HINT}")
     return StoreError(f"{what}: {redact(first)}")
 
 
@@ -213,10 +226,11 @@ class BlobStore(Store):
                 response = await container._client._client.send_request(request)
                 body = await response.read()
                 if response.status_code != 200:
-                    raise StoreError(
-                        f"listing {self}: HTTP {response.status_code} "
-                        f"{response.headers.get('x-ms-error-code', '')}".rstrip()
-                    )
+                    code = response.headers.get("x-ms-error-code", "")
+                    message = f"listing {self}: HTTP {response.status_code} {code}".rstrip()
+                    if response.status_code in (401, 403):
+                        raise AccessDeniedError(message + DENIED_HINT)
+                    raise StoreError(message)
                 batch, marker = _parse_list_page(body, len(self.loc.prefix))
                 if batch:
                     yield batch

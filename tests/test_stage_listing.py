@@ -1,0 +1,117 @@
+"""The copy starts while the source is still being listed: the first batch is copied before the
+listing goes on, a listing that fails half way keeps what was copied, and the reporters'
+totals grow with the listing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stoker.store._posix as posix
+from stoker.errors import StoreError
+from stoker.stage import JsonReporter, stage
+from stoker.store import PosixStore
+
+BATCH = 5
+
+
+def _source(root: Path, files: int = 4 * BATCH) -> list[str]:
+    keys = [f"f{i:03d}.bin" for i in range(files)]
+    root.mkdir(parents=True)
+    for i, key in enumerate(keys):
+        (root / key).write_bytes(os.urandom(1000 + i))
+    return keys
+
+
+def _listing_of(src: Path, after_first: Any) -> Any:
+    """PosixStore.list for ``src`` that runs ``after_first(batch)`` once its first batch is out."""
+    real = PosixStore.list
+
+    async def listing(self: PosixStore) -> Any:
+        first = None
+        async for batch in real(self):
+            yield batch
+            if self.root == src and first is None:
+                first = batch
+                await after_first(batch)
+
+    return listing
+
+
+def test_the_first_batch_is_copied_while_the_listing_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    keys = _source(src)
+    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    waited: list[float] = []
+
+    async def until_copied(batch: list) -> None:
+        # A copy that waited for the whole listing would never get here: fail after 10 s.
+        for tick in range(1000):
+            if all((dst / o.key).exists() for o in batch):
+                waited.append(tick / 100)
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the first listed batch was not copied while the listing ran")
+
+    monkeypatch.setattr(PosixStore, "list", _listing_of(src, until_copied))
+    summary = stage(str(src), str(dst))
+    assert summary.ok and waited
+    assert summary.files_total == summary.files_copied == len(keys)
+    assert sorted(p.name for p in dst.iterdir() if p.is_file()) == keys
+
+
+def test_a_listing_that_fails_keeps_what_it_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    keys = _source(src)
+    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+
+    async def fail(batch: list) -> None:
+        raise StoreError("listing broke off")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PosixStore, "list", _listing_of(src, fail))
+        with pytest.raises(StoreError, match="listing broke off"):
+            stage(str(src), str(dst))
+    copied = sorted(p.name for p in dst.iterdir() if p.is_file())
+    assert copied == keys[:BATCH]  # the batch listed before the error, whole
+    again = stage(str(src), str(dst))
+    assert again.ok and again.files_skipped == BATCH
+    assert again.files_copied == len(keys) - BATCH
+    assert sorted(p.name for p in dst.iterdir() if p.is_file()) == keys
+
+
+def test_json_progress_names_the_final_totals_once_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    keys = _source(src)
+    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    stage(str(src), str(dst))
+    new = {f"new{i}.bin": os.urandom(2000 + i) for i in range(BATCH + 2)}  # two batches' worth
+    for key, data in new.items():
+        (src / key).write_bytes(data)
+    capsys.readouterr()
+    summary = stage(str(src), str(dst), reporter=JsonReporter(every_s=0))
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "summary" and kinds.count("listed") == 1
+    listed = kinds.index("listed")
+    assert (events[listed]["files"], events[listed]["bytes"]) == (
+        len(new),
+        sum(map(len, new.values())),
+    )
+    progress = [(i, e) for i, e in enumerate(events) if e["event"] == "progress"]
+    assert progress
+    for i, e in progress:  # totals only grow up to the final ones, flagged until then
+        assert e["total_files"] <= len(new) and e["listing"] == (i < listed)
+    assert (summary.files_skipped, summary.files_copied) == (len(keys), len(new))
+    assert summary.files_total == len(keys) + len(new)
