@@ -56,6 +56,7 @@ class Manifest:
         self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
         self.db.executescript(_SCHEMA)
         self._done: list[tuple[str | None, str]] = []
+        self.earlier_done = True  # (until start_run knows better)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -77,6 +78,9 @@ class Manifest:
         row = self.db.execute("SELECT v FROM meta WHERE k='run'").fetchone()
         run = int(row[0]) + 1 if row else 1
         self.db.execute("INSERT OR REPLACE INTO meta VALUES('run', ?)", (str(run),))
+        # Only an earlier run's done rows can be in a listed batch (each key is listed once
+        # per run): without any, record_listing need not look for them.
+        self.earlier_done = self.any_done()
         return run
 
     def record_listing(self, batch: list[ObjectInfo], run: int) -> Listed:
@@ -97,7 +101,7 @@ class Manifest:
                 rows,
             )
             done: set[str] = set()
-            for i in range(0, len(rows), _IN_CHUNK):
+            for i in range(0, len(rows) if self.earlier_done else 0, _IN_CHUNK):
                 keys = [r[0] for r in rows[i : i + _IN_CHUNK]]
                 done.update(
                     r[0]
