@@ -20,12 +20,16 @@ from stoker.store import PosixStore
 BATCH = 5
 
 
-def _source(root: Path, files: int = 4 * BATCH) -> list[str]:
-    keys = [f"f{i:03d}.bin" for i in range(files)]
-    root.mkdir(parents=True)
+@pytest.fixture
+def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[str]]:
+    """A source folder of four listing batches' worth of files, a destination, the keys."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    keys = [f"f{i:03d}.bin" for i in range(4 * BATCH)]
+    src.mkdir()
     for i, key in enumerate(keys):
-        (root / key).write_bytes(os.urandom(1000 + i))
-    return keys
+        (src / key).write_bytes(os.urandom(1000 + i))
+    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    return src, dst, keys
 
 
 def _listing_of(src: Path, after_first: Any) -> Any:
@@ -44,11 +48,9 @@ def _listing_of(src: Path, after_first: Any) -> Any:
 
 
 def test_the_first_batch_is_copied_while_the_listing_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sides: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    keys = _source(src)
-    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    src, dst, keys = sides
     waited: list[float] = []
 
     async def until_copied(batch: list) -> None:
@@ -68,11 +70,9 @@ def test_the_first_batch_is_copied_while_the_listing_goes_on(
 
 
 def test_a_listing_that_fails_keeps_what_it_copied(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sides: tuple[Path, Path, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    keys = _source(src)
-    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    src, dst, keys = sides
 
     async def fail(batch: list) -> None:
         raise StoreError("listing broke off")
@@ -90,11 +90,9 @@ def test_a_listing_that_fails_keeps_what_it_copied(
 
 
 def test_json_progress_names_the_final_totals_once_listed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sides: tuple[Path, Path, list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    keys = _source(src)
-    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    src, dst, keys = sides
     stage(str(src), str(dst))
     new = {f"new{i}.bin": os.urandom(2000 + i) for i in range(BATCH + 2)}  # two batches' worth
     for key, data in new.items():
