@@ -70,6 +70,16 @@ class Store(abc.ABC):
         info = await self.head(key)
         return None if info is None else bytes(await self.read_range(key, 0, info.size))
 
+    def copies_from(self, src: Store) -> bool:
+        """Whether this store's service can copy ``src``'s objects here itself (server-side),
+        with no byte passing through this machine."""
+        return False
+
+    async def copy_from(self, src: Store, key: str, etag: str, md5: str | None) -> str | None:
+        """Have the service copy ``src``'s ``key`` (version ``etag``) to ``key`` here; returns
+        the MD5 the copy carries. Only where ``copies_from(src)``."""
+        raise NotImplementedError(f"{self} cannot copy from {src} itself")
+
     @abc.abstractmethod
     async def delete(self, key: str) -> None:
         """Remove the object; a missing object is not an error."""

@@ -1,0 +1,108 @@
+"""Blob -> Blob: within one account the service copies each blob itself (Copy Blob), with no
+byte passing through stoker; between endpoints stoker relays through a spool file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from azurite import ACCOUNT, Azurite, blob_tree
+from stoker.stage import stage
+from stoker.store._azure import BlobStore
+
+BLOCK = 1 << 20
+FILES = {
+    "empty.bin": b"",
+    "a/small.bin": os.urandom(10_000),
+    "a/b/big.bin": os.urandom(2 * BLOCK + 77),  # uploaded in blocks: stoker sets its MD5
+}
+
+
+def _md5s(container: Any) -> dict[str, bytes | None]:
+    return {
+        b.name: b.content_settings.content_md5 for b in container.list_blobs(include=["metadata"])
+    }
+
+
+def _no_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a blob was read through stoker; the service should copy it")
+
+    monkeypatch.setattr(BlobStore, "read_range", refuse)
+    monkeypatch.setattr(BlobStore, "read_chunks", refuse)
+
+
+def test_one_account_is_copied_by_the_service(
+    azurite: Azurite, blob_env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    src, dst = azurite.container(), azurite.container()
+    staged = tmp_path / "files"
+    for key, data in FILES.items():
+        (staged / key).parent.mkdir(parents=True, exist_ok=True)
+        (staged / key).write_bytes(data)
+    src_url = f"az://{ACCOUNT}/{src.container_name}/in"
+    assert stage(str(staged), src_url, block_size=BLOCK).ok
+    dst_url = f"az://{ACCOUNT}/{dst.container_name}/out"
+
+    _no_reads(monkeypatch)
+    first = stage(src_url, dst_url, block_size=BLOCK)
+    assert first.ok, first.failed
+    assert (first.files_copied, first.bytes_copied) == (len(FILES), sum(map(len, FILES.values())))
+    assert blob_tree(dst, "out/") == FILES
+    sources = {k.removeprefix("in/"): v for k, v in _md5s(src).items()}
+    copies = {k.removeprefix("out/"): v for k, v in _md5s(dst).items()}
+    assert copies == sources and all(copies.values())  # every copy carries its MD5
+
+    again = stage(src_url, dst_url, block_size=BLOCK)
+    assert (again.files_copied, again.files_skipped) == (0, len(FILES))
+    src.upload_blob("in/a/small.bin", b"new bytes", overwrite=True)
+    changed = stage(src_url, dst_url, block_size=BLOCK)
+    assert (changed.files_copied, changed.files_skipped) == (1, len(FILES) - 1)
+    assert blob_tree(dst, "out/")["a/small.bin"] == b"new bytes"
+
+
+def test_a_source_changed_after_the_listing_is_not_copied(
+    azurite: Azurite, blob_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, dst = azurite.container(), azurite.container()
+    src.upload_blob("k.bin", b"listed version")
+    real = BlobStore.list
+
+    async def listing_then_change(self: BlobStore) -> Any:
+        async for batch in real(self):
+            yield batch
+        src.upload_blob("k.bin", b"a newer version", overwrite=True)  # after the listing
+
+    monkeypatch.setattr(BlobStore, "list", listing_then_change)
+    src_url = f"az://{ACCOUNT}/{src.container_name}"
+    dst_url = f"az://{ACCOUNT}/{dst.container_name}"
+    summary = stage(src_url, dst_url)
+    assert not summary.ok and "changed while it was being copied" in summary.failed[0]
+    assert blob_tree(dst) == {}
+    monkeypatch.setattr(BlobStore, "list", real)
+    assert stage(src_url, dst_url).ok
+    assert blob_tree(dst) == {"k.bin": b"a newer version"}
+
+
+def test_another_endpoint_goes_through_a_spool(
+    azurite_factory: Callable[[], Azurite], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = azurite_factory(), azurite_factory()
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", one.connection_string)
+    src, dst = one.container(), two.container()
+    for key, data in FILES.items():
+        src.upload_blob(key, data)
+    src_url = f"{one.endpoint}/{src.container_name}"
+    dst_url = f"{two.endpoint}/{dst.container_name}"
+
+    async def refuse(*args: Any) -> None:
+        raise AssertionError("Copy Blob cannot read a source on another endpoint here")
+
+    monkeypatch.setattr(BlobStore, "copy_from", refuse)
+    summary = stage(src_url, dst_url, block_size=BLOCK)
+    assert summary.ok, summary.failed
+    assert blob_tree(dst) == FILES
+    assert {k: bool(v) for k, v in _md5s(dst).items()} == dict.fromkeys(FILES, True)
