@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from azurite import ACCOUNT, Azurite, blob_tree
-from stoker.stage import stage
+from stoker.stage import stage, verify
 from stoker.store._azure import BlobStore
 
 BLOCK = 1 << 20
@@ -55,6 +55,8 @@ def test_one_account_is_copied_by_the_service(
     sources = {k.removeprefix("in/"): v for k, v in _md5s(src).items()}
     copies = {k.removeprefix("out/"): v for k, v in _md5s(dst).items()}
     assert copies == sources and all(copies.values())  # every copy carries its MD5
+    report = verify(src_url, dst_url)  # (it lists both sides and compares their MD5s)
+    assert report.ok and (report.checked, report.hashed) == (len(FILES), len(FILES))
 
     again = stage(src_url, dst_url, block_size=BLOCK)
     assert (again.files_copied, again.files_skipped) == (0, len(FILES))
