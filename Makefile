@@ -18,6 +18,9 @@ node_modules/.package-lock.json: package.json
 	touch $@
 
 demo: $(STAMP)
+	@# stoker's bytecode, as an installed package has it: under PYTHONDONTWRITEBYTECODE an
+	@# editable install compiles modules it imports late in the middle of the timed steps.
+	$(BIN)/python -m compileall -q src > /dev/null
 	$(BIN)/stoker plan examples/pretrain-64vm.toml
 	$(BIN)/stoker plan --compare examples/finetune-1vm.toml examples/pretrain-64vm.toml examples/llama3-405b-2048vm.toml
 	@echo "--- stage: a generated dataset in .demo/cold (the cold pool) to .demo/fast (the fast tier)"
