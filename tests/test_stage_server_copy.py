@@ -11,6 +11,7 @@ import pytest
 
 from azurite import ACCOUNT, Azurite, blob_tree
 from stoker.stage import stage, verify
+from stoker.store import open_store
 from stoker.store._azure import BlobStore
 
 BLOCK = 1 << 20
@@ -108,3 +109,17 @@ def test_another_endpoint_goes_through_a_spool(
     assert summary.ok, summary.failed
     assert blob_tree(dst) == FILES
     assert {k: bool(v) for k, v in _md5s(dst).items()} == dict.fromkeys(FILES, True)
+
+
+def test_which_sources_the_service_can_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "")
+    sas = "sv=2024-01-01&sr=c&sp=rl&sig=c2lnbmF0dXJl"
+    here = open_store("https://one.blob.core.windows.net/dst", allow_http=True)
+    same = open_store("https://one.blob.core.windows.net/src", allow_http=True)
+    other_sas = open_store(f"https://two.blob.core.windows.net/src?{sas}")
+    other_key = open_store("https://two.blob.core.windows.net/src")
+    local_sas = open_store(f"http://127.0.0.1:10000/{ACCOUNT}/src?{sas}")
+    assert here.copies_from(same) and here.copies_from(other_sas)
+    assert not here.copies_from(other_key)  # the service has no credentials for it
+    assert not here.copies_from(local_sas)  # the service cannot reach this machine
+    assert not here.copies_from(open_store("/tmp"))

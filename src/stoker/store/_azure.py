@@ -340,9 +340,11 @@ class BlobStore(Store):
 
     def copies_from(self, src: Store) -> bool:
         """Copy Blob reads a source in the same account with this store's own credentials, and
-        one elsewhere through the source's SAS."""
+        one in another account through the source's SAS, over HTTPS (the service must reach
+        it: an emulator on this machine it cannot)."""
         return isinstance(src, BlobStore) and (
-            src.auth.endpoint == self.auth.endpoint or bool(src.auth.sas)
+            src.auth.endpoint == self.auth.endpoint
+            or (bool(src.auth.sas) and src.auth.endpoint.startswith("https://"))
         )
 
     async def copy_from(self, src: Store, key: str, etag: str, md5: str | None) -> str | None:
