@@ -268,7 +268,7 @@ async def _recheck_done(dst: Store, manifest: Manifest) -> None:
     someone removed or truncated, or a container that was emptied or recreated. (Done before
     the listing: the files this run copies are not in the destination's listing yet. A first
     run has nothing to check and skips listing the destination.)"""
-    if not manifest.any_done():
+    if not manifest.earlier_done:
         return
     db = manifest.db
     db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
