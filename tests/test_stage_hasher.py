@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from stoker.stage._engine import _FileHasher
+from stoker.stage._file_hasher import FileHasher
 
 BLOCK, PIECE = 4096, 1000
 
 
 def _land(path: Path, data: bytes, order: list[int], kept: set[int], kind: str) -> str:
-    """Write ``data``'s blocks piece by piece through a _FileHasher, as the engine does: the
+    """Write ``data``'s blocks piece by piece through a FileHasher, as the engine does: the
     blocks in ``order`` all in flight at once (each piece yields to the others, so they
     interleave); blocks in ``kept`` were written by an earlier run."""
 
     async def go(fd: int) -> str:
-        hasher = _FileHasher(
+        hasher = FileHasher(
             hashlib.md5() if kind == "md5" else xxhash.xxh3_128(), fd, len(data), BLOCK
         )
         for i in sorted(kept):

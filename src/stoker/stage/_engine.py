@@ -7,7 +7,7 @@ costs at most the blocks in flight. A block streams in as 1 MiB pieces, each wri
 hashed, when the hash has reached it) on the loop's thread the moment it lands, while it is
 still in the CPU cache: collecting whole blocks first made the copy into the page cache cost
 about twice the CPU. Writeback to disk starts as each block finishes, so the final fsync finds
-little left. The MD5 is computed in file order (see _FileHasher) and checked against
+little left. The MD5 is computed in file order (see _file_hasher) and checked against
 Content-MD5. When the source has no MD5 to check against, the recorded hash is XXH3-128
 ("xxh128:..."), which costs a hundredth of MD5's CPU: on a machine the emulator shares, MD5
 alone caps a copy near 600 MB/s per core. Files of up to 1 MiB bound for POSIX are fetched
@@ -19,7 +19,6 @@ reads them.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -29,9 +28,10 @@ from pathlib import Path
 
 import xxhash
 
-from ..errors import AccessDeniedError, ChecksumError, StageError, StokerError, StoreError
+from ..errors import AccessDeniedError, ChecksumError, StageError, StokerError
 from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
+from ._file_hasher import FileHasher
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
 from ._small import (
@@ -45,8 +45,6 @@ from ._small import (
     named,
     read_ahead,
 )
-
-READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
 
 @dataclass
@@ -197,7 +195,7 @@ class Engine:
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
             hasher = (
-                _FileHasher(hasher_for(md5), fd, size, self.block_size) if self.hash_files else None
+                FileHasher(hasher_for(md5), fd, size, self.block_size) if self.hash_files else None
             )
             if hasher:
                 for i in sorted(done):
@@ -323,57 +321,6 @@ class Engine:
 
     def _span(self, i: int, size: int) -> tuple[int, int]:
         return i * self.block_size, min(size, (i + 1) * self.block_size)
-
-
-class _FileHasher:
-    """Hash a file in order while its blocks land out of order, holding nothing in memory.
-
-    A piece that lands exactly where the hash stands is hashed at once, still in the CPU cache.
-    A block that finished ahead of the hash is read back from the file (the page cache) when the
-    hash reaches it, in a thread for MD5 (the loop goes on writing other blocks meanwhile; XXH3
-    is too cheap to be worth the hop). A piece is hashed on the loop's thread: a hop per piece
-    cost more than it saved. Only one of the two ever moves ``pos``: a read-back stops at the
-    first unfinished block, and while it runs pieces are not hashed at once (that block is read
-    back when it finishes)."""
-
-    def __init__(self, hasher: hashlib._Hash, fd: int, size: int, block_size: int) -> None:
-        self.hasher, self.fd, self.size, self.block_size = hasher, fd, size, block_size
-        self.pos = 0
-        self.finished: set[int] = set()
-        self.reading_back = False
-        self.slow = hasher.name == "md5"
-
-    def chunk(self, offset: int, data: bytes | memoryview) -> None:
-        if offset == self.pos and not self.reading_back:
-            self.hasher.update(data)
-            self.pos += len(data)
-
-    async def block_done(self, idx: int) -> None:
-        self.finished.add(idx)
-        if self.reading_back:  # the read-back under way will reach it
-            return
-        self.reading_back = True
-        try:
-            while self.pos < self.size and self.pos // self.block_size in self.finished:
-                if self.slow:
-                    await asyncio.to_thread(self._read_back_block)
-                else:
-                    self._read_back_block()
-        finally:
-            self.reading_back = False
-
-    def _read_back_block(self) -> None:
-        """Hash from ``pos`` to the end of its (finished) block, reading it from the file."""
-        end = min(self.size, (self.pos // self.block_size + 1) * self.block_size)
-        while self.pos < end:
-            piece = os.pread(self.fd, min(READ_BACK, end - self.pos), self.pos)
-            if not piece:
-                raise StoreError(f"the partial file ended at byte {self.pos} of {self.size}")
-            self.hasher.update(piece)
-            self.pos += len(piece)
-
-    def hexdigest(self) -> str:
-        return named(self.hasher)
 
 
 class _Quiet(Reporter):

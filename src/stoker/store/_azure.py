@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import AccessDeniedError, ChecksumError, SourceChangedError, StoreError
+from ..errors import AccessDeniedError, SourceChangedError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth, redact
 from ._url import Location
@@ -48,22 +48,6 @@ def _translated(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise translate(exc, what) from exc
-
-
-async def _no_pending_copy(blob: Any, longest_poll_s: float = 5.0) -> None:
-    """Wait until ``blob`` has no copy under way (none, or one that ended)."""
-    from azure.core.exceptions import ResourceNotFoundError
-
-    delay = 0.05
-    while True:
-        try:
-            props = await blob.get_blob_properties()
-        except ResourceNotFoundError:
-            return
-        if props.copy.status != "pending":
-            return
-        await asyncio.sleep(delay)
-        delay = min(2 * delay, longest_poll_s)
 
 
 def _etag(meta: Any) -> str:
@@ -348,48 +332,10 @@ class BlobStore(Store):
         )
 
     async def copy_from(self, src: Store, key: str, etag: str, md5: str | None) -> str | None:
-        """Copy Blob, of the listed version only; waits while the service still copies (a large
-        blob between accounts is copied in the background). The copy keeps the source's
-        Content-MD5, which is checked against the listing's."""
-        from azure.core import MatchConditions
-        from azure.core.exceptions import HttpResponseError, ResourceModifiedError
+        from ._blob_copy import copy_blob
 
         assert isinstance(src, BlobStore)
-        source = src._sdk().get_blob_client(src.loc.prefix + key)
-        blob = self._sdk().get_blob_client(self.loc.prefix + key)
-        where = f"copying {src}/{key} to {self}/{key}"
-        with _translated(where):
-            for attempt in range(2):
-                try:
-                    answer = await blob.start_copy_from_url(
-                        source.url,
-                        source_etag=f'"{etag}"',
-                        source_match_condition=MatchConditions.IfNotModified,
-                    )
-                    break
-                except HttpResponseError as exc:
-                    if isinstance(exc, ResourceModifiedError) or exc.status_code == 412:
-                        raise SourceChangedError(
-                            f"{src}/{key} changed while it was being copied"
-                        ) from exc
-                    # A copy a killed run started is still under way: the service refuses
-                    # another until it ends.
-                    if attempt or exc.error_code != "PendingCopyOperation":
-                        raise
-                    await _no_pending_copy(blob)
-            if answer.get("copy_status") != "success":
-                await _no_pending_copy(blob)
-            props = await blob.get_blob_properties()
-        if props.copy.status not in (None, "success"):
-            raise StoreError(f"{where}: the service's copy ended {props.copy.status}")
-        settings = props.content_settings.content_md5
-        copied = bytes(settings).hex() if settings else _md5_hex(props.metadata.get(MD5_METADATA))
-        if md5 and copied != md5:
-            raise ChecksumError(
-                f"{where}: the copy's Content-MD5 {copied} is not the source's {md5}; "
-                "re-run to copy it again"
-            )
-        return copied
+        return await copy_blob(src, self, key, etag, md5)
 
     async def delete(self, key: str) -> None:
         import obstore

@@ -1,0 +1,67 @@
+"""``FileHasher``: a file's hash in file order while its blocks land out of order.
+
+The engine writes a download's blocks as their pieces arrive, in any order; the MD5 it checks
+against Content-MD5 must still be of the file from its first byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+from ..errors import StoreError
+from ._small import named
+
+READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
+
+
+class FileHasher:
+    """Hash a file in order while its blocks land out of order, holding nothing in memory.
+
+    A piece that lands exactly where the hash stands is hashed at once, still in the CPU cache.
+    A block that finished ahead of the hash is read back from the file (the page cache) when the
+    hash reaches it, in a thread for MD5 (the loop goes on writing other blocks meanwhile; XXH3
+    is too cheap to be worth the hop). A piece is hashed on the loop's thread: a hop per piece
+    cost more than it saved. Only one of the two ever moves ``pos``: a read-back stops at the
+    first unfinished block, and while it runs pieces are not hashed at once (that block is read
+    back when it finishes)."""
+
+    def __init__(self, hasher: hashlib._Hash, fd: int, size: int, block_size: int) -> None:
+        self.hasher, self.fd, self.size, self.block_size = hasher, fd, size, block_size
+        self.pos = 0
+        self.finished: set[int] = set()
+        self.reading_back = False
+        self.slow = hasher.name == "md5"
+
+    def chunk(self, offset: int, data: bytes | memoryview) -> None:
+        if offset == self.pos and not self.reading_back:
+            self.hasher.update(data)
+            self.pos += len(data)
+
+    async def block_done(self, idx: int) -> None:
+        self.finished.add(idx)
+        if self.reading_back:  # the read-back under way will reach it
+            return
+        self.reading_back = True
+        try:
+            while self.pos < self.size and self.pos // self.block_size in self.finished:
+                if self.slow:
+                    await asyncio.to_thread(self._read_back_block)
+                else:
+                    self._read_back_block()
+        finally:
+            self.reading_back = False
+
+    def _read_back_block(self) -> None:
+        """Hash from ``pos`` to the end of its (finished) block, reading it from the file."""
+        end = min(self.size, (self.pos // self.block_size + 1) * self.block_size)
+        while self.pos < end:
+            piece = os.pread(self.fd, min(READ_BACK, end - self.pos), self.pos)
+            if not piece:
+                raise StoreError(f"the partial file ended at byte {self.pos} of {self.size}")
+            self.hasher.update(piece)
+            self.pos += len(piece)
+
+    def hexdigest(self) -> str:
+        return named(self.hasher)
