@@ -12,12 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from stoker.errors import StreamError
 from stoker.store import open_store
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
-from stoker.stream._dataset import _Process
 
 N = 400
 
@@ -120,29 +118,3 @@ def test_emulator_restart_mid_epoch_keeps_the_cache_sound(
     assert sorted(got) == list(range(N))
     again = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
     assert sorted(_ids(again)) == list(range(N))  # every cached shard still verifies
-
-
-def test_the_first_batch_comes_by_range_while_its_shards_download(
-    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    url = f"{blob_env}/ranged"
-    with ShardWriter(url, shard_size="64KiB") as w:
-        for i in range(N):
-            w.write(i.to_bytes(8, "little") * 250)
-    release, fetch = threading.Event(), _Process._fetch
-
-    def held_fetch(self: _Process, shard: int) -> Path:  # whole shards wait for the test
-        release.wait(60)
-        return fetch(self, shard)
-
-    monkeypatch.setattr(_Process, "_fetch", held_fetch)
-    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64)
-    loader = StreamingLoader(ds, 40)
-    batches = iter(loader)
-    first = next(batches)  # no whole shard has arrived
-    assert first.shape == (40, 250) and bool((first == first[:, :1]).all())
-    assert loader.metrics.cache_misses == 0 and not list((tmp_path / "cache").glob("shard-*"))
-    release.set()
-    ids = first[:, 0].tolist() + [i for b in batches for i in b[:, 0].tolist()]
-    assert sorted(ids) == list(range(N))
-    assert loader.metrics.bytes_read == N * 2000

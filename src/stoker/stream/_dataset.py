@@ -33,7 +33,7 @@ from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
 from ._index import INDEX, DatasetIndex, decode
 from ._order import epoch_order, rank_batches, worker_batches
-from ._remote import RemoteShard
+from ._remote import RemoteShard, fetch_samples, open_remote
 from ._tensors import BufferPool, as_dtype, read_batch, shared_tensor
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
@@ -176,18 +176,18 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                 yield out if fast else self.collate(out)
 
     def _read_samples(self, proc: _Process, batch: np.ndarray) -> list[Any]:
-        raw = [self._read(proc, int(g)) for g in batch]
+        places = [self.index.locate(int(g)) for g in batch]
+        readers = proc.batch_readers(places)
+        raw = [self._read(readers[shard], i) for shard, i in places]
         kept = [data for data in raw if data is not None]
         # one update of the shared counters per batch: a lock per sample costs CPU
         self._count(bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept))
         return [self._decode(data) for data in kept]
 
-    def _read(self, proc: _Process, sample: int) -> bytes | None:
-        """The sample's bytes, or None for a corrupt one skipped (``on_corrupt="skip"``)."""
-        shard, i = self.index.locate(sample)
-        proc.advance(shard)
+    def _read(self, reader: ShardReader, i: int) -> bytes | None:
+        """Sample ``i``'s bytes, or None for a corrupt one skipped (``on_corrupt="skip"``)."""
         try:
-            return proc.reader_now(shard).sample(i)
+            return reader.sample(i)
         except CorruptSample:
             if self.on_corrupt == "raise":
                 raise
@@ -244,6 +244,7 @@ class _Process:
     def start_downloads(self) -> None:
         if not self.downloading:
             self.downloading = True
+            self.remote.clear()  # and the first batch's bytes they held
             self._ahead()
 
     def advance(self, shard: int) -> None:
@@ -258,23 +259,30 @@ class _Process:
             if shard not in self.fetching and shard not in self.open:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
-    def reader_now(self, shard: int) -> ShardReader:
-        """The shard's reader. Before downloads start (the first batch), a shard not yet in
-        the cache is read by range instead of waited for."""
-        if self.cache is None or self.downloading or shard in self.open:
-            return self.reader(shard)
+    def batch_readers(self, places: list[tuple[int, int]]) -> dict[int, ShardReader]:
+        """A reader for every shard a batch reads, from its (shard, sample) places. Before
+        downloads start (the first batch), shards not yet in the cache are read by range, the
+        whole batch's samples fetched at once (_remote.py)."""
+        shards = list(dict.fromkeys(shard for shard, _ in places))
+        self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
+        for shard in shards:
+            self.advance(shard)
+        ranged = {s: self.ds.index.shards[s] for s in shards if self._by_range(s)}
+        if ranged:
+            self.remote.update(open_remote(ranged, self.store, self.io))
+        readers = {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
+        wanted = [(self.remote[s], i) for s, i in places if s in self.remote]
+        if wanted:
+            fetch_samples(wanted, self.io)
+        return readers
+
+    def _by_range(self, shard: int) -> bool:
+        if self.cache is None or self.downloading or shard in self.open or shard in self.remote:
+            return False
         info = self.ds.index.shards[shard]
-        if self.cache.has(info.name, info.bytes):
-            return self.reader(shard)
-        if shard not in self.remote:
-            try:
-                self.remote[shard] = RemoteShard(info, self.store, self.io)
-            except StokerError:  # the whole download retries and names the shard
-                return self.reader(shard)
-        return self.remote[shard]
+        return not self.cache.has(info.name, info.bytes)
 
     def reader(self, shard: int) -> ShardReader:
-        self.remote.pop(shard, None)
         if shard in self.open:
             self.open.move_to_end(shard)
             return self.open[shard]

@@ -81,12 +81,7 @@ def read_batch(
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
     places = [ds.index.locate(int(g)) for g in ids]
-    shards = list(dict.fromkeys(shard for shard, _ in places))
-    proc.keep_open = max(proc.keep_open, len(shards))  # every reader stays open for the batch
-    readers: dict[int, ShardReader] = {}
-    for shard in shards:
-        proc.advance(shard)
-        readers[shard] = proc.reader_now(shard)
+    readers = proc.batch_readers(places)
     samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
     sizes = {size for *_, size in samples}
     for reader, i, _, size in samples:
