@@ -744,9 +744,12 @@ def blob_section(sh: dict, targets: Targets) -> str:
     return out + (
         f"\n{note}. Of stoker's {total:.2f} s to the first batch, its own meter (from the "
         f"loader's first request) counts {own:.2f} s: the rest is building the dataset (reading "
-        "index.json). stoker reads the first batch by ranged GETs, so it does not wait for the "
-        "whole shards it draws from; Azurite spends about as much CPU per GET as the 400 "
-        "samples take to send, which a real Blob account spreads over many servers. CPU s: "
+        "index.json). stoker reads the first batch by ranged GETs, 32 in flight, so it does not "
+        "wait for the whole shards it draws from: one GET per shard's tables and one per sample "
+        "(408 for resnet50), where WebDataset streams one tar per worker. Azurite serves GETs "
+        "on one thread at ~1.5-3 ms of CPU each (its CPU during stoker's first batch, probed "
+        "by hand, was about the batch's whole time); a real Blob account spreads them over "
+        "many servers. CPU s: "
         "the loader's process and the workers it waited for (the emulator's CPU is not "
         "counted).\n"
     )
