@@ -19,6 +19,7 @@ import xxhash
 
 from azurite import partials, read_tree
 from stoker.stage import _small, stage
+from stoker.store._safety import PARTIAL_SUFFIX
 
 
 def small_files(count: int) -> dict[str, bytes]:
@@ -156,6 +157,46 @@ def test_group_is_made_durable_before_any_rename(
                 files_phase[: i + 1].count("fsync") >= files_phase[: i + 1].count("rename")
                 for i in range(len(files_phase))
             )
+
+
+def test_each_rename_follows_a_syncfs_begun_after_its_file_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit: writers go on while a syncfs runs, so a file written during it must wait
+    for the next one before it is renamed."""
+    files = small_files(200)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    fill(src, files)
+    events: list[tuple[str, str]] = []
+    real_write, real_syncfs, real_publish = _small._write_all, _small.syncfs, _small.publish_at
+
+    def write_all(fd: int, data: Any) -> None:
+        real_write(fd, data)
+        events.append(("wrote", os.readlink(f"/proc/self/fd/{fd}")))
+
+    def slow_syncfs(fd: int) -> None:
+        events.append(("syncfs", ""))
+        time.sleep(0.005)  # long enough for other files to be written meanwhile
+        real_syncfs(fd)
+
+    def publish(final: str, fd: int, **options: Any) -> str:
+        events.append(("rename", final))
+        return real_publish(final, fd, **options)
+
+    monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path: True)
+    monkeypatch.setattr(_small, "_write_all", write_all)
+    monkeypatch.setattr(_small, "syncfs", slow_syncfs)
+    monkeypatch.setattr(_small, "publish_at", publish)
+    summary = stage(str(src), str(dst), hash_files=True)
+    assert summary.ok and read_tree(dst) == files
+
+    syncs = [i for i, (what, _) in enumerate(events) if what == "syncfs"]
+    wrote = {path: i for i, (what, path) in enumerate(events) if what == "wrote"}
+    for i, (what, final) in enumerate(events):
+        if what == "rename":
+            written = wrote[final + PARTIAL_SUFFIX]
+            assert any(written < s < i for s in syncs), f"{final} renamed before a syncfs"
+    assert 1 < len(syncs) < len(files)  # grouped, and more than one group
 
 
 def test_failed_syncfs_publishes_none_of_its_group(
