@@ -143,12 +143,26 @@ def test_samples_larger_than_a_piece_arrive_whole(
 ) -> None:
     url = f"{blob_env}/pieces"
     _write(url)
-    monkeypatch.setattr(_remote, "PIECE", 300)  # each sample fetched in 7 ranges
-    monkeypatch.setattr(_tensors, "PIECE", 700)  # and copied out in 3 pieces that cross them
+    monkeypatch.setattr(_tensors, "PIECE", 700)  # a row in 3 ranged GETs, straight into it
     loader = StreamingLoader(StreamingDataset(url, tmp_path / "cache", dtype=torch.int64), 40)
     batches = iter(loader)
     first = next(batches)
     assert _rows_are_ids(first) and _no_shard_arrived(loader, tmp_path / "cache")
+    downloads.release()
+    assert sum(len(b) for b in batches) == N - 40
+
+
+def test_decoded_samples_larger_than_a_piece_arrive_whole(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, downloads: _Downloads
+) -> None:
+    url = f"{blob_env}/decoded-pieces"
+    _write(url, codec="pickle")
+    monkeypatch.setattr(_remote, "PIECE", 300)  # each stored sample fetched in several ranges
+    loader = StreamingLoader(StreamingDataset(url, tmp_path / "cache"), 40, collate_fn=list)
+    batches = iter(loader)
+    first = next(batches)
+    assert _no_shard_arrived(loader, tmp_path / "cache")
+    assert all(s["data"] == s["id"].to_bytes(8, "little") * WIDTH for s in first)
     downloads.release()
     assert sum(len(b) for b in batches) == N - 40
 

@@ -259,10 +259,12 @@ class _Process:
             if shard not in self.fetching and shard not in self.open:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
-    def batch_readers(self, places: list[tuple[int, int]]) -> dict[int, ShardReader]:
+    def batch_readers(
+        self, places: list[tuple[int, int]], *, fetch: bool = True
+    ) -> dict[int, ShardReader]:
         """A reader for every shard a batch reads, from its (shard, sample) places. Before
-        downloads start (the first batch), shards not yet in the cache are read by range, the
-        whole batch's samples fetched at once (_remote.py)."""
+        downloads start (the first batch), shards not yet in the cache are read by range, and
+        (with ``fetch``) the whole batch's samples fetched at once (_remote.py)."""
         shards = list(dict.fromkeys(shard for shard, _ in places))
         self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
         for shard in shards:
@@ -272,7 +274,7 @@ class _Process:
             self.remote.update(open_remote(ranged, self.store, self.io))
         readers = {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
         wanted = [(self.remote[s], i) for s, i in places if s in self.remote]
-        if wanted:
+        if wanted and fetch:
             fetch_samples(wanted, self.io)
         return readers
 

@@ -9,7 +9,8 @@ whenever a shard was missing, 1,764-2,030 with ranged reads for the first batch 
 
 The GETs are latency-bound (a few hundred of ~100 KiB each), so they are all issued at once on
 the IO loop, ``INFLIGHT`` at a time: the shards' tables first (one small GET each), then every
-sample of the batch. The readers then copy from memory.
+sample of the batch, straight into the batch's rows (``fetch_into``) or, for samples that are
+decoded, into memory the readers then take them from (``fetch_samples``).
 """
 
 from __future__ import annotations
@@ -55,15 +56,10 @@ class RemoteShard(ShardReader):
         return bytes(data)
 
     def read_into(self, i: int, offset: int, out: memoryview) -> None:
-        data = self.got.get(i)
-        if data is None:
-            data, at = self._range(offset, len(out)), 0
-        else:
-            at = offset - int(self.offsets[i])
-        view = memoryview(data)[at : at + len(out)]
-        if len(view) != len(out):
-            raise CorruptSample(self.name, i, offset + len(view))
-        out[:] = view
+        data = self._range(offset, len(out))  # (a batch's rows come through fetch_into)
+        if len(data) != len(out):
+            raise CorruptSample(self.name, i, offset + len(data))
+        out[:] = data
 
     def close(self) -> None:
         self.got.clear()
@@ -107,6 +103,21 @@ def fetch_samples(wanted: Iterable[tuple[RemoteShard, int]], io: Any) -> None:
             for start in range(offset, offset + max(size, 1), PIECE)
         ]
     io.run(_bounded(reads))
+
+
+def fetch_into(pieces: list[tuple[RemoteShard, int, int, memoryview]], io: Any) -> list[Any]:
+    """Each piece (shard, sample, offset, view) filled by one ranged GET, all on the IO loop at
+    once: a batch's rows straight from the store. Per piece, None or the CorruptSample of a
+    short read."""
+
+    async def one(shard: RemoteShard, i: int, offset: int, view: memoryview) -> Any:
+        data = await shard.store.read_range(shard.name, offset, offset + len(view))
+        if len(data) != len(view):
+            return CorruptSample(shard.name, i, offset + len(data))
+        view[:] = data
+        return None
+
+    return io.run(_bounded(one(*piece) for piece in pieces))
 
 
 async def _bounded(jobs: Iterable[Awaitable[Any]], *, errors_ok: bool = False) -> list[Any]:

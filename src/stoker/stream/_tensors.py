@@ -23,6 +23,7 @@ import torch
 
 from ..errors import StreamError
 from ._format import CorruptSample, ShardReader
+from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
     from ._dataset import StreamingDataset, _Process
@@ -81,7 +82,7 @@ def read_batch(
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
     places = [ds.index.locate(int(g)) for g in ids]
-    readers = proc.batch_readers(places)
+    readers = proc.batch_readers(places, fetch=False)  # remote rows are fetched in place
     samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
     sizes = {size for *_, size in samples}
     for reader, i, _, size in samples:
@@ -116,16 +117,18 @@ def _read_and_check(
 ) -> dict[int, CorruptSample]:
     """Fill every view from its sample's span and check it; {position: error} of the bad. The
     thread that lands a sample's last piece checks it while the others go on reading, so the
-    disk is not left idle while big samples are hashed."""
+    disk is not left idle while big samples are hashed. Samples of shards read by range (the
+    first batch of a remote job) are fetched all at once first, then checked."""
     pieces = [
         (j, start, views[j][start - offset : start - offset + PIECE])
         for j, (_, _, offset, size) in enumerate(samples)
         for start in range(offset, offset + max(size, 1), PIECE)
     ]
+    bad = _fetch_remote(pool, samples, views, pieces)
+    pieces = [p for p in pieces if not isinstance(samples[p[0]][0], RemoteShard)]
     left = [0] * len(samples)
     for j, _, _ in pieces:
         left[j] += 1
-    bad: dict[int, CorruptSample] = {}
     lock = threading.Lock()
 
     def read(part: list[tuple[int, int, memoryview]]) -> None:
@@ -145,6 +148,35 @@ def _read_and_check(
                     bad[j] = exc
 
     list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
+    return bad
+
+
+def _fetch_remote(
+    pool: ThreadPoolExecutor,
+    samples: list[tuple[ShardReader, int, int, int]],
+    views: list,
+    pieces: list[tuple[int, int, memoryview]],
+) -> dict[int, CorruptSample]:
+    """The remote samples' pieces fetched into their views, then the samples checked (XXH3
+    releases the GIL: on the pool's threads); {position: error} of the bad."""
+    remote = [
+        (j, start, view) for j, start, view in pieces if isinstance(samples[j][0], RemoteShard)
+    ]
+    if not remote:
+        return {}
+    shard = samples[remote[0][0]][0]
+    assert isinstance(shard, RemoteShard)
+    wanted = [(samples[j][0], samples[j][1], start, view) for j, start, view in remote]
+    errors = fetch_into(wanted, shard.io)  # type: ignore[arg-type]
+    bad = {j: err for (j, _, _), err in zip(remote, errors, strict=True) if err is not None}
+
+    def check(j: int) -> None:
+        try:
+            samples[j][0].check(samples[j][1], views[j])
+        except CorruptSample as exc:
+            bad[j] = exc
+
+    list(pool.map(check, sorted({j for j, _, _ in remote} - set(bad))))
     return bad
 
 
