@@ -87,11 +87,18 @@ def test_the_first_batch_comes_by_range_while_its_shards_download(
     assert loader.metrics.bytes_read == N * 2000
 
 
+@pytest.mark.parametrize("piece", [None, 300])  # 300: each sample fetched in 7 ranges
 def test_decoded_samples_come_by_range_too(
-    blob_env: str, tmp_path: Path, downloads: _Downloads
+    blob_env: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: _Downloads,
+    piece: int | None,
 ) -> None:
     url = f"{blob_env}/decoded"
     _write(url, codec="pickle")
+    if piece:
+        monkeypatch.setattr(_remote, "PIECE", piece)
     loader = StreamingLoader(StreamingDataset(url, tmp_path / "cache"), 40, collate_fn=list)
     batches = iter(loader)
     first = next(batches)
@@ -148,21 +155,6 @@ def test_samples_larger_than_a_piece_arrive_whole(
     batches = iter(loader)
     first = next(batches)
     assert _rows_are_ids(first) and _no_shard_arrived(loader, tmp_path / "cache")
-    downloads.release()
-    assert sum(len(b) for b in batches) == N - 40
-
-
-def test_decoded_samples_larger_than_a_piece_arrive_whole(
-    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, downloads: _Downloads
-) -> None:
-    url = f"{blob_env}/decoded-pieces"
-    _write(url, codec="pickle")
-    monkeypatch.setattr(_remote, "PIECE", 300)  # each stored sample fetched in several ranges
-    loader = StreamingLoader(StreamingDataset(url, tmp_path / "cache"), 40, collate_fn=list)
-    batches = iter(loader)
-    first = next(batches)
-    assert _no_shard_arrived(loader, tmp_path / "cache")
-    assert all(s["data"] == s["id"].to_bytes(8, "little") * WIDTH for s in first)
     downloads.release()
     assert sum(len(b) for b in batches) == N - 40
 
