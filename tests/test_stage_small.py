@@ -4,6 +4,7 @@ the group where the file system allows it, else an fsync each)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ import xxhash
 
 from azurite import partials, read_tree
 from stoker.stage import _small, stage
+from stoker.store import PosixStore
 from stoker.store._safety import PARTIAL_SUFFIX
 
 
@@ -235,3 +237,26 @@ def test_syncfs_stands_for_fsync_only_on_local_file_systems(tmp_path: Path) -> N
     assert _release_at_least("6.18.44-fc-v782", (5, 8))
     assert _release_at_least("5.8.0", (5, 8)) and not _release_at_least("5.4.0-1-azure", (5, 8))
     assert not _release_at_least("weird", (5, 8))
+
+
+def test_closing_the_writers_mid_gather_leaves_no_file_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file taken into a group that is still gathering when the writers close is cancelled,
+    not left waiting for ever."""
+    monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path: True)  # so the group gathers
+    monkeypatch.setattr(_small, "GATHER_S", 5.0)
+
+    async def main() -> None:
+        writer = _small.SmallWriter(PosixStore(tmp_path), 2)
+        job = _small.Job(
+            "a.bin", str(tmp_path / "a.bin"), _small.from_bytes(b"x", None, False, "t")
+        )
+        waiting = asyncio.create_task(writer.write(job))
+        await asyncio.sleep(0.05)  # the group has its first file and is gathering
+        await writer.close()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(main())
+    assert not (tmp_path / "a.bin").exists()

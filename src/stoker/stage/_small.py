@@ -164,8 +164,12 @@ class SmallWriter:
             group = [await self.queue.get()]
             loop = asyncio.get_running_loop()
             deadline = loop.time() + (GATHER_S if self.group_commit else 0)
-            while self.queue.qsize() < GROUP_FILES - 1 and loop.time() < deadline:
-                await asyncio.sleep(GATHER_S / 10)
+            try:
+                while self.queue.qsize() < GROUP_FILES - 1 and loop.time() < deadline:
+                    await asyncio.sleep(GATHER_S / 10)
+            except asyncio.CancelledError:
+                group[0][1].cancel()  # its waiter must not wait for ever
+                raise
             while len(group) < GROUP_FILES and not self.queue.empty():
                 group.append(self.queue.get_nowait())
             return group
