@@ -178,6 +178,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     def _read_samples(self, proc: _Process, batch: np.ndarray) -> list[Any]:
         places = [self.index.locate(int(g)) for g in batch]
         readers = proc.batch_readers(places)
+        fetch_samples([(r, i) for s, i in places if isinstance(r := readers[s], RemoteShard)])
         raw = [self._read(readers[shard], i) for shard, i in places]
         kept = [data for data in raw if data is not None]
         # one update of the shared counters per batch: a lock per sample costs CPU
@@ -259,12 +260,10 @@ class _Process:
             if shard not in self.fetching and shard not in self.open:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
-    def batch_readers(
-        self, places: list[tuple[int, int]], *, fetch: bool = True
-    ) -> dict[int, ShardReader]:
+    def batch_readers(self, places: list[tuple[int, int]]) -> dict[int, ShardReader]:
         """A reader for every shard a batch reads, from its (shard, sample) places. Before
-        downloads start (the first batch), shards not yet in the cache are read by range, and
-        (with ``fetch``) the whole batch's samples fetched at once (_remote.py)."""
+        downloads start (the first batch), shards not yet in the cache are read by range
+        (RemoteShard: the caller fetches the batch's samples from them at once)."""
         shards = list(dict.fromkeys(shard for shard, _ in places))
         self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
         for shard in shards:
@@ -272,11 +271,7 @@ class _Process:
         ranged = {s: self.ds.index.shards[s] for s in shards if self._by_range(s)}
         if ranged:
             self.remote.update(open_remote(ranged, self.store, self.io))
-        readers = {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
-        wanted = [(self.remote[s], i) for s, i in places if s in self.remote]
-        if wanted and fetch:
-            fetch_samples(wanted, self.io)
-        return readers
+        return {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
 
     def _by_range(self, shard: int) -> bool:
         if self.cache is None or self.downloading or shard in self.open or shard in self.remote:

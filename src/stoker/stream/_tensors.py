@@ -82,7 +82,7 @@ def read_batch(
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
     places = [ds.index.locate(int(g)) for g in ids]
-    readers = proc.batch_readers(places, fetch=False)  # remote rows are fetched in place
+    readers = proc.batch_readers(places)
     samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
     sizes = {size for *_, size in samples}
     for reader, i, _, size in samples:
@@ -124,8 +124,9 @@ def _read_and_check(
         for j, (_, _, offset, size) in enumerate(samples)
         for start in range(offset, offset + max(size, 1), PIECE)
     ]
-    bad = _fetch_remote(pool, samples, views, pieces)
+    remote = [p for p in pieces if isinstance(samples[p[0]][0], RemoteShard)]
     pieces = [p for p in pieces if not isinstance(samples[p[0]][0], RemoteShard)]
+    bad = _fetch_and_check(pool, samples, views, remote)
     left = [0] * len(samples)
     for j, _, _ in pieces:
         left[j] += 1
@@ -151,23 +152,16 @@ def _read_and_check(
     return bad
 
 
-def _fetch_remote(
+def _fetch_and_check(
     pool: ThreadPoolExecutor,
     samples: list[tuple[ShardReader, int, int, int]],
     views: list,
-    pieces: list[tuple[int, int, memoryview]],
+    remote: list[tuple[int, int, memoryview]],
 ) -> dict[int, CorruptSample]:
-    """The remote samples' pieces fetched into their views, then the samples checked (XXH3
-    releases the GIL: on the pool's threads); {position: error} of the bad."""
-    remote = [
-        (j, start, view) for j, start, view in pieces if isinstance(samples[j][0], RemoteShard)
-    ]
-    if not remote:
-        return {}
-    shard = samples[remote[0][0]][0]
-    assert isinstance(shard, RemoteShard)
+    """The remote samples' pieces fetched into their views at once, then the samples checked
+    (XXH3 releases the GIL: on the pool's threads); {position: error} of the bad."""
     wanted = [(samples[j][0], samples[j][1], start, view) for j, start, view in remote]
-    errors = fetch_into(wanted, shard.io)  # type: ignore[arg-type]
+    errors = fetch_into(wanted)  # type: ignore[arg-type]  # (their readers are RemoteShards)
     bad = {j: err for (j, _, _), err in zip(remote, errors, strict=True) if err is not None}
 
     def check(j: int) -> None:
