@@ -20,9 +20,9 @@ from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
 N = 400
 
 
-def _write(url: str) -> None:
+def _write(url: str, first: int = 0) -> None:
     with ShardWriter(url, shard_size="64KiB", codec="pickle") as w:
-        for i in range(N):
+        for i in range(first, first + N):
             w.write({"id": i, "data": bytes([i % 256]) * 2000})
 
 
@@ -47,6 +47,25 @@ def test_remote_shards_go_through_the_cache_within_its_limit(blob_env: str, tmp_
     warm = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
     _ids(warm)  # a new job on this node: every shard is in the cache
     assert (warm.metrics.cache_hits, warm.metrics.cache_misses) == (len(ds.index.shards), 0)
+
+
+def test_datasets_sharing_a_cache_folder_read_their_own_shards(
+    blob_env: str, tmp_path: Path
+) -> None:
+    """Shards of one name and size from two datasets, and from one dataset rewritten at its
+    URL, are different shards: each reader gets its own samples."""
+    cache = tmp_path / "cache"
+    _write(f"{blob_env}/mine")
+    _write(f"{blob_env}/theirs", first=5000)  # the same shapes, other samples
+    for url, first in ((f"{blob_env}/mine", 0), (f"{blob_env}/theirs", 5000)):
+        ds = StreamingDataset(url, cache, shuffle=False)
+        assert ds[3]["id"] == first + 3
+        assert sorted(_ids(StreamingLoader(ds, 10, collate_fn=list))) == list(
+            range(first, first + N)
+        )
+    asyncio.run(open_store(f"{blob_env}/mine").delete("index.json"))
+    _write(f"{blob_env}/mine", first=7000)  # written again in place, sizes unchanged
+    assert StreamingDataset(f"{blob_env}/mine", cache, shuffle=False)[3]["id"] == 7003
 
 
 READER = """

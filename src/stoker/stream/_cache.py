@@ -3,8 +3,11 @@
 * One download per shard per node: a process takes the shard's ``flock`` before fetching; the
   others wait on it and then find the file. The kernel drops a dead process's locks, so a crash
   never blocks the next run.
-* A shard appears at its name only whole and verified (partial file named with the pid, XXH3-128
-  of the whole file against the index, rename). Partial files of dead processes are removed.
+* A shard appears only whole and verified (partial file named with the pid, XXH3-128 of the
+  whole file against the index, rename). Partial files of dead processes are removed.
+* A cached copy is named by its shard's name and XXH3 (``shard-000003.stk.<xxh3>``): two
+  datasets that share the folder, or a dataset rewritten at the same URL, never take each
+  other's shards for their own, whatever their sizes.
 * A size limit: before a download, the least recently used shards go (a shard is "used" when it
   is opened; a process that already has it open keeps reading its copy after the unlink).
 """
@@ -47,21 +50,24 @@ class ShardCache:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def has(self, name: str, size: int) -> bool:
-        return _has(self.root / name, size)
+    def has(self, name: str, size: int, xxh3: str) -> bool:
+        return _has(self.path(name, xxh3), size)
+
+    def path(self, name: str, xxh3: str) -> Path:
+        return self.root / f"{name}.{xxh3}"
 
     def get(
         self, name: str, size: int, xxh3: str, fetch: Callable[[Path], None]
     ) -> tuple[Path, bool]:
         """The shard's path in the cache, fetched if needed; and whether it was there already."""
-        final = self.root / name
+        final = self.path(name, xxh3)
         if _has(final, size):
             return final, True
-        with self._lock(name):
+        with self._lock(final.name):
             if _has(final, size):  # another process fetched it while we waited
                 return final, True
             # The size in the name reserves room: make_room counts downloads in flight.
-            partial = self.root / f"{name}.{size}.{os.getpid()}{PARTIAL}"
+            partial = self.root / f"{final.name}.{size}.{os.getpid()}{PARTIAL}"
             self.make_room(size, partial)
             try:
                 fetch(partial)

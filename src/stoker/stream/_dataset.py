@@ -277,7 +277,7 @@ class _Process:
         if self.cache is None or self.downloading or shard in self.open or shard in self.remote:
             return False
         info = self.ds.index.shards[shard]
-        return not self.cache.has(info.name, info.bytes)
+        return not self.cache.has(info.name, info.bytes, info.xxh3)
 
     def reader(self, shard: int) -> ShardReader:
         if shard in self.open:
