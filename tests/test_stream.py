@@ -154,10 +154,11 @@ def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
     data = bytearray(shard.read_bytes())
     data[-5] ^= 0xFF  # inside the shard's last sample
     shard.write_bytes(bytes(data))
-    with pytest.raises(
-        CorruptSample, match=r"shard shard-000002.stk: sample \d+ \(byte offset \d+\)"
-    ):
-        _ids(_loader(StreamingDataset(root, shuffle=False)))
+    for workers in (0, 2):  # from a worker process too, as its own type
+        with pytest.raises(
+            CorruptSample, match=r"shard shard-000002.stk: sample \d+ \(byte offset \d+\)"
+        ):
+            _ids(_loader(StreamingDataset(root, shuffle=False), workers=workers))
     skipping = StreamingDataset(root, shuffle=False, on_corrupt="skip")
     loader = _loader(skipping, batch=5)
     assert len(_ids(loader)) == N - 1

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from stoker.errors import StreamError
 from stoker.store import open_store
@@ -66,6 +67,26 @@ def test_datasets_sharing_a_cache_folder_read_their_own_shards(
     asyncio.run(open_store(f"{blob_env}/mine").delete("index.json"))
     _write(f"{blob_env}/mine", first=7000)  # written again in place, sizes unchanged
     assert StreamingDataset(f"{blob_env}/mine", cache, shuffle=False)[3]["id"] == 7003
+
+
+@pytest.mark.parametrize("dtype", [None, torch.uint8])  # decoded, and straight into tensors
+def test_a_damaged_cached_copy_is_fetched_again(
+    blob_env: str, tmp_path: Path, dtype: torch.dtype | None
+) -> None:
+    url, cache = f"{blob_env}/healed", tmp_path / "cache"
+    with ShardWriter(url, shard_size="64KiB") as w:
+        for i in range(N):
+            w.write(bytes([i % 256]) * 2000)
+    first = StreamingDataset(url, cache, shuffle=False, dtype=dtype)
+    assert len(list(StreamingLoader(first, 10))) == N // 10  # every shard is cached now
+    copy = next(cache.glob(f"{first.index.shards[1].name}.*"))
+    data = bytearray(copy.read_bytes())
+    data[-5] ^= 0xFF  # inside the shard's last sample, as a failing disk would
+    copy.write_bytes(bytes(data))
+    again = StreamingLoader(StreamingDataset(url, cache, shuffle=False, dtype=dtype), 10)
+    got = [bytes(sample) for batch in again for sample in batch]
+    assert got == [bytes([i % 256]) * 2000 for i in range(N)]
+    assert (again.metrics.cache_misses, again.metrics.skipped) == (1, 0)  # that shard, once
 
 
 READER = """

@@ -56,6 +56,12 @@ class ShardCache:
     def path(self, name: str, xxh3: str) -> Path:
         return self.root / f"{name}.{xxh3}"
 
+    def drop(self, name: str, xxh3: str) -> None:
+        """Remove a damaged copy (under the shard's lock: never one being published)."""
+        final = self.path(name, xxh3)
+        with self._lock(final.name):
+            final.unlink(missing_ok=True)
+
     def get(
         self, name: str, size: int, xxh3: str, fetch: Callable[[Path], None]
     ) -> tuple[Path, bool]:

@@ -118,7 +118,10 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     # ------------------------------------------------------------------ reading
     def __getitem__(self, sample: int) -> Any:
         shard, i = self.index.locate(int(sample))
-        data = self._process().reader(shard).sample(i)
+        proc = self._process()
+        readers = {shard: proc.reader(shard)}
+        data = self._read(proc, readers, shard, i, skip=False)
+        assert data is not None
         self._count(bytes_read=len(data), samples=1)
         return self._decode(data)
 
@@ -179,18 +182,31 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         places = [self.index.locate(int(g)) for g in batch]
         readers = proc.batch_readers(places)
         fetch_samples([(r, i) for s, i in places if isinstance(r := readers[s], RemoteShard)])
-        raw = [self._read(readers[shard], i) for shard, i in places]
+        raw = [self._read(proc, readers, shard, i) for shard, i in places]
         kept = [data for data in raw if data is not None]
         # one update of the shared counters per batch: a lock per sample costs CPU
         self._count(bytes_read=sum(map(len, kept)), samples=len(kept), skipped=len(raw) - len(kept))
         return [self._decode(data) for data in kept]
 
-    def _read(self, reader: ShardReader, i: int) -> bytes | None:
-        """Sample ``i``'s bytes, or None for a corrupt one skipped (``on_corrupt="skip"``)."""
+    def _read(
+        self,
+        proc: _Process,
+        readers: dict[int, ShardReader],
+        shard: int,
+        i: int,
+        *,
+        skip: bool = True,
+    ) -> bytes | None:
+        """Sample ``i`` of ``shard``, or None for a corrupt one skipped (``on_corrupt="skip"``).
+        A damaged cached copy is fetched again once (``readers`` gets the new reader)."""
         try:
-            return reader.sample(i)
+            return readers[shard].sample(i)
         except CorruptSample:
-            if self.on_corrupt == "raise":
+            fresh = proc.refetch_damaged(shard, readers[shard])
+            if fresh is not None:
+                readers[shard] = fresh
+                return self._read(proc, readers, shard, i, skip=skip)
+            if self.on_corrupt == "raise" or not skip:
                 raise
             return None
 
@@ -225,6 +241,7 @@ class _Process:
         self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
         self.cursor, self.downloading = 0, True
+        self.refetched: set[int] = set()  # shards whose damaged cached copy was fetched again
 
     def read_pool(self) -> ThreadPoolExecutor:
         if self._read_pool is None:
@@ -299,6 +316,20 @@ class _Process:
         while len(self.open) > self.keep_open:
             self.open.popitem(last=False)[1].close()
         return reader
+
+    def refetch_damaged(self, shard: int, reader: ShardReader) -> ShardReader | None:
+        """A new reader of ``shard`` when ``reader``, in which a sample failed its checksum, is a
+        cached copy not yet fetched again: that copy was whole and verified when it arrived, so
+        the node's disk (or a hand) damaged it since, and the source's is good. None otherwise."""
+        if self.cache is None or isinstance(reader, RemoteShard) or shard in self.refetched:
+            return None
+        self.refetched.add(shard)
+        info = self.ds.index.shards[shard]
+        if self.open.get(shard) is reader:
+            del self.open[shard]
+        reader.close()
+        self.cache.drop(info.name, info.xxh3)
+        return self.reader(shard)
 
     def _path(self, shard: int) -> Path:
         if self.cache is None:

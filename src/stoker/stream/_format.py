@@ -131,9 +131,11 @@ class ShardReader:
 
 
 class CorruptSample(StreamError):
-    def __init__(self, shard: str, index: int, offset: int) -> None:
+    def __init__(self, shard: str, index: int | None = None, offset: int | None = None) -> None:
+        if index is None:  # from a DataLoader worker: torch re-raises with the message alone
+            super().__init__(shard)
+            return
         super().__init__(
             f"shard {shard}: sample {index} (byte offset {offset}) does not match its checksum; "
             "the shard is damaged: re-stage it, or pass on_corrupt='skip' to skip such samples"
         )
-        self.shard, self.index, self.offset = shard, index, offset

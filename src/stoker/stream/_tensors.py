@@ -99,6 +99,8 @@ def read_batch(
         views = [memoryview(t.numpy()) for t in tensors]
         batch = [t.view(ds.dtype) for t in tensors]
     bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views)
+    if bad:
+        _read_again_from_fresh_copies(proc, places, samples, views, bad)
     if bad and ds.on_corrupt == "raise":
         raise bad[min(bad)]
     if bad:
@@ -107,6 +109,33 @@ def read_batch(
     nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
     ds._count(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
     return batch
+
+
+def _read_again_from_fresh_copies(
+    proc: _Process,
+    places: list[tuple[int, int]],
+    samples: list[tuple[ShardReader, int, int, int]],
+    views: list,
+    bad: dict[int, CorruptSample],
+) -> None:
+    """The bad samples of damaged cached copies read again from copies fetched anew (see
+    ``_Process.refetch_damaged``); those that now check out leave ``bad``."""
+    fresh: dict[int, ShardReader | None] = {}
+    for j in sorted(bad):
+        shard = places[j][0]
+        if shard not in fresh:
+            fresh[shard] = proc.refetch_damaged(shard, samples[j][0])
+        reader = fresh[shard]
+        if reader is None:
+            continue
+        _, i, offset, _ = samples[j]
+        try:
+            reader.read_into(i, offset, views[j])
+            reader.check(i, views[j])
+        except CorruptSample as exc:
+            bad[j] = exc
+        else:
+            del bad[j]
 
 
 def _read_and_check(
