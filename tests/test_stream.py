@@ -142,9 +142,14 @@ def test_resume_on_another_number_of_ranks_and_workers(
     monkeypatch.setenv("WORLD_SIZE", "1")
     resumed = _loader(StreamingDataset(root, seed=99), batch=4, workers=3)
     resumed.load_state_dict(state)
+    resumed.dataset.set_epoch(state["epoch"])  # torch's idiom: the epoch under way goes on
     consumed += _ids(resumed)
     assert len(consumed) == len(set(consumed))  # nothing twice
     assert len(consumed) == 120 + (N - 120) // 4 * 4  # nothing skipped but the short tail
+    with pytest.raises(
+        StreamError, match=r"lacks block_shards, epoch, .*: pass what state_dict\(\)"
+    ):
+        resumed.load_state_dict({"version": state["version"]})
 
 
 def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
@@ -196,9 +201,18 @@ def test_clear_errors(tmp_path: Path) -> None:
         StreamingDataset(tmp_path)
     with pytest.raises(StreamError, match="on_corrupt"):
         StreamingDataset(tmp_path, on_corrupt="ignore")
+    for bad in ({"batch_size": 0}, {"block_shards": 0}, {"dtype": "int32"}):
+        with pytest.raises(StreamError, match=f"{next(iter(bad))}="):
+            StreamingDataset(tmp_path, **bad)  # type: ignore[arg-type]
     with pytest.raises(StreamError, match="shard_size"):
         ShardWriter(tmp_path / "x", shard_size=0)
     assert os.listdir(tmp_path) == ["index.json"]
+    ds = StreamingDataset(_write(tmp_path / "ds"))
+    for option in ({"shuffle": False}, {"drop_last": False}):
+        with pytest.raises(StreamError, match="pass .* to StreamingDataset"):
+            StreamingLoader(ds, 4, **option)
+    with pytest.raises(StreamError, match="batch_size=0"):
+        StreamingLoader(ds, 0)
 
 
 def test_shuffle_mixes_shards_within_each_batch(tmp_path: Path) -> None:

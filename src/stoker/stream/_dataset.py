@@ -69,6 +69,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     ) -> None:
         if on_corrupt not in ("raise", "skip"):
             raise StreamError(f"on_corrupt={on_corrupt!r}: use 'raise' or 'skip'")
+        for name, value in (("batch_size", batch_size), ("block_shards", block_shards)):
+            if not isinstance(value, int) or value < 1:
+                raise StreamError(f"StreamingDataset {name}={value!r}: use a whole number >= 1")
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise StreamError(f"StreamingDataset dtype={dtype!r}: use a torch dtype (torch.int32)")
         self.remote = str(remote)
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.block_shards, self.drop_last = block_shards, drop_last
@@ -105,7 +110,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         return self.index.samples
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.position = epoch, 0
+        """Read ``epoch`` next, from its start; the epoch already under way (as a resumed
+        state left it) goes on from where it was, as torch's ``set_epoch(epoch)`` idiom
+        expects after ``load_state_dict``."""
+        if epoch != self.epoch:
+            self.epoch, self.position = epoch, 0
 
     def stats(self) -> dict[str, int]:
         return dict(zip(COUNTERS, self.counters[:], strict=True))

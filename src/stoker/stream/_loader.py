@@ -21,6 +21,7 @@ from ._metrics import StallMeter, StallMetrics
 from ._order import batches_per_epoch
 
 STATE_VERSION = 1
+DATASET_OPTIONS = {"shuffle", "drop_last", "sampler", "batch_sampler", "generator"}
 
 
 class StreamingLoader:
@@ -35,6 +36,13 @@ class StreamingLoader:
         prefetch_factor: int | None = None,
         **dataloader_options: Any,
     ) -> None:
+        for name in DATASET_OPTIONS.intersection(dataloader_options):
+            raise StreamError(
+                f"StreamingLoader({name}=...): the order is the dataset's (one global order for "
+                f"every rank and worker): pass {name} to StreamingDataset instead"
+            )
+        if batch_size is not None and batch_size < 1:
+            raise StreamError(f"StreamingLoader batch_size={batch_size}: use 1 or more")
         if dataloader_options.get("persistent_workers"):
             raise StreamError(
                 "persistent_workers=True would keep workers on the epoch they started with; "
@@ -115,6 +123,11 @@ class StreamingLoader:
         ds = self.dataset
         if state.get("version") != STATE_VERSION:
             raise StreamError(f"loader state version {state.get('version')!r} is not supported")
+        missing = sorted(set(self.state_dict()) - set(state))
+        if missing:
+            raise StreamError(
+                f"the loader state lacks {', '.join(missing)}: pass what state_dict() returned"
+            )
         if state["samples"] != ds.index.samples:
             raise StreamError(
                 f"the loader state is for a dataset of {state['samples']} samples, this one has "
