@@ -73,3 +73,25 @@ def test_bad_input_is_named_and_resume_continues(tmp_path: Path) -> None:
     assert (
         _write(str(src), str(tmp_path / "r"), "--shard-size", "4KiB", "--resume")["samples"] == 14
     )
+
+
+def test_unreadable_inputs_are_named_and_leave_nothing_to_resume(tmp_path: Path) -> None:
+    for name, kind, data in (
+        ("latin.jsonl", "jsonl", b'{"a": "\xe9"}\n'),
+        ("text.npy", "npy", b"not an array"),
+        ("broken.parquet", "parquet", b"PAR1 not a table PAR1"),
+    ):
+        (tmp_path / name).write_bytes(data)
+        out = tmp_path / f"out-{kind}"
+        bad = runner.invoke(
+            app, ["shards", "write", str(tmp_path / name), str(out), "--from", kind]
+        )
+        assert bad.exit_code == 2, bad.output
+        assert f"{name}: cannot be read as {kind}" in bad.stderr and "Traceback" not in bad.output
+        assert not (out / "index.json").exists()  # a run on the mended input starts afresh
+    (tmp_path / "latin.jsonl").write_text('{"a": "e"}\n')
+    fixed = _write(
+        str(tmp_path / "latin.jsonl"), str(tmp_path / "out-jsonl"), "--from", "jsonl",
+        "--compression", "none",
+    )  # fmt: skip
+    assert fixed["samples"] == 1 and fixed["compression"] is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,31 @@ def _paths(src: Path, suffix: str | None) -> list[Path]:
     return found
 
 
+@contextmanager
+def _reading(path: Path, kind: str) -> Iterator[None]:
+    """Errors of the input's reader (numpy, pyarrow, a codec each raise their own) named by
+    file."""
+    try:
+        yield
+    except StreamError:
+        raise
+    except Exception as exc:
+        raise StreamError(
+            f"{path}: cannot be read as {kind} ({type(exc).__name__}: {exc}); fix or remove the "
+            "file, or pick the matching --from"
+        ) from exc
+
+
 def _files(src: Path, keys: bool) -> Iterator[Any]:
     for path in _paths(src, None):
-        data = path.read_bytes()
+        with _reading(path, "files"):
+            data = path.read_bytes()
         yield {"key": path.relative_to(src).as_posix(), "data": data} if keys else data
 
 
 def _jsonl(src: Path) -> Iterator[Any]:
     for path in _paths(src, ".jsonl"):
-        with open(path, encoding="utf-8") as f:
+        with _reading(path, "jsonl"), open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if line.strip():
                     try:
@@ -66,7 +83,8 @@ def _npy(src: Path) -> Iterator[Any]:
     import numpy as np
 
     for path in _paths(src, ".npy"):
-        array = np.load(path, mmap_mode="r")
+        with _reading(path, "npy"):
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
         if array.ndim == 0:
             raise StreamError(f"{path}: a 0-d array has no rows; save samples along axis 0")
         for row in array:
@@ -79,8 +97,9 @@ def _parquet(src: Path) -> Iterator[Any]:
     except ImportError as exc:
         raise StreamError("reading Parquet needs pyarrow: pip install pyarrow") from exc
     for path in _paths(src, ".parquet"):
-        for batch in pq.ParquetFile(path).iter_batches():
-            yield from batch.to_pylist()
+        with _reading(path, "parquet"):
+            for batch in pq.ParquetFile(path).iter_batches():
+                yield from batch.to_pylist()
 
 
 def write_shards(
@@ -97,6 +116,8 @@ def write_shards(
     """Write ``src`` as shards to ``out`` (a folder or any stoker URL); returns the index."""
     if kind not in KINDS:
         raise StreamError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
+    if compression == "none":  # the CLI's spelling of None
+        compression = None
     root = Path(src)
     samples: Iterator[Any] = {
         "files": lambda: _files(root, keys),

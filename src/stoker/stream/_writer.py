@@ -81,10 +81,10 @@ class ShardWriter:
         self._io.run(self._store.write_bytes(INDEX, self.index.to_json()))
         self._pending, self._pending_bytes = [], 0
 
-    def close(self) -> DatasetIndex:
+    def close(self, *, empty_index: bool = True) -> DatasetIndex:
         try:
             self.flush()
-            if not self.index.shards:  # an empty dataset still gets an index
+            if not self.index.shards and empty_index:  # an empty dataset still gets an index
                 self._io.run(self._store.write_bytes(INDEX, self.index.to_json()))
         finally:
             self._io.run(self._store.close())
@@ -99,4 +99,4 @@ class ShardWriter:
             self.close()
         else:  # keep what is complete; the shard being filled is dropped
             self._pending = []
-            self.close()
+            self.close(empty_index=False)  # a failed first shard leaves nothing to resume
