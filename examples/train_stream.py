@@ -30,6 +30,7 @@ from stoker import Checkpointer, Ledger
 from stoker.stream import StreamingDataset, StreamingLoader, write_shards
 
 FEATURES = 256
+MARKER = ".made-by-train_stream"  # in a checkpoint folder this script may empty on its next run
 
 
 def collate(samples: list[bytes]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,6 +49,20 @@ def start_emulator() -> tuple[object, str]:
     os.environ["AZURE_STORAGE_CONNECTION_STRING"] = server.connection_string
     container = server.container().container_name
     return server, f"az://devstoreaccount1/{container}/shards"
+
+
+def fresh_checkpoint_folder(path: Path | None) -> Path:
+    """An empty folder for this run's checkpoints: PATH emptied if this script made it (its
+    marker file is there), refused if it holds anything else; a temporary one without PATH."""
+    if path is None:
+        path = Path(tempfile.mkdtemp(prefix="stoker-ckpt-"))
+    elif (path / MARKER).exists():
+        shutil.rmtree(path)  # a previous run's checkpoints would pass for this run's
+    elif path.exists() and any(path.iterdir()):
+        raise SystemExit(f"--ckpt {path} is not empty: give a new or empty folder")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).touch()
+    return path
 
 
 def run(
@@ -103,11 +118,10 @@ def main() -> None:
         server, data = start_emulator()
     else:
         data = args.data or str(args.source.parent / "shards")
-        shutil.rmtree(data, ignore_errors=True)
-    index = write_shards(args.source, data, shard_size="4MiB")
+    # A dataset a previous run left at DATA is continued, not written again (nor deleted).
+    index = write_shards(args.source, data, shard_size="4MiB", resume=True)
     print(f"{index.samples} samples in {len(index.shards)} shards at {data}")
-    ckpt_dir = args.ckpt or Path(tempfile.mkdtemp(prefix="stoker-ckpt-"))
-    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    ckpt_dir = fresh_checkpoint_folder(args.ckpt)
     cache = Path(tempfile.mkdtemp(prefix="stoker-cache-"))
     emulate = args.compute_ms > 0
 
@@ -138,6 +152,11 @@ def main() -> None:
                 ledger=ledgers[0],
             )
             first = loader.metrics
+            if not ckpt.list():
+                raise SystemExit(
+                    f"the job died at step {half}, before its first checkpoint (every "
+                    f"{args.every} steps): give more data, a smaller --batch or --every"
+                )
             print(
                 f"stopped at step {half} (the job died); newest checkpoint: step "
                 f"{ckpt.list()[0].step}"

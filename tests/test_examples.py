@@ -40,6 +40,28 @@ def test_train_stream_over_the_emulator_resumes_without_repeats(tmp_path: Path) 
     assert "tier az" in out.stdout and "final training loss" in out.stdout
 
 
+def test_train_stream_runs_again_on_its_own_folders_and_leaves_others_alone(
+    tmp_path: Path,
+) -> None:
+    src = _files(tmp_path / "src")
+    args = [sys.executable, str(EXAMPLES / "train_stream.py"), "--source", str(src)]
+    args += ["--data", str(tmp_path / "shards"), "--batch", "4", "--workers", "0"]
+    for _ in range(2):  # the second run continues the dataset and empties its checkpoints
+        out = subprocess.run(
+            [*args, "--ckpt", str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "60 samples in" in out.stdout and "60 distinct, 60 expected -> ok" in out.stdout
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "model.pt").write_bytes(b"weights")
+    refused = subprocess.run(
+        [*args, "--ckpt", str(mine)], capture_output=True, text=True, timeout=300
+    )
+    assert refused.returncode != 0 and f"--ckpt {mine} is not empty" in refused.stderr
+    assert (mine / "model.pt").read_bytes() == b"weights"
+
+
 def test_train_checkpoint_restores_identical_weights(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / "train_checkpoint.py"), str(tmp_path / "ckpt")],
