@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
 
+import pytest
 from typer.testing import CliRunner
 
 from stoker.cli import app
@@ -66,3 +69,60 @@ def test_cache_pull_cli(blob_env: str, tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["pulled"] is True and Path(result["path"]).is_dir()
+
+
+def test_a_sas_signature_shows_nowhere_not_in_the_bar_nor_a_cache_name(
+    azurite: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = azurite.container()
+    container.upload_blob("model/weights.bin", os.urandom(50_000))
+    sas = azurite.sas(container.container_name, read=True, list=True)
+    signature = parse_qs(sas)["sig"][0]
+    url = f"{azurite.endpoint}/{container.container_name}/model?{sas}"
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # draw the progress bar as on a terminal
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough for the whole description
+    staged = runner.invoke(app, ["stage", url, str(tmp_path / "copy")])
+    pulled = runner.invoke(app, ["cache", "pull", url, str(tmp_path / "cache")])
+    for out in (staged, pulled):
+        assert out.exit_code == 0, out.output
+        assert container.container_name in out.stderr  # the bar was drawn, with the source
+        for form in (signature, quote(signature, safe=""), signature[:12]):
+            assert form not in out.output
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["model"]
+
+
+def test_cache_names_that_would_leave_the_root_are_refused(blob_env: str, tmp_path: Path) -> None:
+    for name in ("../escape", "a/b", ".."):
+        out = runner.invoke(
+            app, ["cache", "pull", f"{blob_env}/m", str(tmp_path / "c"), "--name", name]
+        )
+        assert out.exit_code == 2 and "is not a plain folder name" in out.stderr
+    assert not (tmp_path / "escape").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_missing_or_empty_source_is_an_error_and_deletes_nothing(
+    blob_env: str, tmp_path: Path
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _dataset(src)
+    assert runner.invoke(app, ["stage", str(src), str(dst)]).exit_code == 0
+    assert runner.invoke(app, ["stage", str(src), f"{blob_env}/copy"]).exit_code == 0
+    for source, target in (
+        (str(tmp_path / "no-such-dir"), str(dst)),  # a mistyped path
+        (str(src / "part-0" / "000.bin"), str(dst)),  # a file
+        (f"{blob_env}/typo-prefix", str(dst)),  # a prefix that lists nothing
+        (f"{blob_env}/typo-prefix", f"{blob_env}/copy"),
+    ):
+        out = runner.invoke(app, ["stage", source, target, "--delete"])
+        assert out.exit_code == 2, out.output
+        assert (
+            "does not exist" in out.stderr
+            or "is a file" in out.stderr
+            or ("lists no objects" in out.stderr and "nothing was copied or deleted" in out.stderr)
+        )
+    assert len(list(dst.rglob("*.bin"))) == 12  # nothing deleted
+    again = runner.invoke(app, ["verify", f"{blob_env}/copy", str(src)])
+    assert again.exit_code == 0, again.output  # nor there
+    out = runner.invoke(app, ["verify", str(tmp_path / "nope-a"), str(tmp_path / "nope-b")])
+    assert out.exit_code == 2 and "does not exist" in out.stderr

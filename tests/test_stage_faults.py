@@ -473,3 +473,26 @@ def test_crash_between_publish_and_done_mark_does_not_zero_the_file(
     again = stage(url, str(dst), block_size=1 << 20, hash_files=False)
     assert again.files_copied == 1
     assert (dst / "big.bin").read_bytes() == payload
+
+
+def test_resume_with_another_block_size_fetches_what_is_missing(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finished blocks are numbered in the block size that fetched them: a re-run with larger
+    blocks must not take blocks 0-2 of 1 MiB for blocks 0-2 of 2 MiB (and publish a file with
+    a hole), even with no hash to catch it."""
+    data = os.urandom(4 * BLOCK)
+    upload(azurite.client(blob_env), "", {"a.bin": data})
+
+    async def fail_last(key: str, start: int, end: int) -> None:
+        if start == 3 * BLOCK:
+            await asyncio.sleep(0.5)  # blocks 0-2 land and are recorded first
+            raise StoreError("reading a.bin: connection reset (injected)")
+
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        patch_reads(patch, fail_last)
+        first = stage(blob_env, str(dst), block_size=BLOCK, concurrency=4)
+    assert len(first.failed) == 1 and partials(dst)
+    again = stage(blob_env, str(dst), block_size=2 * BLOCK, concurrency=4, hash_files=False)
+    assert again.ok and read_tree(dst) == {"a.bin": data}

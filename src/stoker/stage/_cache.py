@@ -26,6 +26,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ..errors import StageError
 from ..store import open_store
@@ -59,7 +60,18 @@ async def _version(url: str) -> str:
 
 
 def default_name(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1]
+    """The source's last path segment: never its query, which may hold a SAS."""
+    path = urlsplit(url).path if "://" in url else url
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def checked_name(name: str) -> str:
+    """``name`` if it is one plain folder name: the model's folder stays inside the root."""
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        raise StageError(
+            f"cache name {name!r} is not a plain folder name: pass --name with no '/', '\\' or '..'"
+        )
+    return name
 
 
 def cache_pull(
@@ -73,7 +85,7 @@ def cache_pull(
     reporter: Reporter | None = None,
 ) -> CacheResult:
     """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc."""
-    base = Path(root) / (name or default_name(src))
+    base = Path(root) / checked_name(name or default_name(src))
     version = asyncio.run(_version(src))
     final = base / "versions" / version
     lock = base / ".locks" / f"{version}.lock"

@@ -144,6 +144,16 @@ class Manifest:
             self.db.execute("UPDATE objects SET state = 0, hash = NULL WHERE key = ?", (key,))
             self.db.execute("DELETE FROM blocks WHERE key = ?", (key,))
 
+    def use_block_size(self, size: int) -> None:
+        """Finished blocks are numbered in the block size that fetched them: under another
+        size (or one an older manifest did not record) they no longer say which bytes are on
+        disk, so they are forgotten and their files fetched whole again."""
+        row = self.db.execute("SELECT v FROM meta WHERE k = 'block_size'").fetchone()
+        if row is None or int(row[0]) != size:
+            with self.transaction():
+                self.db.execute("DELETE FROM blocks")
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES('block_size', ?)", (str(size),))
+
     def blocks_done(self, key: str, etag: str) -> set[int]:
         rows = self.db.execute("SELECT idx FROM blocks WHERE key = ? AND etag = ?", (key, etag))
         return {r[0] for r in rows}

@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Any
 
+from ..store._credentials import redact
+
 
 class Reporter:
     """Silent: what the Python API uses unless asked for more."""
@@ -104,7 +106,8 @@ class RichReporter(Reporter):
             console=self.console,
             transient=False,
         )
-        self.description, self.files, self.total_files, self.total_bytes = description, 0, 0, 0
+        self.files, self.total_files, self.total_bytes = 0, 0, 0
+        self.description = redact(description)  # a URL's SAS must not reach the terminal
         self.listing = True
         self.task: Any = None
 

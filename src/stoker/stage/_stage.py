@@ -143,6 +143,7 @@ async def _stage(
 ) -> StageSummary:
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
+    check_source(src)
     if hash_files is None:
         hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
     manifest = Manifest(state_path(src, dst, sel, state_dir))
@@ -159,6 +160,7 @@ async def _stage(
             rate = _last_rate(manifest)
             summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
+            manifest.use_block_size(block_size)
             reporter.start()
             engine = Engine(
                 src,
@@ -196,8 +198,9 @@ async def _listing(
 ) -> AsyncIterator[list[Pending]]:
     """List the source into the manifest, batch by batch; yields each batch's objects to copy.
     The summary's totals and skipped counts grow as it goes."""
-    local = isinstance(dst, PosixStore)
+    local, listed_any = isinstance(dst, PosixStore), False
     async for batch in src.list():
+        listed_any = listed_any or bool(batch)
         kept: list[ObjectInfo] = []
         for obj in batch:
             if not sel.wants(obj.key):
@@ -218,6 +221,25 @@ async def _listing(
         summary.bytes_skipped += listed.done_bytes
         if listed.pending:
             yield listed.pending
+    if not listed_any:  # a mistyped path or prefix: never "done", least of all with --delete
+        raise StageError(nothing_listed(src))
+
+
+def check_source(src: Store) -> None:
+    """Raise unless a local source is a folder (a missing one would list as empty)."""
+    if isinstance(src, PosixStore) and not src.root.is_dir():
+        what = "is a file" if src.root.exists() else "does not exist"
+        raise StageError(
+            f"{src} {what}: the source is a folder (for one file, give its folder and "
+            "--include NAME)"
+        )
+
+
+def nothing_listed(src: Store) -> str:
+    return (
+        f"{src} lists no objects: check the container and the prefix (a prefix is a folder: "
+        ".../data means data/...); nothing was copied or deleted"
+    )
 
 
 async def _reported(

@@ -16,7 +16,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..errors import StageError
 from ..store import PosixStore, Store, open_store
+from ._stage import check_source, nothing_listed
 
 
 @dataclass
@@ -41,12 +43,15 @@ def verify(src: str, dst: str, *, concurrency: int = 8, allow_http: bool = False
     return asyncio.run(_verify(src, dst, concurrency, allow_http))
 
 
-async def _list(store: Store, db: sqlite3.Connection, table: str) -> None:
+async def _list(store: Store, db: sqlite3.Connection, table: str) -> int:
     db.execute(f"CREATE TABLE {table}(key TEXT PRIMARY KEY, size INTEGER, md5 TEXT)")
+    listed = 0
     async for batch in store.list():
         db.executemany(
             f"INSERT INTO {table} VALUES(?, ?, ?)", [(o.key, o.size, o.md5) for o in batch]
         )
+        listed += len(batch)
+    return listed
 
 
 async def _md5(store: Store, key: str, known: str | None) -> str | None:
@@ -69,7 +74,9 @@ async def _verify(src_url: str, dst_url: str, concurrency: int, allow_http: bool
     with tempfile.TemporaryDirectory(prefix="stoker-verify-") as tmp:
         db = sqlite3.connect(Path(tmp) / "verify.sqlite")
         try:
-            await _list(src, db, "s")
+            check_source(src)
+            if not await _list(src, db, "s"):
+                raise StageError(nothing_listed(src))
             await _list(dst, db, "d")
             for (key,) in db.execute("SELECT key FROM s WHERE key NOT IN (SELECT key FROM d)"):
                 report.mismatches.append((key, "missing from the destination"))
