@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, quote
 import pytest
 from typer.testing import CliRunner
 
+from azurite import read_tree
 from stoker.cli import app
 
 runner = CliRunner()
@@ -126,3 +127,43 @@ def test_a_missing_or_empty_source_is_an_error_and_deletes_nothing(
     assert again.exit_code == 0, again.output  # nor there
     out = runner.invoke(app, ["verify", str(tmp_path / "nope-a"), str(tmp_path / "nope-b")])
     assert out.exit_code == 2 and "does not exist" in out.stderr
+
+
+def test_stage_refuses_bad_settings_and_a_copy_into_its_source(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _dataset(src)
+    (tmp_path / "afile").write_text("x")
+    for args, said in (
+        ([str(src), str(tmp_path / "o"), "--concurrency", "0"], "--concurrency 0: use 1 or more"),
+        ([str(src), str(tmp_path / "o"), "--block-size", "0"], "use at least 64 KiB"),
+        ([str(src), str(src / "copy")], "is inside"),
+        ([str(src), str(src)], "is inside"),
+        ([str(src), str(tmp_path / "afile")], "must be a folder this user can write"),
+    ):
+        out = runner.invoke(app, ["stage", *args])
+        assert out.exit_code == 2 and said in out.stderr, out.output
+        assert "Traceback" not in out.output
+    assert not (src / "copy").exists() and (tmp_path / "afile").read_text() == "x"
+    timeout = runner.invoke(
+        app, ["cache", "pull", str(src), str(tmp_path / "c"), "--timeout", "-1"]
+    )
+    assert timeout.exit_code == 2 and "--timeout -1: use 0 or more" in timeout.stderr
+
+
+def test_dry_run_with_delete_says_what_would_go_and_folder_markers_are_no_files(
+    blob_env: str, azurite: Any, tmp_path: Path
+) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _dataset(src)
+    assert runner.invoke(app, ["stage", str(src), str(dst)]).exit_code == 0
+    for path in list(src.rglob("00[0-2].bin")):
+        path.unlink()
+    out = runner.invoke(app, ["stage", str(src), str(dst), "--delete", "--dry-run"])
+    assert out.exit_code == 0 and "would delete 3;" in out.stdout, out.output
+    assert len(list(dst.rglob("*.bin"))) == 12  # a dry run deletes nothing
+    container = azurite.client(blob_env)
+    container.upload_blob("tree/folder/", b"")  # a folder marker, as Storage Explorer makes
+    container.upload_blob("tree/folder/a.bin", b"a")
+    out = runner.invoke(app, ["stage", f"{blob_env}/tree", str(tmp_path / "tree")])
+    assert out.exit_code == 0, out.output
+    assert read_tree(tmp_path / "tree") == {"folder/a.bin": b"a"}

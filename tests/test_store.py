@@ -334,6 +334,27 @@ def test_blob_write_file_records_md5(blob_env: str, azurite: Azurite, tmp_path: 
     assert data == large.read_bytes()
 
 
+def test_a_file_that_would_need_too_many_blocks_gets_larger_ones(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(azure_module, "MAX_BLOCKS", 4)  # Azure's is 50,000
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(10 * 64 * 1024 + 3))  # 11 blocks of 64 KiB
+
+    async def go() -> None:
+        store = open_store(f"{blob_env}/pre", block_size=64 * 1024, concurrency=4)
+        try:
+            await store.write_file("big.bin", big, big.stat().st_size)
+        finally:
+            await store.close()
+
+    run(go())
+    blob = azurite.client(blob_env).get_blob_client("pre/big.bin")
+    committed, _ = blob.get_block_list("committed")
+    assert 1 < len(committed) <= 4
+    assert blob.download_blob().readall() == big.read_bytes()
+
+
 def test_blob_list_reads_the_md5_older_stoker_kept_in_metadata(
     blob_env: str, azurite: Azurite
 ) -> None:

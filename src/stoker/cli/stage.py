@@ -88,10 +88,11 @@ def stage(
                 if summary.estimated_s
                 else "unknown until one run has measured this path"
             )
+            deleting = f"would delete {summary.files_deleted}; " if delete else ""
             stdout.print(
                 f"would copy {summary.files_copied} files, "
                 f"{format_bytes(summary.bytes_copied)}; {summary.files_skipped} "
-                f"unchanged; estimated time {eta}",
+                f"unchanged; {deleting}estimated time {eta}",
                 highlight=False,
             )
         else:

@@ -85,6 +85,8 @@ def cache_pull(
     reporter: Reporter | None = None,
 ) -> CacheResult:
     """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc."""
+    if timeout_s is not None and timeout_s < 0:
+        raise StageError(f"--timeout {timeout_s:g}: use 0 or more seconds")
     base = Path(root) / checked_name(name or default_name(src))
     version = asyncio.run(_version(src))
     final = base / "versions" / version

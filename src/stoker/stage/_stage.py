@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import fnmatch
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,8 @@ from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ._engine import Engine
 from ._manifest import Manifest, Pending, job_id
 from ._progress import Reporter
+
+MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
 
 
 @dataclass
@@ -110,6 +113,12 @@ def stage(
         world_size = env_world if world_size is None else world_size
     if not 0 <= rank < world_size:
         raise StageError(f"--rank {rank} is outside --world-size {world_size}")
+    if concurrency < 1:
+        raise StageError(f"--concurrency {concurrency}: use 1 or more (default 32)")
+    if block_size < MIN_BLOCK:
+        raise StageError(
+            f"--block-size {block_size} bytes: use at least {MIN_BLOCK >> 10} KiB (default 8 MiB)"
+        )
     selection = Selection(tuple(include), tuple(exclude), rank, world_size)
     return asyncio.run(
         _stage(
@@ -144,9 +153,17 @@ async def _stage(
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     check_source(src)
+    _check_not_nested(src, dst)
     if hash_files is None:
         hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
-    manifest = Manifest(state_path(src, dst, sel, state_dir))
+    path = state_path(src, dst, sel, state_dir)
+    try:
+        manifest = Manifest(path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StageError(
+            f"cannot keep the job's manifest at {path} ({exc}): the destination must be a "
+            "folder this user can write, or pass --state-dir"
+        ) from exc
     summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(manifest.path))
     t0 = time.perf_counter()
     try:
@@ -157,6 +174,8 @@ async def _stage(
             async for batch in listing:
                 summary.files_copied += len(batch)
                 summary.bytes_copied += sum(size for _, size, _, _ in batch)
+            if delete:
+                summary.files_deleted = await _delete_extra(dst, manifest, run, sel, dry_run=True)
             rate = _last_rate(manifest)
             summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
@@ -203,6 +222,8 @@ async def _listing(
         listed_any = listed_any or bool(batch)
         kept: list[ObjectInfo] = []
         for obj in batch:
+            if obj.key.endswith("/") and not obj.size:
+                continue  # a folder marker (hierarchical namespace, Storage Explorer): no file
             if not sel.wants(obj.key):
                 continue
             if local:
@@ -233,6 +254,14 @@ def check_source(src: Store) -> None:
             f"{src} {what}: the source is a folder (for one file, give its folder and "
             "--include NAME)"
         )
+
+
+def _check_not_nested(src: Store, dst: Store) -> None:
+    """Refuse a local copy into its own source (each run would copy the last run's copy)."""
+    if isinstance(src, PosixStore) and isinstance(dst, PosixStore):
+        inner, outer = dst.root.resolve(), src.root.resolve()
+        if inner == outer or outer in inner.parents:
+            raise StageError(f"{dst} is inside {src}: pick a destination outside the source")
 
 
 def nothing_listed(src: Store) -> str:
@@ -309,9 +338,12 @@ async def _recheck_done(dst: Store, manifest: Manifest) -> None:
     db.execute("DELETE FROM present")
 
 
-async def _delete_extra(dst: Store, manifest: Manifest, run: int, sel: Selection) -> int:
-    """Mirror deletions: remove destination objects the source no longer lists. Keys outside
-    this run's selection (other ranks' shards, excluded patterns) are left alone."""
+async def _delete_extra(
+    dst: Store, manifest: Manifest, run: int, sel: Selection, *, dry_run: bool = False
+) -> int:
+    """Mirror deletions: remove destination objects the source no longer lists (with
+    ``dry_run``, only count them). Keys outside this run's selection (other ranks' shards,
+    excluded patterns) are left alone."""
     deleted = 0
     async for batch in dst.list():
         keys = [o.key for o in batch if sel.wants(o.key)]
@@ -326,8 +358,11 @@ async def _delete_extra(dst: Store, manifest: Manifest, run: int, sel: Selection
         }
         for key in keys:
             if key not in kept:
-                await dst.delete(key)
+                if not dry_run:
+                    await dst.delete(key)
                 deleted += 1
+    if dry_run:
+        return deleted
     for key in list(manifest.forget_unseen(run)):
         manifest.drop(key)
     return deleted

@@ -150,6 +150,9 @@ def _parse_list_page(body: bytes, cut: int) -> tuple[list[ObjectInfo], str]:
     return infos, root.findtext("NextMarker") or ""
 
 
+MAX_BLOCKS = 50_000  # blocks in one block blob (Put Block List)
+
+
 class BlobStore(Store):
     def __init__(
         self, loc: Location, auth: AzureAuth, *, block_size: int = 16 << 20, concurrency: int = 12
@@ -295,13 +298,15 @@ class BlobStore(Store):
             await self.write_bytes(key, await asyncio.to_thread(source.read_bytes))
             return None
         hasher = None if md5 else hashlib.md5()
+        # A blob holds at most MAX_BLOCKS blocks: a file that would need more gets larger ones.
+        block = max(self.block_size, -(-size // MAX_BLOCKS))
         try:
             await obstore.put_async(
                 self._store,
                 key,
-                _file_pieces(source, self.block_size, hasher),
+                _file_pieces(source, block, hasher),
                 use_multipart=True,
-                chunk_size=self.block_size,
+                chunk_size=block,
                 max_concurrency=self.concurrency,
             )
             md5 = md5 or hasher.hexdigest()  # type: ignore[union-attr]
