@@ -167,3 +167,20 @@ def test_dry_run_with_delete_says_what_would_go_and_folder_markers_are_no_files(
     out = runner.invoke(app, ["stage", f"{blob_env}/tree", str(tmp_path / "tree")])
     assert out.exit_code == 0, out.output
     assert read_tree(tmp_path / "tree") == {"folder/a.bin": b"a"}
+
+
+def test_verify_takes_the_share_that_stage_took(blob_env: str, tmp_path: Path) -> None:
+    src, mine = tmp_path / "src", tmp_path / "mine"
+    _dataset(src)
+    assert runner.invoke(app, ["stage", str(src), f"{blob_env}/ds"]).exit_code == 0
+    share = ["--rank", "0", "--world-size", "2"]
+    assert runner.invoke(app, ["stage", f"{blob_env}/ds", str(mine), *share]).exit_code == 0
+    assert 0 < len(list(mine.rglob("*.bin"))) < 12
+    ok = runner.invoke(app, ["verify", f"{blob_env}/ds", str(mine), *share])
+    assert ok.exit_code == 0 and "all match" in ok.stdout, ok.output
+    whole = runner.invoke(app, ["verify", f"{blob_env}/ds", str(mine)])
+    assert whole.exit_code == 1 and "missing from the destination" in whole.stdout
+    some = runner.invoke(
+        app, ["verify", f"{blob_env}/ds", str(mine), *share, "--exclude", "part-1/*"]
+    )
+    assert some.exit_code == 0 and some.stdout.count("objects compared") == 1

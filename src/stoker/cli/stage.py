@@ -13,6 +13,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines instead of a p
 HttpOpt = Annotated[
     bool, typer.Option("--allow-http", help="Allow plain HTTP to a non-loopback endpoint.")
 ]
+IncludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to copy (repeatable).")]
+ExcludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to skip (repeatable).")]
+RankOpt = Annotated[int | None, typer.Option(help="This node's shard (default: torchrun env).")]
+WorldOpt = Annotated[int | None, typer.Option(help="Number of shards (nodes).")]
 
 
 def _mib(value: str) -> int:
@@ -27,16 +31,10 @@ def stage(
         str, typer.Argument(help="az://ACCOUNT/CONTAINER/PREFIX, https://..., or a path")
     ],
     dst: Annotated[str, typer.Argument(help="Where to copy to: a URL or a path.")],
-    include: Annotated[
-        list[str] | None, typer.Option(help="Glob on keys to copy (repeatable).")
-    ] = None,
-    exclude: Annotated[
-        list[str] | None, typer.Option(help="Glob on keys to skip (repeatable).")
-    ] = None,
-    rank: Annotated[
-        int | None, typer.Option(help="This node's shard (default: torchrun env).")
-    ] = None,
-    world_size: Annotated[int | None, typer.Option(help="Number of shards (nodes).")] = None,
+    include: IncludeOpt = None,
+    exclude: ExcludeOpt = None,
+    rank: RankOpt = None,
+    world_size: WorldOpt = None,
     concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 32,
     block_size: Annotated[str, typer.Option(help="Range/block size, e.g. '8 MiB'.")] = "8 MiB",
     dry_run: Annotated[
@@ -113,13 +111,26 @@ def stage(
 def verify(
     src: Annotated[str, typer.Argument(help="The source that was copied.")],
     dst: Annotated[str, typer.Argument(help="The copy to check.")],
+    include: IncludeOpt = None,
+    exclude: ExcludeOpt = None,
+    rank: RankOpt = None,
+    world_size: WorldOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     allow_http: HttpOpt = False,
 ) -> None:
-    """Re-check a finished copy: every missing, extra, resized or changed object is named."""
+    """Re-check a finished copy: every missing, extra, resized or changed object is named
+    (on the keys that --include/--exclude/--rank took, as for the stage that made it)."""
     from ..stage import verify as run_verify
 
-    report = run_verify(src, dst, allow_http=allow_http)
+    report = run_verify(
+        src,
+        dst,
+        include=tuple(include or ()),
+        exclude=tuple(exclude or ()),
+        rank=rank,
+        world_size=world_size,
+        allow_http=allow_http,
+    )
     if json_out:
         emit_json(report.to_dict())
     else:

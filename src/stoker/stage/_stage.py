@@ -71,8 +71,26 @@ class Selection:
             return False
         return owns(key, self.rank, self.world_size)
 
+    def takes(self, obj: ObjectInfo) -> bool:
+        """Whether the run copies ``obj``: a key it wants, and not a folder marker (an empty
+        "dir/" blob that hierarchical namespace or Storage Explorer leaves: no file)."""
+        return not (obj.key.endswith("/") and not obj.size) and self.wants(obj.key)
+
     def __str__(self) -> str:
         return f"{self.include}|{self.exclude}|{self.rank}/{self.world_size}"
+
+
+def select(
+    include: tuple[str, ...], exclude: tuple[str, ...], rank: int | None, world_size: int | None
+) -> Selection:
+    """The keys a run takes; ``rank``/``world_size`` default to torchrun's environment."""
+    if rank is None or world_size is None:
+        env_rank, env_world = rank_from_env()
+        rank = env_rank if rank is None else rank
+        world_size = env_world if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise StageError(f"--rank {rank} is outside --world-size {world_size}")
+    return Selection(tuple(include), tuple(exclude), rank, world_size)
 
 
 def state_path(src: Store, dst: Store, selection: Selection, state_dir: Path | None) -> Path:
@@ -107,19 +125,13 @@ def stage(
     ``rank``/``world_size`` default to torchrun's environment. ``hash_files`` defaults to on
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
     """
-    if rank is None or world_size is None:
-        env_rank, env_world = rank_from_env()
-        rank = env_rank if rank is None else rank
-        world_size = env_world if world_size is None else world_size
-    if not 0 <= rank < world_size:
-        raise StageError(f"--rank {rank} is outside --world-size {world_size}")
+    selection = select(include, exclude, rank, world_size)
     if concurrency < 1:
         raise StageError(f"--concurrency {concurrency}: use 1 or more (default 32)")
     if block_size < MIN_BLOCK:
         raise StageError(
             f"--block-size {block_size} bytes: use at least {MIN_BLOCK >> 10} KiB (default 8 MiB)"
         )
-    selection = Selection(tuple(include), tuple(exclude), rank, world_size)
     return asyncio.run(
         _stage(
             src,
@@ -222,9 +234,7 @@ async def _listing(
         listed_any = listed_any or bool(batch)
         kept: list[ObjectInfo] = []
         for obj in batch:
-            if obj.key.endswith("/") and not obj.size:
-                continue  # a folder marker (hierarchical namespace, Storage Explorer): no file
-            if not sel.wants(obj.key):
+            if not sel.takes(obj):
                 continue
             if local:
                 try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
-from ._stage import check_source, nothing_listed
+from ._stage import Selection, check_source, nothing_listed, select
 
 
 @dataclass
@@ -38,17 +38,31 @@ class VerifyReport:
         return {**asdict(self), "ok": self.ok}
 
 
-def verify(src: str, dst: str, *, concurrency: int = 8, allow_http: bool = False) -> VerifyReport:
-    """Compare ``dst`` with ``src`` object by object; see VerifyReport."""
-    return asyncio.run(_verify(src, dst, concurrency, allow_http))
+def verify(
+    src: str,
+    dst: str,
+    *,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    rank: int | None = None,
+    world_size: int | None = None,
+    concurrency: int = 8,
+    allow_http: bool = False,
+) -> VerifyReport:
+    """Compare ``dst`` with ``src`` object by object; see VerifyReport. The selection options
+    are stage's: a copy staged with them is compared on the keys they take."""
+    sel = select(include, exclude, rank, world_size)
+    return asyncio.run(_verify(src, dst, sel, concurrency, allow_http))
 
 
-async def _list(store: Store, db: sqlite3.Connection, table: str) -> int:
+async def _list(store: Store, db: sqlite3.Connection, table: str, sel: Selection) -> int:
+    """The keys ``sel`` takes into ``table``; how many objects the store listed at all."""
     db.execute(f"CREATE TABLE {table}(key TEXT PRIMARY KEY, size INTEGER, md5 TEXT)")
     listed = 0
     async for batch in store.list():
         db.executemany(
-            f"INSERT INTO {table} VALUES(?, ?, ?)", [(o.key, o.size, o.md5) for o in batch]
+            f"INSERT INTO {table} VALUES(?, ?, ?)",
+            [(o.key, o.size, o.md5) for o in batch if sel.takes(o)],
         )
         listed += len(batch)
     return listed
@@ -67,7 +81,9 @@ async def _md5(store: Store, key: str, known: str | None) -> str | None:
     return None
 
 
-async def _verify(src_url: str, dst_url: str, concurrency: int, allow_http: bool) -> VerifyReport:
+async def _verify(
+    src_url: str, dst_url: str, sel: Selection, concurrency: int, allow_http: bool
+) -> VerifyReport:
     src = open_store(src_url, allow_http=allow_http)
     dst = open_store(dst_url, allow_http=allow_http)
     report = VerifyReport(str(src), str(dst))
@@ -75,9 +91,9 @@ async def _verify(src_url: str, dst_url: str, concurrency: int, allow_http: bool
         db = sqlite3.connect(Path(tmp) / "verify.sqlite")
         try:
             check_source(src)
-            if not await _list(src, db, "s"):
+            if not await _list(src, db, "s", sel):
                 raise StageError(nothing_listed(src))
-            await _list(dst, db, "d")
+            await _list(dst, db, "d", sel)
             for (key,) in db.execute("SELECT key FROM s WHERE key NOT IN (SELECT key FROM d)"):
                 report.mismatches.append((key, "missing from the destination"))
             for (key,) in db.execute("SELECT key FROM d WHERE key NOT IN (SELECT key FROM s)"):
