@@ -309,3 +309,15 @@ def test_secrets_never_shown(
         for secret in (ACCOUNT_KEY, wrong_key):
             assert secret not in message and secret[:20] not in message, message
         assert "AccountKey=" not in message
+
+
+def test_the_api_twin_reads_like_the_cli(tmp_path: Path) -> None:
+    import inspect
+
+    import stoker
+
+    assert "block_size" in inspect.signature(stoker.stage).parameters  # not (*args, **kwargs)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.bin").write_bytes(b"a" * 3000)
+    summary = stoker.stage(str(tmp_path / "src"), str(tmp_path / "dst"), block_size="1 MiB")
+    assert summary.ok and (tmp_path / "dst" / "a.bin").read_bytes() == b"a" * 3000

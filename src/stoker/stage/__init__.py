@@ -5,6 +5,7 @@ callable, so the API twin of ``stoker stage`` reads naturally and ``import stoke
 still works.
 """
 
+import inspect
 import sys
 import types
 
@@ -32,3 +33,4 @@ class _CallablePackage(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallablePackage
+__signature__ = inspect.signature(stage)  # what help() and IDEs show for stoker.stage(...)

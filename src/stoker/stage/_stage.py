@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import StageError, UnsafeKeyError
 from ..shard import owns, rank_from_env
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
+from ..units import parse_bytes
 from ._engine import Engine
 from ._manifest import Manifest, Pending, job_id
 from ._progress import Reporter
@@ -112,7 +113,7 @@ def stage(
     rank: int | None = None,
     world_size: int | None = None,
     concurrency: int = 32,
-    block_size: int = 8 << 20,
+    block_size: int | str = 8 << 20,
     dry_run: bool = False,
     delete: bool = False,
     hash_files: bool | None = None,
@@ -126,6 +127,8 @@ def stage(
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
     """
     selection = select(include, exclude, rank, world_size)
+    if isinstance(block_size, str):  # "8 MiB", as the CLI takes it
+        block_size = int(parse_bytes(block_size))
     if concurrency < 1:
         raise StageError(f"--concurrency {concurrency}: use 1 or more (default 32)")
     if block_size < MIN_BLOCK:
