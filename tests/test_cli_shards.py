@@ -95,3 +95,9 @@ def test_unreadable_inputs_are_named_and_leave_nothing_to_resume(tmp_path: Path)
         "--compression", "none",
     )  # fmt: skip
     assert fixed["samples"] == 1 and fixed["compression"] is None
+
+
+def test_one_file_with_keys_is_keyed_by_its_name(tmp_path: Path) -> None:
+    (tmp_path / "cat.jpg").write_bytes(b"meow")
+    _write(str(tmp_path / "cat.jpg"), str(tmp_path / "k"), "--keys")
+    assert StreamingDataset(tmp_path / "k")[0] == {"key": "cat.jpg", "data": b"meow"}

@@ -293,3 +293,11 @@ def test_two_downloads_at_once_keep_the_cache_within_its_limit(tmp_path: Path) -
         t.join()
     kept = {p.read_bytes() for p in (tmp_path / "cache").iterdir() if p.is_file()}
     assert kept == set(data.values())  # the old shard went to make room; both new ones whole
+
+
+def test_a_missing_local_shard_is_named(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    (root / ds.index.shards[0].name).unlink()
+    with pytest.raises(StreamError, match=r"shard shard-000000.stk, listed in .* is missing"):
+        ds[0]

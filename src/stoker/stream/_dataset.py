@@ -83,7 +83,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             transform,
         )
         self.dtype, self.read_threads = dtype, max(1, read_threads)
-        limit = parse_bytes(cache_limit) if isinstance(cache_limit, str) else cache_limit
+        limit = int(parse_bytes(cache_limit)) if isinstance(cache_limit, str) else cache_limit
         self.cache_limit = limit
         self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self.collate: Callable[[list[Any]], Any] | None = None  # set by StreamingLoader
@@ -315,8 +315,13 @@ class _Process:
             try:
                 reader = ShardReader.open(info.name, path, shuffled=self.ds.shuffle)
                 break
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
                 self.fetching.pop(shard, None)
+                if self.cache is None:
+                    raise StreamError(
+                        f"shard {info.name}, listed in {self.ds.remote}/{INDEX}, is missing: "
+                        "the dataset is incomplete; write or stage it again"
+                    ) from exc
                 if attempt:
                     raise
         if self.cache is not None:

@@ -65,7 +65,8 @@ def _files(src: Path, keys: bool) -> Iterator[Any]:
     for path in _paths(src, None):
         with _reading(path, "files"):
             data = path.read_bytes()
-        yield {"key": path.relative_to(src).as_posix(), "data": data} if keys else data
+        key = path.name if path == src else path.relative_to(src).as_posix()  # (src: one file)
+        yield {"key": key, "data": data} if keys else data
 
 
 def _jsonl(src: Path) -> Iterator[Any]:
