@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +17,18 @@ IncludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to copy
 ExcludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to skip (repeatable).")]
 RankOpt = Annotated[int | None, typer.Option(help="This node's shard (default: torchrun env).")]
 WorldOpt = Annotated[int | None, typer.Option(help="Number of shards (nodes).")]
+
+
+def _selection(
+    include: list[str] | None, exclude: list[str] | None, rank: int | None, world: int | None
+) -> dict[str, Any]:
+    """The options that pick keys, as stage() and verify() both take them."""
+    return {
+        "include": tuple(include or ()),
+        "exclude": tuple(exclude or ()),
+        "rank": rank,
+        "world_size": world,
+    }
 
 
 def _mib(value: str) -> int:
@@ -64,10 +76,7 @@ def stage(
     summary = run_stage(
         src,
         dst,
-        include=tuple(include or ()),
-        exclude=tuple(exclude or ()),
-        rank=rank,
-        world_size=world_size,
+        **_selection(include, exclude, rank, world_size),
         concurrency=concurrency,
         block_size=_mib(block_size),
         dry_run=dry_run,
@@ -125,10 +134,7 @@ def verify(
     report = run_verify(
         src,
         dst,
-        include=tuple(include or ()),
-        exclude=tuple(exclude or ()),
-        rank=rank,
-        world_size=world_size,
+        **_selection(include, exclude, rank, world_size),
         allow_http=allow_http,
     )
     if json_out:
