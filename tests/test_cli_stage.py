@@ -49,6 +49,9 @@ def test_dry_run_moves_nothing_and_says_how_much(blob_env: str, tmp_path: Path) 
     out = runner.invoke(app, ["stage", str(src), f"{blob_env}/ds", "--dry-run"])
     assert out.exit_code == 0, out.output
     assert out.stdout.startswith("would copy 12 files")
+    lines = runner.invoke(app, ["stage", str(src), f"{blob_env}/ds", "--dry-run", "--json"])
+    [summary] = [json.loads(line) for line in lines.stdout.splitlines()]  # one JSON line
+    assert summary["event"] == "summary" and summary["files_copied"] == 12
     listing = runner.invoke(app, ["verify", str(src), f"{blob_env}/ds", "--json"])
     report = json.loads(listing.stdout)
     assert len(report["mismatches"]) == 12  # nothing was uploaded

@@ -86,8 +86,8 @@ def stage(
         allow_http=allow_http,
         reporter=None if dry_run else reporter,
     )
-    if json_out and dry_run:
-        emit_json(summary.to_dict())
+    if json_out and dry_run:  # one "summary" line, as a run that copies ends with
+        reporter.finish(summary.to_dict())
     elif not json_out:
         if dry_run:
             eta = (
