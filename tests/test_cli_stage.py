@@ -130,6 +130,10 @@ def test_a_missing_or_empty_source_is_an_error_and_deletes_nothing(
     assert again.exit_code == 0, again.output  # nor there
     out = runner.invoke(app, ["verify", str(tmp_path / "nope-a"), str(tmp_path / "nope-b")])
     assert out.exit_code == 2 and "does not exist" in out.stderr
+    out = runner.invoke(app, ["stage", str(tmp_path / "nope-a"), str(dst), "--json"])
+    last = json.loads(out.stdout.splitlines()[-1])  # automation reads why, on stdout too
+    assert out.exit_code == 2 and last["event"] == "error" and last["fatal"] is True
+    assert "does not exist" in last["message"]
 
 
 def test_stage_refuses_bad_settings_and_a_copy_into_its_source(tmp_path: Path) -> None:

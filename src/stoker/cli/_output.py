@@ -29,13 +29,18 @@ def emit_text(text: str) -> None:
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Print a StokerError as ``error: ...`` on stderr and exit 2; no traceback."""
+def user_errors(*, json_lines: bool = False) -> Iterator[None]:
+    """Print a StokerError as ``error: ...`` on stderr and exit 2; no traceback. With
+    ``json_lines`` (a command whose --json prints JSON lines) it is also a last line on stdout,
+    ``{"event": "error", "fatal": true, "message": ...}``, for the automation reading it."""
     try:
         yield
     except StokerError as exc:
         if os.environ.get("STOKER_DEBUG"):
             raise
+        if json_lines:
+            line = {"event": "error", "fatal": True, "message": str(exc)}
+            sys.stdout.write(json.dumps(line) + "\n")
         stderr.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 

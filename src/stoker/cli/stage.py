@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._output import command, emit_json, stderr, stdout
+from ._output import command, emit_json, stderr, stdout, user_errors
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines instead of a progress bar.")]
 HttpOpt = Annotated[
@@ -73,19 +73,20 @@ def stage(
     from ..units import format_bytes, format_duration
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
-    summary = run_stage(
-        src,
-        dst,
-        **_selection(include, exclude, rank, world_size),
-        concurrency=concurrency,
-        block_size=_mib(block_size),
-        dry_run=dry_run,
-        delete=delete,
-        hash_files=hash_files,
-        state_dir=state_dir,
-        allow_http=allow_http,
-        reporter=None if dry_run else reporter,
-    )
+    with user_errors(json_lines=json_out):  # the lines' reader learns why they stopped
+        summary = run_stage(
+            src,
+            dst,
+            **_selection(include, exclude, rank, world_size),
+            concurrency=concurrency,
+            block_size=_mib(block_size),
+            dry_run=dry_run,
+            delete=delete,
+            hash_files=hash_files,
+            state_dir=state_dir,
+            allow_http=allow_http,
+            reporter=None if dry_run else reporter,
+        )
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with
         reporter.finish(summary.to_dict())
     elif not json_out:
