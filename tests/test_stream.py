@@ -150,6 +150,9 @@ def test_resume_on_another_number_of_ranks_and_workers(
         StreamError, match=r"lacks block_shards, epoch, .*: pass what state_dict\(\)"
     ):
         resumed.load_state_dict({"version": state["version"]})
+    other = _loader(StreamingDataset(_write(tmp_path / "other", compression="zstd")))
+    with pytest.raises(StreamError, match="the loader state is for another dataset"):
+        other.load_state_dict(state)  # as many samples, other shards
 
 
 def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:

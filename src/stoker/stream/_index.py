@@ -13,6 +13,7 @@ when a shard is downloaded into the node cache.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import pickle
 from dataclasses import asdict, dataclass, field
@@ -59,6 +60,12 @@ class DatasetIndex:
     @property
     def shard_sizes(self) -> list[int]:
         return [s.samples for s in self.shards]
+
+    def fingerprint(self) -> str:
+        """What identifies the dataset's content and order: every shard's name, samples and
+        XXH3 (a copy on another tier has the same one)."""
+        text = "\n".join(f"{s.name} {s.samples} {s.xxh3}" for s in self.shards)
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     def locate(self, sample: int) -> tuple[int, int]:
         """(shard number, index in the shard) of a global sample id."""

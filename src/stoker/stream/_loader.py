@@ -117,13 +117,14 @@ class StreamingLoader:
             "shuffle": ds.shuffle,
             "block_shards": ds.block_shards,
             "samples": ds.index.samples,
+            "dataset": ds.index.fingerprint(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         ds = self.dataset
         if state.get("version") != STATE_VERSION:
             raise StreamError(f"loader state version {state.get('version')!r} is not supported")
-        missing = sorted(set(self.state_dict()) - set(state))
+        missing = sorted(set(self.state_dict()) - set(state) - {"dataset"})  # (newer field)
         if missing:
             raise StreamError(
                 f"the loader state lacks {', '.join(missing)}: pass what state_dict() returned"
@@ -132,6 +133,11 @@ class StreamingLoader:
             raise StreamError(
                 f"the loader state is for a dataset of {state['samples']} samples, this one has "
                 f"{ds.index.samples}: resume on the same dataset"
+            )
+        if state.get("dataset", ds.index.fingerprint()) != ds.index.fingerprint():
+            raise StreamError(
+                f"the loader state is for another dataset than {ds.remote} (its shards differ): "
+                "resume on the dataset the state was saved with"
             )
         ds.seed, ds.shuffle, ds.block_shards = (
             state["seed"],
