@@ -101,3 +101,12 @@ def test_one_file_with_keys_is_keyed_by_its_name(tmp_path: Path) -> None:
     (tmp_path / "cat.jpg").write_bytes(b"meow")
     _write(str(tmp_path / "cat.jpg"), str(tmp_path / "k"), "--keys")
     assert StreamingDataset(tmp_path / "k")[0] == {"key": "cat.jpg", "data": b"meow"}
+
+
+def test_an_output_that_is_a_file_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.bin").write_bytes(b"a")
+    (tmp_path / "taken").write_text("mine")
+    out = runner.invoke(app, ["shards", "write", str(tmp_path / "in"), str(tmp_path / "taken")])
+    assert out.exit_code == 2 and "cannot hold a dataset" in out.stderr, out.output
+    assert (tmp_path / "taken").read_text() == "mine"

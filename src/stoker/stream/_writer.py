@@ -37,7 +37,14 @@ class ShardWriter:
             raise StreamError(f"shard_size={shard_size!r}: give a positive size, e.g. '64MiB'")
         self._io = IOLoop("stoker-shard-writer")
         self._store = open_store(self.out)
-        existing = self._io.run(self._store.read_all(INDEX))
+        try:
+            existing = self._io.run(self._store.read_all(INDEX))
+        except OSError as exc:  # a file where the folder should be, no permission
+            self._io.close()
+            raise StreamError(
+                f"{self.out} cannot hold a dataset ({exc.strerror or exc}): give a new or empty "
+                "folder, or a URL"
+            ) from exc
         if existing is not None and not resume:
             self._io.close()
             raise StreamError(
