@@ -92,6 +92,23 @@ def test_parse_plain_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "az://acct/cont/run#2",
+        "az://acct/cont/run?2",
+        "az://acct/cont/run?v=2",
+        "http://127.0.0.1:10000/acct/cont/run#2",
+        "https://acct.blob.core.windows.net/cont/run?v=2",  # a query that is no SAS
+    ],
+)
+def test_a_url_whose_prefix_a_hash_or_question_mark_would_cut_is_refused(url: str) -> None:
+    """urlsplit ends the path at '#' or '?': staging would touch another prefix (and
+    --delete empty it)."""
+    with pytest.raises(StoreError, match="name a prefix without"):
+        parse_url(url)
+
+
+@pytest.mark.parametrize(
     ("url", "shown"),
     [
         ("az://acct?sig=SECRET", "az://acct"),
@@ -397,6 +414,10 @@ def test_blob_list_keeps_awkward_names_intact(blob_env: str, azurite: Azurite) -
     assert sorted(o.key for o in infos) == sorted(names)
     assert {o.key: o.size for o in infos} == {n: len(n.encode()) for n in names}
     assert all(o.md5 == hashlib.md5(o.key.encode()).hexdigest() for o in infos)
+    for prefix in ("my data", "a+b"):  # a prefix that a query must encode (shared key signs it)
+        container.upload_blob(f"{prefix}/x.bin", b"x")
+        listed = [o.key for batch in _list_url(f"{blob_env}/{prefix}") for o in batch]
+        assert listed == ["x.bin"], prefix
 
 
 def test_blob_list_of_a_missing_container_names_it(azurite: Azurite, blob_env: str) -> None:

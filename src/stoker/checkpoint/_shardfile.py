@@ -58,7 +58,8 @@ def flatten(state: Any) -> tuple[Any, list[tuple[str, Any]]]:
             tensors.append((path, obj))
             return {TENSOR_MARK: len(tensors) - 1}
         if type(obj) in (dict, _ordered_dict()):
-            return type(obj)((k, walk(v, f"{path}[{k!r}]")) for k, v in obj.items())
+            out = type(obj)((k, walk(v, f"{path}[{k!r}]")) for k, v in obj.items())
+            return _with_attributes(out, obj)
         if type(obj) in (list, tuple):
             return type(obj)(walk(v, f"{path}[{i}]") for i, v in enumerate(obj))
         return obj
@@ -72,11 +73,21 @@ def _ordered_dict() -> type:
     return OrderedDict
 
 
+def _with_attributes(out: Any, like: Any) -> Any:
+    """``out`` with ``like``'s attributes (a state_dict's ``_metadata``: module versions)."""
+    for name, value in getattr(like, "__dict__", {}).items():  # (a plain dict has none)
+        setattr(out, name, value)
+    return out
+
+
 def unflatten(skeleton: Any, tensors: list[Any]) -> Any:
-    if isinstance(skeleton, dict):
+    """``flatten`` undone. Only the dicts and lists it walked are rebuilt: other containers
+    (a Counter, a defaultdict) were pickled whole and come back as they were."""
+    if type(skeleton) in (dict, _ordered_dict()):
         if len(skeleton) == 1 and TENSOR_MARK in skeleton:
             return tensors[skeleton[TENSOR_MARK]]
-        return type(skeleton)((k, unflatten(v, tensors)) for k, v in skeleton.items())
+        out = type(skeleton)((k, unflatten(v, tensors)) for k, v in skeleton.items())
+        return _with_attributes(out, skeleton)
     if type(skeleton) in (list, tuple):
         return type(skeleton)(unflatten(v, tensors) for v in skeleton)
     return skeleton

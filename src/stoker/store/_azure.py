@@ -99,7 +99,7 @@ def translate(exc: Exception, what: str) -> StoreError:
 
 def _list_url(container_url: str, prefix: str, marker: str) -> str:
     """The List Blobs URL: the container's (with its SAS, if any) plus the listing's query."""
-    from urllib.parse import urlencode, urlsplit, urlunsplit
+    from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(container_url)
     query = {
@@ -112,7 +112,9 @@ def _list_url(container_url: str, prefix: str, marker: str) -> str:
         query["prefix"] = prefix
     if marker:
         query["marker"] = marker
-    own = urlencode(query)
+    # A space as %20, not '+': the shared-key signature covers the decoded query, and '+'
+    # signed as '+' was refused (HTTP 403) for every prefix holding a space.
+    own = urlencode(query, quote_via=quote)
     return urlunsplit(parts._replace(query=f"{parts.query}&{own}" if parts.query else own))
 
 

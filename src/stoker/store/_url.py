@@ -70,6 +70,16 @@ def parse_url(url: str | Path) -> Location:
     scheme = parts.scheme.lower()
     segments = [s for s in parts.path.split("/") if s]
     shown = f"{scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a SAS
+    # A '#' or '?' would cut the prefix short without a word: another prefix would be
+    # copied, or, with --delete, emptied.
+    if parts.fragment or "#" in text:
+        raise StoreError(f"{shown}: '#' ends a URL's path; name a prefix without '#'")
+    is_sas = "sig=" in parts.query and scheme in ("http", "https")
+    if parts.query and not is_sas:
+        raise StoreError(
+            f"{shown}: '?' starts a query, and only an https:// (or http://) Blob URL takes "
+            "one, its SAS; name a prefix without '?'"
+        )
     if scheme == "file":
         return Location("file", path=Path(parts.path).resolve())
     if scheme in ("s3", "gs"):
