@@ -99,3 +99,16 @@ def test_a_live_lock_makes_others_wait_then_time_out(model: str, tmp_path: Path)
     with pytest.raises(StageError, match="waited"):
         cache_pull(model, cache, stale_after_s=60, timeout_s=1.0, poll_s=0.1)
     assert not (cache / "llama-tiny" / "versions").exists()
+
+
+def test_a_pull_points_current_at_a_version_published_without_it(
+    model: str, tmp_path: Path
+) -> None:
+    """A puller killed between publishing the version and pointing ``current`` at it: the
+    next pull finds the version and points ``current`` at it."""
+    cache = tmp_path / "cache"
+    first = cache_pull(model, cache)
+    (cache / "llama-tiny" / "current").unlink()  # as if killed just before the link
+    again = cache_pull(model, cache)
+    assert not again.pulled
+    assert (cache / "llama-tiny" / "current").resolve() == Path(first.path).resolve()

@@ -3,6 +3,7 @@ mirroring, selection, dry runs, rank shards, unsafe keys and secrets."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,3 +322,14 @@ def test_the_api_twin_reads_like_the_cli(tmp_path: Path) -> None:
     (tmp_path / "src" / "a.bin").write_bytes(b"a" * 3000)
     summary = stoker.stage(str(tmp_path / "src"), str(tmp_path / "dst"), block_size="1 MiB")
     assert summary.ok and (tmp_path / "dst" / "a.bin").read_bytes() == b"a" * 3000
+
+
+def test_a_name_that_is_not_utf8_is_refused_and_the_rest_copied(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ok.txt").write_bytes(b"ok")
+    with open(os.path.join(os.fsencode(src), b"caf\xe9.txt"), "wb") as f:  # Latin-1, not UTF-8
+        f.write(b"x")
+    summary = stage(str(src), str(tmp_path / "dst"))
+    assert summary.files_copied == 1 and (tmp_path / "dst" / "ok.txt").read_bytes() == b"ok"
+    assert len(summary.refused) == 1 and "caf\\xe9.txt: the name is not UTF-8" in summary.refused[0]

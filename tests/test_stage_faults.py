@@ -496,3 +496,40 @@ def test_resume_with_another_block_size_fetches_what_is_missing(
     assert len(first.failed) == 1 and partials(dst)
     again = stage(blob_env, str(dst), block_size=2 * BLOCK, concurrency=4, hash_files=False)
     assert again.ok and read_tree(dst) == {"a.bin": data}
+
+
+def test_a_local_file_changed_or_removed_during_its_upload_fails_alone(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written to while it was sent would go up torn, and one removed after the listing
+    cannot go up at all: each fails by itself, the others go on, and a re-run sends the file
+    as it is now."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("edited.bin", "gone.bin", "kept.bin"):
+        (src / name).write_bytes(name.encode() * 1000)
+    real_list, real_write = _posix.PosixStore.list, BlobStore.write_bytes
+
+    async def list_then_remove(self: Any) -> Any:
+        async for batch in real_list(self):
+            (src / "gone.bin").unlink(missing_ok=True)  # after it was listed
+            yield batch
+
+    async def write_while_edited(self: BlobStore, key: str, data: bytes) -> None:
+        if key == "edited.bin":
+            with open(src / key, "ab") as f:  # the writer goes on while stoker sends it
+                f.write(b"more")
+        await real_write(self, key, data)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_posix.PosixStore, "list", list_then_remove)
+        patch.setattr(BlobStore, "write_bytes", write_while_edited)
+        first = stage(str(src), f"{blob_env}/up")
+    assert len(first.failed) == 2
+    for name, message in zip(("edited.bin", "gone.bin"), sorted(first.failed), strict=True):
+        assert f"/{name} changed while it was being copied" in message
+    assert first.files_copied == 1
+    again = stage(str(src), f"{blob_env}/up")
+    assert again.ok and again.files_copied == 1
+    got = blob_tree(azurite.client(blob_env), "up/")
+    assert got == {"edited.bin": (src / "edited.bin").read_bytes(), "kept.bin": b"kept.bin" * 1000}

@@ -95,6 +95,7 @@ def cache_pull(
     t0 = time.monotonic()
     while True:
         if final.is_dir():
+            _point_current(base, version)  # (a puller killed after publishing left it behind)
             return CacheResult(str(final), version, False, time.monotonic() - t0)
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -134,11 +135,19 @@ def _download(src: str, base: Path, version: str, final: Path, reporter: Reporte
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(incoming, final)  # the model appears whole or not at all
     fsync_dir(final.parent)
-    link = base / "current"
-    tmp = base / f".current-{uuid.uuid4().hex}"
-    os.symlink(Path("versions") / version, tmp)
-    os.replace(tmp, link)
+    _point_current(base, version)
     shutil.rmtree(base / ".state" / version, ignore_errors=True)  # the manifest is spent
+
+
+def _point_current(base: Path, version: str) -> None:
+    """``base/current`` -> ``versions/<version>``, replaced in one rename."""
+    target = Path("versions") / version
+    link = base / "current"
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        return
+    tmp = base / f".current-{uuid.uuid4().hex}"
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
 
 
 def _break_if_stale(lock: Path, stale_after_s: float) -> None:

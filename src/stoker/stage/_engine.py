@@ -28,7 +28,13 @@ from pathlib import Path
 
 import xxhash
 
-from ..errors import AccessDeniedError, ChecksumError, StageError, StokerError
+from ..errors import (
+    AccessDeniedError,
+    ChecksumError,
+    SourceChangedError,
+    StageError,
+    StokerError,
+)
 from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback
 from ._file_hasher import FileHasher
@@ -279,17 +285,29 @@ class Engine:
     async def _upload(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
         if isinstance(self.src, PosixStore):
             path = self.src.path(key)
-            if size <= self.block_size:
-                # Read once, hash what was read, send it in one request (the service records
-                # its Content-MD5).
-                data = await asyncio.to_thread(path.read_bytes)
-                digest = named(xxhash.xxh3_128(data)) if self.hash_files else None
-                async with self.requests:
-                    await self.dst.write_bytes(key, data)
-            else:  # in blocks: the store hashes the file as it sends it
-                async with self.requests:
-                    digest = await self.dst.write_file(key, path, size)
-                digest = digest if self.hash_files else None
+            try:
+                if size <= self.block_size:
+                    # Read once, hash what was read, send it in one request (the service
+                    # records its Content-MD5).
+                    data = await asyncio.to_thread(path.read_bytes)
+                    digest = named(xxhash.xxh3_128(data)) if self.hash_files else None
+                    async with self.requests:
+                        await self.dst.write_bytes(key, data)
+                else:  # in blocks: the store hashes the file as it sends it
+                    async with self.requests:
+                        digest = await self.dst.write_file(key, path, size)
+                    digest = digest if self.hash_files else None
+            except FileNotFoundError:
+                digest, changed = None, True  # (this file's failure, not the run's)
+            else:
+                changed = False
+            # A file written to while it was read goes up torn: fail it, and the re-run (which
+            # sees its new size or mtime) sends it again.
+            now = await self.src.head(key)
+            if changed or now is None or now.etag != etag:
+                raise SourceChangedError(
+                    f"{self.src}/{key} changed while it was being copied; re-run to copy it again"
+                )
             self.counters.bytes += size
             self.reporter.advance(size)
             return digest

@@ -239,6 +239,10 @@ async def _listing(
         for obj in batch:
             if not sel.takes(obj):
                 continue
+            if not is_utf8(obj.key):  # (a local name in another encoding: the manifest is text)
+                shown = os.fsencode(obj.key).decode("utf-8", "backslashreplace")  # its bytes
+                summary.refused.append(f"{src}/{shown}: the name is not UTF-8; rename it")
+                continue
             if local:
                 try:
                     check_key(obj.key)
@@ -257,6 +261,15 @@ async def _listing(
             yield listed.pending
     if not listed_any:  # a mistyped path or prefix: never "done", least of all with --delete
         raise StageError(nothing_listed(src))
+
+
+def is_utf8(key: str) -> bool:
+    """False for a local file name that was not UTF-8 (Python holds its bytes as surrogates)."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_source(src: Store) -> None:

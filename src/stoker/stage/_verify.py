@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
-from ._stage import Selection, check_source, nothing_listed, select
+from ._stage import Selection, check_source, is_utf8, nothing_listed, select
 
 
 @dataclass
@@ -62,7 +62,7 @@ async def _list(store: Store, db: sqlite3.Connection, table: str, sel: Selection
     async for batch in store.list():
         db.executemany(
             f"INSERT INTO {table} VALUES(?, ?, ?)",
-            [(o.key, o.size, o.md5) for o in batch if sel.takes(o)],
+            [(o.key, o.size, o.md5) for o in batch if sel.takes(o) and is_utf8(o.key)],
         )
         listed += len(batch)
     return listed
