@@ -265,3 +265,51 @@ def test_disk_full_is_reported_and_leaves_the_previous_checkpoint(
         ckpt.save(3, _state(3))
         ckpt.wait()
         assert ckpt.load().step == 3
+
+
+def test_dict_subclasses_and_state_dict_metadata_come_back_as_they_were(tmp_path: Path) -> None:
+    from collections import Counter, defaultdict
+
+    model = torch.nn.Linear(3, 2)
+    state = {
+        "seen": Counter({"cat": 3, "dog": 5}),
+        "by_key": defaultdict(list, {"a": [1, 2]}),
+        "model": model.state_dict(),
+    }
+    with Checkpointer(tmp_path) as ckpt:
+        ckpt.save(1, state)
+        got = ckpt.load(trusted=True).state  # (a Counter is pickled: it needs trust)
+    assert got["seen"] == Counter({"cat": 3, "dog": 5}) and type(got["seen"]) is Counter
+    assert got["by_key"]["b"] == [] and got["by_key"]["a"] == [1, 2]
+    assert got["model"]._metadata == state["model"]._metadata  # module versions, for loading
+    assert torch.equal(got["model"]["weight"], model.weight.detach())
+
+
+SAVE_THEN_EXIT = """
+import sys, torch
+from stoker import Checkpointer
+ckpt = Checkpointer(sys.argv[1])
+ckpt.save(7, {"w": torch.arange(1_000_000)})
+if sys.argv[2] == "raise":
+    raise RuntimeError("loss is NaN")  # the loop dies right after its save
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "raise"])
+def test_a_script_that_ends_without_wait_keeps_its_last_save(tmp_path: Path, how: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SAVE_THEN_EXIT, str(tmp_path), how], capture_output=True, text=True
+    )
+    assert done.returncode == (0 if how == "exit" else 1), done.stderr[-2000:]
+    with Checkpointer(tmp_path) as ckpt:
+        restored = ckpt.load()
+    assert restored.step == 7 and restored.state["w"][-1].item() == 999_999
+
+
+def test_a_closed_checkpointer_says_so_instead_of_hanging(tmp_path: Path) -> None:
+    with Checkpointer(tmp_path) as ckpt:
+        ckpt.save(1, {"x": torch.zeros(3)})
+    ckpt.close()  # a second close: nothing to do
+    for call in (ckpt.load, ckpt.list, lambda: ckpt.save(2, {})):
+        with pytest.raises(CheckpointError, match="this Checkpointer is closed"):
+            call()

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +97,8 @@ class Checkpointer:
         self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
         self._lock = threading.Lock()
         self._prune_lock = threading.Lock()
+        self._closed = False
+        _close_at_exit(self)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:
@@ -102,6 +106,7 @@ class Checkpointer:
         the background. Raises here if an earlier background save failed. The returned stats
         are filled in as the save proceeds (``fast_s``, ``durable_s``); keep them, since
         ``last_save`` moves on to the next save."""
+        self._open()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         stats = SaveStats(step)
         self._check(wait_for_writes=True)  # the buffer is about to be reused
@@ -238,6 +243,7 @@ class Checkpointer:
     def dcp_writer(self, step: int, **options: Any) -> Any:
         """A torch.distributed.checkpoint StorageWriter that writes step ``step`` to the fast
         tier, commits it with stoker's manifest and uploads it to the durable tier."""
+        self._open()
         from ._dcp import DCPWriter
 
         step_dir(step)
@@ -247,6 +253,7 @@ class Checkpointer:
     def dcp_reader(self, step: int | None = None) -> Any:
         """A StorageReader for the newest (or the given) step saved through ``dcp_writer``,
         every file verified first; DCP reshards it to this job's world size."""
+        self._open()
         from ._dcp import DCPReader
 
         self.wait()
@@ -285,6 +292,7 @@ class Checkpointer:
     def prune(self, *, dry_run: bool = False) -> dict[str, list[int]]:
         """Apply the retention policy to every tier now (incomplete steps older than the newest
         complete one go too); returns the steps deleted (or, dry, to delete) per tier."""
+        self._open()
         self.wait()
         out = {"fast": self._prune(self.fast, self.keep_last, dry_run)}
         if self.durable is not None:
@@ -293,12 +301,14 @@ class Checkpointer:
 
     def verify(self, step: int | None = None, progress: Progress | None = None) -> CheckReport:
         """Re-hash every file of every committed step (or ``step``) on every tier."""
+        self._open()
         self.wait()
         return verify_tiers(self.tiers, step, progress)
 
     def pull(self, step: int | None = None, progress: Progress | None = None) -> tuple[int, int]:
         """Bring the newest (or ``step``) checkpoint from the durable tier to the fast tier,
         verified, e.g. on a new VM before training resumes; returns (step, bytes)."""
+        self._open()
         if self.durable is None:
             raise CheckpointError("pull needs a durable tier (durable=URL)")
         return pull_step(self.durable, self.fast, step, progress)
@@ -330,6 +340,7 @@ class Checkpointer:
 
     def list(self) -> list[CheckpointInfo]:
         """Every step on any tier, newest first, with its state on each tier."""
+        self._open()
         infos: dict[int, CheckpointInfo] = {}
         for tier in self.tiers:
             for step, listing in tier.steps().items():
@@ -355,6 +366,7 @@ class Checkpointer:
         every byte checked against the manifest. With ``fallback=True`` a corrupt checkpoint
         is skipped (with a warning) for the previous verified one. ``trusted=True`` allows
         arbitrary Python objects in the state (it unpickles them)."""
+        self._open()
         self.wait()
         return load_newest(
             self.tiers,
@@ -365,8 +377,15 @@ class Checkpointer:
             trusted=trusted,
         )
 
+    def _open(self) -> None:
+        if self._closed:
+            raise CheckpointError("this Checkpointer is closed: make a new one to go on")
+
     def close(self) -> None:
-        """Wait for every save, then release the threads."""
+        """Wait for every save, then release the threads (again: nothing to do)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.wait()
         finally:
@@ -393,3 +412,22 @@ def _write_error(exc: OSError, step: int, tier: Tier) -> CheckpointError:
         f"step {step} was not saved: {why} on {tier} ({exc.filename or 'its folder'}); the "
         "previous checkpoint is intact; free space (or lower keep_last) and save again"
     )
+
+
+def _close_at_exit(ckpt: Checkpointer) -> None:
+    """Finish ``ckpt``'s saves when the interpreter exits without ``wait()``: a script that ends
+    right after its last ``save()`` must not lose it. The hook runs as threading shuts down,
+    before concurrent.futures stops taking work (atexit runs too late: by then the background
+    write failed with "cannot schedule new futures after interpreter shutdown")."""
+    ref = weakref.ref(ckpt)
+
+    def finish() -> None:
+        live = ref()
+        if live is None or live._closed:
+            return
+        try:
+            live.close()
+        except StokerError as exc:
+            print(f"stoker: a checkpoint save failed as the process exited: {exc}", file=sys.stderr)
+
+    threading._register_atexit(finish)  # type: ignore[attr-defined]
