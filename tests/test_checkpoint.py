@@ -313,3 +313,15 @@ def test_a_closed_checkpointer_says_so_instead_of_hanging(tmp_path: Path) -> Non
     for call in (ckpt.load, ckpt.list, lambda: ckpt.save(2, {})):
         with pytest.raises(CheckpointError, match="this Checkpointer is closed"):
             call()
+
+
+def test_steps_past_twelve_digits_are_found_and_odd_steps_refused(tmp_path: Path) -> None:
+    tokens = 10**12 + 5  # a step that counts tokens
+    with Checkpointer(tmp_path) as ckpt:
+        ckpt.save(999, {"x": torch.zeros(1)})
+        ckpt.save(tokens, {"x": torch.ones(1)})
+        ckpt.wait()
+        assert ckpt.load().step == tokens and ckpt.load(step=tokens).step == tokens
+        for bad in (1.5, "3", True):
+            with pytest.raises(CheckpointError, match="a checkpoint step is a whole number"):
+                ckpt.save(bad, {})  # type: ignore[arg-type]

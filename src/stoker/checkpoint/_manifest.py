@@ -20,10 +20,12 @@ from ..errors import CheckpointError
 FORMAT = "stoker.checkpoint/1"
 MANIFEST = "manifest.json"
 POINTER = "latest.json"
-STEP_RE = re.compile(r"^step-(\d{12})$")
+STEP_RE = re.compile(r"^step-(\d{12,})$")  # 12 digits at least: steps may count tokens
 
 
 def step_dir(step: int) -> str:
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise CheckpointError(f"step {step!r}: a checkpoint step is a whole number")
     if step < 0:
         raise CheckpointError(f"step {step} is negative; checkpoint steps count up from 0")
     return f"step-{step:012d}"
