@@ -103,3 +103,8 @@ def test_interval_follows_young_daly_and_schedules_saves(tmp_path: Path) -> None
         ckpt.wait()
         assert ckpt.interval_s is not None and ckpt.interval_s > 1
         assert ckpt.maybe_save(2, {"x": torch.zeros(4)}) is None  # too soon
+
+
+def test_verify_of_a_folder_with_no_checkpoint_is_an_error(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["checkpoint", "verify", str(tmp_path / "typo")])
+    assert out.exit_code == 2 and "no committed checkpoint to verify" in out.stderr, out.output

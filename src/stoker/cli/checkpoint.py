@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..errors import CheckpointError
 from ._output import command, emit_json, stderr, stdout
 
 app = typer.Typer(
@@ -106,6 +107,9 @@ def verify(
         total = sum(i.bytes for i in ckpt.list() if step is None or i.step == step)
         with _progress(total * len(ckpt.tiers), "verify", json_out) as progress:
             report = ckpt.verify(step, progress)
+    if not report.steps:  # a mistyped folder or step must not pass as "ok"
+        where = f"step {step} of {fast}" if step is not None else f"{fast}"
+        raise CheckpointError(f"{where}: no committed checkpoint to verify; check the path")
     if json_out:
         emit_json(asdict(report) | {"ok": report.ok})
     else:
