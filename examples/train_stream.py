@@ -71,6 +71,7 @@ def run(
     optim: torch.optim.Optimizer | None,
     ckpt: Checkpointer,
     *,
+    first_step: int = 1,
     stop_at: int | None,
     every: int,
     compute_s: float,
@@ -78,7 +79,7 @@ def run(
     ledger: Ledger,
 ) -> float:
     loss_value = float("nan")
-    for step, (x, y) in enumerate(ledger.wrap(loader), start=1):
+    for step, (x, y) in enumerate(ledger.wrap(loader), start=first_step):
         seen.extend(bytes(row.to(torch.uint8).tolist()) for row in (x * 255).round())
         with ledger.compute():
             if model is None:
@@ -174,6 +175,7 @@ def main() -> None:
                 model,
                 optim,
                 ckpt,
+                first_step=restored.step + 1,  # steps go on from the checkpoint's
                 stop_at=None,
                 every=args.every,
                 compute_s=args.compute_ms / 1e3,

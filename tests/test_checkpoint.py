@@ -325,3 +325,21 @@ def test_steps_past_twelve_digits_are_found_and_odd_steps_refused(tmp_path: Path
         for bad in (1.5, "3", True):
             with pytest.raises(CheckpointError, match="a checkpoint step is a whole number"):
                 ckpt.save(bad, {})  # type: ignore[arg-type]
+
+
+def test_a_rollback_must_discard_the_abandoned_steps_before_saving_again(tmp_path: Path) -> None:
+    """After going back to step 200, saving 210 while 300 is on disk would let a restart resume
+    at 300 and let pruning drop the new steps: save refuses until the later steps go."""
+    with Checkpointer(tmp_path, keep_last=3) as ckpt:
+        for step in (100, 200, 300):
+            ckpt.save(step, {"at": torch.tensor(step)})
+        ckpt.wait()
+        restored = ckpt.load(step=200)  # a loss spike after 200: roll back
+        with pytest.raises(CheckpointError, match="step 210 is before step 300, already saved"):
+            ckpt.save(210, restored.state)
+        assert ckpt.discard_after(restored.step) == [300]
+        for step in (210, 220, 230):
+            ckpt.save(step, {"at": torch.tensor(step)})
+    with Checkpointer(tmp_path, keep_last=3) as again:  # a restart
+        assert again.load().step == 230
+        assert [i.step for i in again.list()] == [230, 220, 210]  # 200 pruned, nothing of 300

@@ -108,6 +108,7 @@ class Checkpointer:
         ``last_save`` moves on to the next save."""
         self._open()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
+        self._check_step_grows(step)
         stats = SaveStats(step)
         self._check(wait_for_writes=True)  # the buffer is about to be reused
         self._snapshot = take_snapshot(state, reuse=self._snapshot)
@@ -118,6 +119,39 @@ class Checkpointer:
         with self._lock:
             self._pending.append(future)
         return stats
+
+    def _check_step_grows(self, step: int) -> None:
+        """Refuse a step below one already saved: retention and resume go by step number, so
+        after a rollback the abandoned later steps would be kept and resumed from, and the new
+        ones pruned. The caller drops them first, on purpose (``discard_after``)."""
+        newest = max(
+            [s for s, listing in self.fast.steps().items() if listing.committed]
+            + ([self.last_save.step] if self.last_save else []),
+            default=None,
+        )
+        if newest is not None and step < newest:
+            raise CheckpointError(
+                f"step {step} is before step {newest}, already saved in {self.fast}: a resume "
+                f"would take {newest} and pruning would drop the new steps. After going back "
+                "to an earlier step, call discard_after(that step) first"
+            )
+
+    def discard_after(self, step: int) -> list[int]:
+        """Delete every checkpoint after ``step`` on every tier (the branch a rollback to
+        ``step`` abandoned); returns the steps deleted."""
+        self._open()
+        self.wait()
+        gone: set[int] = set()
+        with self._prune_lock:
+            for tier in self.tiers:
+                for later, listing in tier.steps().items():
+                    if later > step:
+                        log.info("discarding step %d from %s", later, tier)
+                        tier.delete_step(listing)
+                        gone.add(later)
+        if self.last_save and self.last_save.step > step:
+            self.last_save = None
+        return sorted(gone)
 
     @property
     def interval_s(self) -> float | None:
