@@ -343,3 +343,13 @@ def test_a_rollback_must_discard_the_abandoned_steps_before_saving_again(tmp_pat
     with Checkpointer(tmp_path, keep_last=3) as again:  # a restart
         assert again.load().step == 230
         assert [i.step for i in again.list()] == [230, 220, 210]  # 200 pruned, nothing of 300
+
+
+def test_the_same_step_twice_is_refused(tmp_path: Path) -> None:
+    """Its files would be rewritten under a committed manifest: a crash half way would leave
+    the step unloadable."""
+    with Checkpointer(tmp_path, keep_last=1) as ckpt:
+        ckpt.save(5, {"x": torch.zeros(2)})
+        with pytest.raises(CheckpointError, match="step 5 is already saved"):
+            ckpt.save(5, {"x": torch.ones(2)})
+        assert torch.equal(ckpt.load().state["x"], torch.zeros(2))

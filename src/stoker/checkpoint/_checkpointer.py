@@ -123,12 +123,18 @@ class Checkpointer:
     def _check_step_grows(self, step: int) -> None:
         """Refuse a step below one already saved: retention and resume go by step number, so
         after a rollback the abandoned later steps would be kept and resumed from, and the new
-        ones pruned. The caller drops them first, on purpose (``discard_after``)."""
+        ones pruned. The caller drops them first, on purpose (``discard_after``). The same step
+        twice is refused too: its files would be rewritten under a committed manifest."""
         newest = max(
             [s for s, listing in self.fast.steps().items() if listing.committed]
             + ([self.last_save.step] if self.last_save else []),
             default=None,
         )
+        if newest is not None and step == newest:
+            raise CheckpointError(
+                f"step {step} is already saved in {self.fast}: give each save a new step (a "
+                "committed step rewritten in place could be left unloadable by a crash)"
+            )
         if newest is not None and step < newest:
             raise CheckpointError(
                 f"step {step} is before step {newest}, already saved in {self.fast}: a resume "
