@@ -98,6 +98,7 @@ class Checkpointer:
         self._lock = threading.Lock()
         self._prune_lock = threading.Lock()
         self._closed = False
+        self._newest: int | None = None  # the highest step on the fast tier or saved here
         _close_at_exit(self)
 
     # ------------------------------------------------------------------ saving
@@ -125,11 +126,10 @@ class Checkpointer:
         after a rollback the abandoned later steps would be kept and resumed from, and the new
         ones pruned. The caller drops them first, on purpose (``discard_after``). The same step
         twice is refused too: its files would be rewritten under a committed manifest."""
-        newest = max(
-            [s for s, listing in self.fast.steps().items() if listing.committed]
-            + ([self.last_save.step] if self.last_save else []),
-            default=None,
-        )
+        if self._newest is None:  # once, before any write of ours: no prune runs meanwhile
+            committed = [s for s, listing in self.fast.steps().items() if listing.committed]
+            self._newest = max(committed, default=-1)
+        newest = self._newest if self._newest >= 0 else None
         if newest is not None and step == newest:
             raise CheckpointError(
                 f"step {step} is already saved in {self.fast}: give each save a new step (a "
@@ -141,6 +141,7 @@ class Checkpointer:
                 f"would take {newest} and pruning would drop the new steps. After going back "
                 "to an earlier step, call discard_after(that step) first"
             )
+        self._newest = step
 
     def discard_after(self, step: int) -> list[int]:
         """Delete every checkpoint after ``step`` on every tier (the branch a rollback to
@@ -157,6 +158,7 @@ class Checkpointer:
                         gone.add(later)
         if self.last_save and self.last_save.step > step:
             self.last_save = None
+        self._newest = None
         return sorted(gone)
 
     @property
@@ -206,6 +208,7 @@ class Checkpointer:
             if not waited:
                 break
         if errors:
+            self._newest = None  # a failed step may be saved again: look at the tier anew
             first = errors[0]
             if isinstance(first, StokerError):
                 raise type(first)(f"a background checkpoint save failed: {first}") from first

@@ -216,7 +216,13 @@ class PosixStore(Store):
         """One folder's subfolders and files (not partial files, not the root's state
         directory), each sorted; the stats run in the calling thread, off the event loop."""
         folders, files = [], []
-        with os.scandir(self._root + "/" + prefix) as entries:
+        try:
+            entries = os.scandir(self._root + "/" + prefix)
+        except FileNotFoundError:
+            if not prefix:
+                raise
+            return [], []  # a subfolder removed while the listing ran (a pruned checkpoint)
+        with entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
                     if prefix or entry.name != STATE_DIR:
