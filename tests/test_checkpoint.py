@@ -353,3 +353,29 @@ def test_the_same_step_twice_is_refused(tmp_path: Path) -> None:
         with pytest.raises(CheckpointError, match="step 5 is already saved"):
             ckpt.save(5, {"x": torch.ones(2)})
         assert torch.equal(ckpt.load().state["x"], torch.zeros(2))
+
+
+def test_every_failed_save_is_a_checkpoint_error_and_the_next_save_says_it_did_not_happen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker.checkpoint._tier import Tier
+    from stoker.errors import StageError
+
+    real_commit = Tier.commit
+
+    def full_disk(self: Tier, manifest: object, **options: object) -> None:
+        if getattr(manifest, "step", None) == 2:
+            raise StageError("no space left writing manifest.json")  # as the store says it
+        real_commit(self, manifest, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Tier, "commit", full_disk)
+    with Checkpointer(tmp_path) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.wait()
+        ckpt.save(2, _state(2))  # its write fails in the background
+        with pytest.raises(CheckpointError, match="step 3 was not saved either") as err:
+            ckpt.save(3, _state(3))
+        assert "no space left" in str(err.value)
+        ckpt.save(3, _state(3))  # saved again, as the message says
+        ckpt.wait()
+        assert ckpt.load().step == 3

@@ -111,7 +111,10 @@ class Checkpointer:
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         self._check_step_grows(step)
         stats = SaveStats(step)
-        self._check(wait_for_writes=True)  # the buffer is about to be reused
+        try:
+            self._check(wait_for_writes=True)  # the buffer is about to be reused
+        except CheckpointError as exc:
+            raise type(exc)(f"{exc}; step {step} was not saved either: save it again") from exc
         self._snapshot = take_snapshot(state, reuse=self._snapshot)
         stats.bytes = self._snapshot.size
         stats.blocking_s = time.perf_counter() - stats.started
@@ -210,9 +213,11 @@ class Checkpointer:
         if errors:
             self._newest = None  # a failed step may be saved again: look at the tier anew
             first = errors[0]
-            if isinstance(first, StokerError):
-                raise type(first)(f"a background checkpoint save failed: {first}") from first
-            raise CheckpointError(f"a background checkpoint save failed: {first!r}") from first
+            shown = str(first) if isinstance(first, StokerError) else repr(first)
+            # Always a CheckpointError (a store's or a disk's error inside), so that one
+            # `except CheckpointError` catches every failed save.
+            kind = type(first) if isinstance(first, CheckpointError) else CheckpointError
+            raise kind(f"a background checkpoint save failed: {shown}") from first
 
     def _write_fast(self, stats: SaveStats, snapshot: Snapshot) -> None:
         name = shard_name(self.group.rank, self.group.world_size)
