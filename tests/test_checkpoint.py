@@ -379,3 +379,27 @@ def test_every_failed_save_is_a_checkpoint_error_and_the_next_save_says_it_did_n
         ckpt.save(3, _state(3))  # saved again, as the message says
         ckpt.wait()
         assert ckpt.load().step == 3
+
+
+def test_a_slow_durable_tier_holds_the_saves_back_instead_of_filling_the_fast_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker.checkpoint._tier import Tier
+
+    real_upload = Tier.upload
+
+    def slow_upload(self: Tier, *args: object, **options: object) -> None:
+        time.sleep(0.3)  # the durable tier is slower than the saves come
+        real_upload(self, *args, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Tier, "upload", slow_upload)
+    fast = tmp_path / "fast"
+    most = 0
+    with Checkpointer(fast, tmp_path / "durable", keep_last=2) as ckpt:
+        for step in range(1, 9):
+            ckpt.save(step, _state(step))
+            names = os.listdir(fast) if fast.exists() else []
+            most = max(most, len([n for n in names if n.startswith("step-")]))
+        ckpt.wait()
+        assert {i.step for i in ckpt.list() if i.tiers.get("durable") == "complete"} >= {7, 8}
+    assert most <= 2 + 2  # keep_last, plus the step being uploaded and the one behind it

@@ -34,6 +34,7 @@ from ._shardfile import Snapshot, take_snapshot, write_snapshot
 from ._tier import Tier
 
 log = logging.getLogger("stoker.checkpoint")
+UPLOADS_BEHIND = 1  # unfinished uploads a save may leave behind it (besides its own)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class Checkpointer:
             self._check(wait_for_writes=True)  # the buffer is about to be reused
         except CheckpointError as exc:
             raise type(exc)(f"{exc}; step {step} was not saved either: save it again") from exc
+        self._wait_for_uploads(UPLOADS_BEHIND)
         self._snapshot = take_snapshot(state, reuse=self._snapshot)
         stats.bytes = self._snapshot.size
         stats.blocking_s = time.perf_counter() - stats.started
@@ -244,6 +246,19 @@ class Checkpointer:
         self._queue_upload(stats, manifest, [name], gather=True)
         if self.group.leader:
             self._prune(self.fast, self.keep_last)
+
+    def _wait_for_uploads(self, most: int) -> None:
+        """Hold the caller until at most ``most`` uploads are unfinished. The fast tier keeps
+        every step until its upload is done, so with a durable tier slower than the saves it
+        would fill (and the durable copy fall ever further behind) without this."""
+        while True:
+            with self._lock:
+                uploads = [
+                    f for f in self._pending if getattr(f, "stoker_upload", False) and not f.done()
+                ]
+            if len(uploads) <= most:
+                return
+            uploads[0].exception()  # wait for the oldest (an error is reported by _check)
 
     def _queue_upload(
         self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], *, gather: bool
