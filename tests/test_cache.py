@@ -112,3 +112,44 @@ def test_a_pull_points_current_at_a_version_published_without_it(
     again = cache_pull(model, cache)
     assert not again.pulled
     assert (cache / "llama-tiny" / "current").resolve() == Path(first.path).resolve()
+
+
+def test_a_slow_breaker_never_moves_the_lock_a_faster_one_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pod B finds the lock stale and is slow to move it (a busy NFS share); pod C, meanwhile,
+    tries to take over too. Two pods must never hold the lock at once."""
+    import os
+    import threading
+    import time
+
+    from stoker.stage import _cache
+
+    lock = tmp_path / "v1.lock"
+    lock.write_text('{"token": "dead"}')
+    old = time.time() - 600
+    os.utime(lock, (old, old))
+    real_rename = os.rename
+
+    def slow_for_b(src: object, dst: object) -> None:
+        if threading.current_thread().name == "B":
+            time.sleep(0.5)
+        real_rename(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_cache.os, "rename", slow_for_b)
+    b = threading.Thread(target=_cache._break_if_stale, args=(lock, 60.0), name="B")
+    b.start()
+    time.sleep(0.1)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # pod C: break if stale, then take the lock
+        _cache._break_if_stale(lock, 60.0)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            time.sleep(0.05)
+            continue
+        os.write(fd, b'{"token": "C"}')
+        os.close(fd)
+        break
+    b.join()
+    assert lock.read_text() == '{"token": "C"}'  # C holds it; B did not move it aside

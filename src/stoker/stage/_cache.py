@@ -151,16 +151,33 @@ def _point_current(base: Path, version: str) -> None:
 
 
 def _break_if_stale(lock: Path, stale_after_s: float) -> None:
-    """Take over a lock whose holder stopped its heartbeat; the rename lets only one pod win."""
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
+    """Take over a lock whose holder stopped its heartbeat. Breakers take turns through a guard
+    file (O_EXCL), and each looks at the lock again inside it: otherwise a slow breaker could
+    move aside the fresh lock that a faster one had just taken, and two pods would download
+    into one folder."""
+    if not _stale(lock, stale_after_s):
         return
-    if age > stale_after_s:
-        try:
+    guard = lock.with_name(f"{lock.name}.breaking")
+    try:
+        os.close(os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        if _stale(guard, stale_after_s):  # a breaker died inside: its guard goes
+            guard.unlink(missing_ok=True)
+        return
+    try:
+        if _stale(lock, stale_after_s):  # still the stale lock, not a new holder's
             os.rename(lock, lock.with_name(f"{lock.name}.stale-{uuid.uuid4().hex}"))
-        except FileNotFoundError:
-            pass  # another pod broke it first
+    except FileNotFoundError:
+        pass
+    finally:
+        guard.unlink(missing_ok=True)
+
+
+def _stale(path: Path, stale_after_s: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > stale_after_s
+    except FileNotFoundError:
+        return False
 
 
 def _holds(lock: Path, token: str) -> bool:
