@@ -333,3 +333,17 @@ def test_a_name_that_is_not_utf8_is_refused_and_the_rest_copied(tmp_path: Path) 
     summary = stage(str(src), str(tmp_path / "dst"))
     assert summary.files_copied == 1 and (tmp_path / "dst" / "ok.txt").read_bytes() == b"ok"
     assert len(summary.refused) == 1 and "caf\\xe9.txt: the name is not UTF-8" in summary.refused[0]
+
+
+def test_a_folder_replaced_by_a_file_is_mirrored_with_delete(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "y").mkdir(parents=True)
+    (src / "y" / "z").write_bytes(b"z")
+    assert stage(str(src), str(dst)).ok
+    (src / "y" / "z").unlink()
+    (src / "y").rmdir()
+    (src / "y").write_bytes(b"now a file")
+    first = stage(str(src), str(dst), delete=True)  # y/z goes, and the folder it leaves
+    assert first.files_deleted == 1 and not (dst / "y").is_dir()
+    again = stage(str(src), str(dst), delete=True)
+    assert again.ok and (dst / "y").read_bytes() == b"now a file"

@@ -287,7 +287,17 @@ class PosixStore(Store):
         await asyncio.to_thread(copy)
 
     async def delete(self, key: str) -> None:
+        """Remove the file, then the folders it leaves empty, as an object store has no empty
+        folders (one left behind would block a file of that name, on every later run)."""
+        path = self.path(key)
         try:
-            self.path(key).unlink()
+            path.unlink()
         except FileNotFoundError:
             pass
+        for folder in path.parents:
+            if folder == self.root or self.root not in folder.parents:
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or gone): the folders above are not empty either
+                break
