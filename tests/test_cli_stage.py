@@ -168,6 +168,10 @@ def test_dry_run_with_delete_says_what_would_go_and_folder_markers_are_no_files(
     out = runner.invoke(app, ["stage", str(src), str(dst), "--delete", "--dry-run"])
     assert out.exit_code == 0 and "would delete 3;" in out.stdout, out.output
     assert len(list(dst.rglob("*.bin"))) == 12  # a dry run deletes nothing
+    fresh = tmp_path / "fresh"
+    out = runner.invoke(app, ["stage", str(src), str(fresh), "--dry-run"])
+    assert out.exit_code == 0 and "would copy 9 files" in out.stdout, out.output
+    assert not fresh.exists()  # nor writes anything: not even its manifest
     container = azurite.client(blob_env)
     container.upload_blob("tree/folder/", b"")  # a folder marker, as Storage Explorer makes
     container.upload_blob("tree/folder/a.bin", b"a")

@@ -15,6 +15,7 @@ import contextlib
 import fnmatch
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -172,14 +173,15 @@ async def _stage(
     if hash_files is None:
         hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
     path = state_path(src, dst, sel, state_dir)
+    scratch = tempfile.TemporaryDirectory(prefix="stoker-dry-run-") if dry_run else None
     try:
-        manifest = Manifest(path)
+        manifest = Manifest(_copy_of(path, Path(scratch.name)) if scratch else path)
     except (OSError, sqlite3.Error) as exc:
         raise StageError(
             f"cannot keep the job's manifest at {path} ({exc}): the destination must be a "
             "folder this user can write, or pass --state-dir"
         ) from exc
-    summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(manifest.path))
+    summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(path))
     t0 = time.perf_counter()
     try:
         run = manifest.start_run()
@@ -225,6 +227,22 @@ async def _stage(
         manifest.close()
         await src.close()
         await dst.close()
+        if scratch:
+            scratch.cleanup()
+
+
+def _copy_of(path: Path, folder: Path) -> Path:
+    """A dry run works on a copy of the job's manifest (what earlier runs copied), so that it
+    writes nothing, at the destination or elsewhere."""
+    copy = folder / path.name
+    if path.exists():
+        source, target = sqlite3.connect(path), sqlite3.connect(copy)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+    return copy
 
 
 async def _listing(
