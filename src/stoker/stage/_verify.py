@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
-from ._stage import Selection, check_source, is_utf8, nothing_listed, select
+from ._selection import Selection, check_source, is_utf8, nothing_listed, select
 
 
 @dataclass
