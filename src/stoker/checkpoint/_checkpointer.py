@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
-import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CheckpointError, StokerError
 from ..store._loop import IOLoop
+from ._at_exit import close_at_exit
 from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
@@ -100,7 +99,7 @@ class Checkpointer:
         self._prune_lock = threading.Lock()
         self._closed = False
         self._newest: int | None = None  # the highest step on the fast tier or saved here
-        _close_at_exit(self)
+        close_at_exit(self)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:
@@ -475,22 +474,3 @@ def _write_error(exc: OSError, step: int, tier: Tier) -> CheckpointError:
         f"step {step} was not saved: {why} on {tier} ({exc.filename or 'its folder'}); the "
         "previous checkpoint is intact; free space (or lower keep_last) and save again"
     )
-
-
-def _close_at_exit(ckpt: Checkpointer) -> None:
-    """Finish ``ckpt``'s saves when the interpreter exits without ``wait()``: a script that ends
-    right after its last ``save()`` must not lose it. The hook runs as threading shuts down,
-    before concurrent.futures stops taking work (atexit runs too late: by then the background
-    write failed with "cannot schedule new futures after interpreter shutdown")."""
-    ref = weakref.ref(ckpt)
-
-    def finish() -> None:
-        live = ref()
-        if live is None or live._closed:
-            return
-        try:
-            live.close()
-        except StokerError as exc:
-            print(f"stoker: a checkpoint save failed as the process exited: {exc}", file=sys.stderr)
-
-    threading._register_atexit(finish)  # type: ignore[attr-defined]

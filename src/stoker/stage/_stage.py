@@ -214,13 +214,14 @@ async def _listing(
     """List the source into the manifest, batch by batch; yields each batch's objects to copy.
     The summary's totals and skipped counts grow as it goes."""
     local, listed_any = isinstance(dst, PosixStore), False
+    local_names = isinstance(src, PosixStore)  # only a file system's names can be other than UTF-8
     async for batch in src.list():
         listed_any = listed_any or bool(batch)
         kept: list[ObjectInfo] = []
         for obj in batch:
             if not sel.takes(obj):
                 continue
-            if not is_utf8(obj.key):  # (a local name in another encoding: the manifest is text)
+            if local_names and not is_utf8(obj.key):  # (the manifest holds text)
                 shown = os.fsencode(obj.key).decode("utf-8", "backslashreplace")  # its bytes
                 summary.refused.append(f"{src}/{shown}: the name is not UTF-8; rename it")
                 continue
