@@ -43,6 +43,7 @@ def test_jsonl_npy_and_parquet(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", np.arange(24, dtype=np.float32).reshape(6, 4))
     _write(str(tmp_path / "x.npy"), str(tmp_path / "n"), "--from", "npy")
     assert np.array_equal(StreamingDataset(tmp_path / "n")[5], np.arange(20, 24, dtype=np.float32))
+    assert StreamingDataset(tmp_path / "n").index.codec == "array"  # raw rows, not pickles
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -152,3 +152,46 @@ def test_a_program_that_leaves_the_loop_early_exits_cleanly(tmp_path: Path) -> N
             [sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=120
         )
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_npy_rows_stream_as_arrays_or_straight_into_tensors(tmp_path: Path, workers: int) -> None:
+    """`--from npy` stores rows raw (codec "array"), so the dtype= fast path reads them, in
+    their shape, and without dtype they come back as the arrays written."""
+    from stoker.stream import write_shards
+
+    src = tmp_path / "tokens"
+    src.mkdir()
+    rows = np.arange(40 * 3 * 4, dtype=">i4").reshape(40, 3, 4)  # big endian: stored native
+    np.save(src / "a.npy", rows[:25])
+    np.save(src / "b.npy", rows[25:])
+    index = write_shards(src, tmp_path / "ds", kind="npy", shard_size=400)
+    assert index.codec == "array" and len(index.shards) > 2
+    plain = StreamingDataset(tmp_path / "ds", shuffle=False)
+    assert plain[31].dtype == np.int32 and np.array_equal(plain[31], rows[31])
+    plain[31][0, 0] = -1  # a writable copy, as torch expects
+    ds = StreamingDataset(tmp_path / "ds", shuffle=False, dtype=torch.int32)
+    assert ds.sample_shape == (3, 4) and torch.equal(ds[7], torch.from_numpy(rows[7].astype("<i4")))
+    batches = list(StreamingLoader(ds, 8, num_workers=workers))
+    assert [b.shape for b in batches] == [(8, 3, 4)] * 5
+    assert torch.equal(torch.cat(batches), torch.from_numpy(rows.astype("<i4")))
+
+
+def test_array_datasets_refuse_another_layout_and_a_dtype_not_theirs(tmp_path: Path) -> None:
+    from stoker.stream import write_shards
+
+    with ShardWriter(tmp_path / "a", codec="array") as w:
+        w.write(np.zeros(4, np.float32))
+        with pytest.raises(StreamError, match=r"sample 1 is a float32 \(5,\) array, but the "):
+            w.write(np.zeros(5, np.float32))
+        with pytest.raises(StreamError, match="sample 1 is a list, not a NumPy array"):
+            w.write([1.0, 2.0])
+    with pytest.raises(StreamError, match=r"float32 \(4,\) arrays: pass dtype=torch.float32"):
+        StreamingDataset(tmp_path / "a", dtype=torch.int32)
+    src = tmp_path / "npy"
+    src.mkdir()
+    np.save(src / "1.npy", np.zeros((3, 4), np.int64))
+    np.save(src / "2.npy", np.zeros((3, 5), np.int64))
+    with pytest.raises(StreamError, match=r"2.npy: rows are int64 \(5,\), but those of .*1.npy"):
+        write_shards(src, tmp_path / "out", kind="npy")
+    assert not (tmp_path / "out" / "index.json").exists()

@@ -31,10 +31,10 @@ from ..store._loop import IOLoop
 from ..units import parse_bytes
 from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
-from ._index import INDEX, DatasetIndex, decode
+from ._index import INDEX, DatasetIndex
 from ._order import epoch_order, rank_batches, worker_batches
 from ._remote import RemoteShard, fetch_samples, open_remote
-from ._tensors import BufferPool, as_dtype, read_batch, shared_tensor
+from ._tensors import BufferPool, as_dtype, read_batch, sample_shape, shared_tensor
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
 FETCH_TRIES = 3
@@ -91,11 +91,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.in_place = isinstance(store, PosixStore)
         self.tier = "posix" if self.in_place else self.remote.split("://", 1)[0]
         self.index = _read_index(store, self.remote)
-        if dtype is not None and self.index.codec != "bytes":
-            raise StreamError(
-                f"{self.remote}: dtype={dtype} reads samples as raw tensors, but the dataset's "
-                f"codec is {self.index.codec!r}: leave dtype unset, or write the samples as bytes"
-            )
+        self.sample_shape = sample_shape(self.index, dtype, self.remote) if dtype else (-1,)
         if local is None and not self.in_place:
             cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
             tag = hashlib.blake2b(self.remote.encode(), digest_size=8).hexdigest()
@@ -136,9 +132,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def _decode(self, data: bytes) -> Any:
         if self.dtype is not None:
-            value = as_dtype(data, self.dtype, self.remote)
+            value = as_dtype(data, self.dtype, self.remote).view(self.sample_shape)
         else:
-            value = decode(data, self.index.codec)
+            value = self.index.decode(data)
         return self.transform(value) if self.transform else value
 
     def _reads_into_batches(self) -> bool:

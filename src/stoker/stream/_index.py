@@ -6,8 +6,9 @@ written whole, so a reader never sees a half-written one.
      "bytes": 67123456, "xxh3": "…"}, …]}
 
 ``codec`` says how a sample's bytes become a Python object: "bytes" (as stored), "json"
-(one JSON value) or "pickle" (trusted data only). ``xxh3`` is the whole file's XXH3-128, checked
-when a shard is downloaded into the node cache.
+(one JSON value), "pickle" (trusted data only) or "array" (NumPy arrays of the one dtype and
+shape that ``"array": {"dtype": "<i4", "shape": [2048]}`` gives, stored raw). ``xxh3`` is the
+whole file's XXH3-128, checked when a shard is downloaded into the node cache.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from itertools import accumulate
 from typing import Any
 
 from ..errors import StreamError
+from ._array import ArrayLayout
 
 FORMAT = "stoker.shards/1"
 INDEX = "index.json"
-CODECS = ("bytes", "json", "pickle")
+CODECS = ("bytes", "json", "pickle", "array")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class DatasetIndex:
     compression: str | None = None
     shards: list[ShardInfo] = field(default_factory=list)
     format: str = FORMAT
+    array: ArrayLayout | None = None  # codec "array": set by the first sample written
 
     def __post_init__(self) -> None:
         if self.codec not in CODECS:
@@ -83,6 +86,8 @@ class DatasetIndex:
 
     def to_json(self) -> bytes:
         body = asdict(self) | {"samples": self.samples, "bytes": self.bytes}
+        if self.array is None:
+            del body["array"]
         return json.dumps(body, indent=1).encode()
 
     @classmethod
@@ -95,19 +100,36 @@ class DatasetIndex:
                     "with stoker.stream.ShardWriter or `stoker shards write`"
                 )
             shards = [ShardInfo(**s) for s in raw["shards"]]
-            return cls(raw["codec"], raw.get("compression"), shards)
+            array = ArrayLayout(**raw["array"]) if raw.get("array") else None
+            if raw["codec"] == "array" and shards and array is None:
+                raise StreamError(f"{where}: codec 'array' without the arrays' dtype and shape")
+            return cls(raw["codec"], raw.get("compression"), shards, array=array)
         except StreamError:
             raise
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise StreamError(f"{where}: unreadable dataset index ({exc})") from exc
 
+    def encode(self, sample: Any, number: int) -> bytes:
+        """Sample ``number`` as stored bytes; the first array written sets the layout."""
+        if self.codec == "array":
+            if self.array is None:
+                self.array = ArrayLayout.of(sample, number)
+            return self.array.encode(sample, number)
+        return _encode(sample, self.codec, number)
 
-def encode(sample: Any, codec: str, number: int) -> bytes:
+    def decode(self, data: bytes) -> Any:
+        if self.codec == "array":
+            assert self.array is not None  # (checked when the index was read)
+            return self.array.decode(data)
+        return _decode(data, self.codec)
+
+
+def _encode(sample: Any, codec: str, number: int) -> bytes:
     if codec == "bytes":
         if not isinstance(sample, bytes | bytearray | memoryview):
             raise StreamError(
                 f"sample {number} is a {type(sample).__name__}, not bytes: pass codec='pickle' "
-                "(any Python object) or codec='json' to the writer"
+                "(any Python object), codec='array' (NumPy arrays) or codec='json' to the writer"
             )
         return bytes(sample)
     if codec == "json":
@@ -115,7 +137,7 @@ def encode(sample: Any, codec: str, number: int) -> bytes:
     return pickle.dumps(sample, protocol=5)
 
 
-def decode(data: bytes, codec: str) -> Any:
+def _decode(data: bytes, codec: str) -> Any:
     if codec == "bytes":
         return data
     if codec == "json":

@@ -6,7 +6,8 @@ run (``resume=True``) skips the samples the dataset already holds.
     files    each file is one sample: its bytes (codec "bytes"), or {"key", "data"} with keys
              (hidden files and folders, such as a stage's .stoker, are skipped)
     jsonl    each line of each *.jsonl file is one sample (codec "json")
-    npy      each row (along axis 0) of each *.npy file is one sample (codec "pickle")
+    npy      each row (along axis 0) of each *.npy file is one sample (codec "array": every
+             file's rows share one dtype and shape)
     parquet  each row of each *.parquet file is one sample, a dict (codec "pickle"; needs pyarrow)
 """
 
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StreamError
+from ._array import ArrayLayout
 from ._index import DatasetIndex
 from ._writer import ShardWriter
 
-KINDS = {"files": "bytes", "jsonl": "json", "npy": "pickle", "parquet": "pickle"}
+KINDS = {"files": "bytes", "jsonl": "json", "npy": "array", "parquet": "pickle"}
 
 
 def _paths(src: Path, suffix: str | None) -> list[Path]:
@@ -83,11 +85,19 @@ def _jsonl(src: Path) -> Iterator[Any]:
 def _npy(src: Path) -> Iterator[Any]:
     import numpy as np
 
+    first: tuple[Path, ArrayLayout] | None = None
     for path in _paths(src, ".npy"):
         with _reading(path, "npy"):
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         if array.ndim == 0:
             raise StreamError(f"{path}: a 0-d array has no rows; save samples along axis 0")
+        rows = ArrayLayout(array.dtype.str, array.shape[1:])
+        first = first or (path, rows)
+        if rows.shape != first[1].shape or np.dtype(rows.dtype) != np.dtype(first[1].dtype):
+            raise StreamError(
+                f"{path}: rows are {rows}, but those of {first[0]} are {first[1]}; one dataset "
+                "holds rows of one dtype and shape: write the others to a dataset of their own"
+            )
         for row in array:
             yield np.array(row)
 

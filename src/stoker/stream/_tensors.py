@@ -1,14 +1,14 @@
 """Samples as tensors, read straight into the batch (``StreamingDataset(dtype=...)``).
 
-Each sample is its stored bytes seen as a 1-D tensor of ``dtype``; a batch of samples of one
-size is one ``(batch, n)`` tensor, else a list. The batch is allocated once and every sample is
-pread into its row: one copy from the page cache, where bytes objects and a collate function
-make two. In a DataLoader worker the batch lives in shared memory, so it reaches the training
-process by file descriptor, without another copy. In the training process (``num_workers=0``)
-batch buffers are recycled once nothing refers to a batch any more, so the steady state
-allocates nothing and takes no page faults. A batch is read by a few threads (pread and XXH3
-release the GIL), which keeps several requests in flight on a cold disk; a sample larger than
-``PIECE`` is read in pieces by several threads.
+Each sample is its stored bytes seen as a 1-D tensor of ``dtype`` (of the arrays' shape, for
+codec "array"); a batch of samples of one size is one ``(batch, ...)`` tensor, else a list. The
+batch is allocated once and every sample is pread into its row: one copy from the page cache,
+where bytes objects and a collate function make two. In a DataLoader worker the batch lives
+in shared memory, so it reaches the training process by file descriptor, without another copy.
+In the training process (``num_workers=0``) batch buffers are recycled once nothing refers to a
+batch any more, so the steady state allocates nothing and takes no page faults. A batch is read
+by a few threads (pread and XXH3 release the GIL), which keeps several requests in flight on a
+cold disk; a sample larger than ``PIECE`` is read in pieces by several threads.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
     from ._dataset import StreamingDataset, _Process
+    from ._index import DatasetIndex
 
 PIECE = 8 << 20
 
@@ -61,6 +62,32 @@ def shared_tensor(nbytes: int) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
+def sample_shape(index: DatasetIndex, dtype: torch.dtype, where: str) -> tuple[int, ...]:
+    """The shape of one sample under ``dtype=``; refuses a codec whose bytes are not the
+    samples' values, and a dtype other than the arrays' own."""
+    if index.codec == "bytes" or (index.codec == "array" and index.array is None):
+        return (-1,)
+    if index.codec != "array":
+        raise StreamError(
+            f"{where}: dtype={dtype} reads samples as raw tensors, but the dataset's codec is "
+            f"{index.codec!r}: leave dtype unset, or write the samples as bytes or arrays"
+        )
+    assert index.array is not None
+    try:
+        stored = torch.from_numpy(np.empty(0, index.array.dtype)).dtype
+    except TypeError as exc:
+        raise StreamError(
+            f"{where}: the samples are {index.array} arrays, which torch has no dtype for: "
+            "leave dtype unset (samples come as NumPy arrays)"
+        ) from exc
+    if stored != dtype:
+        raise StreamError(
+            f"{where}: the samples are {index.array} arrays: pass dtype={stored}, or leave "
+            "dtype unset (samples come as NumPy arrays)"
+        )
+    return index.array.shape
+
+
 def check_items(nbytes: int, dtype: torch.dtype, where: str) -> None:
     """Raise unless ``nbytes`` is a whole number of ``dtype`` items."""
     if nbytes % dtype.itemsize:
@@ -93,7 +120,7 @@ def read_batch(
         flat = alloc(size * len(samples))
         rows = flat.numpy().reshape(len(samples), size)
         views = [memoryview(rows[j]) for j in range(len(samples))]
-        batch: Any = flat.view(ds.dtype).view(len(samples), -1)
+        batch: Any = flat.view(ds.dtype).view(len(samples), *ds.sample_shape)
     else:
         tensors = [alloc(size) for *_, size in samples]
         views = [memoryview(t.numpy()) for t in tensors]

@@ -18,7 +18,7 @@ from ..store import open_store
 from ..store._loop import IOLoop
 from ..units import parse_bytes
 from ._format import encode_shard
-from ._index import INDEX, DatasetIndex, ShardInfo, encode
+from ._index import INDEX, DatasetIndex, ShardInfo
 
 
 class ShardWriter:
@@ -70,7 +70,7 @@ class ShardWriter:
         return self.index.samples + len(self._pending)
 
     def write(self, sample: Any) -> None:
-        data = encode(sample, self.index.codec, self.samples_written)
+        data = self.index.encode(sample, self.samples_written)
         self._pending.append(data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= self.shard_size:
