@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from stoker.errors import StreamError
+from stoker.errors import StreamError, StreamWarning
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, serve_metrics
 from stoker.stream._format import CorruptSample
 from stoker.stream._order import epoch_order, rank_batches, worker_batches
@@ -304,3 +305,19 @@ def test_a_missing_local_shard_is_named(tmp_path: Path) -> None:
     (root / ds.index.shards[0].name).unlink()
     with pytest.raises(StreamError, match=r"shard shard-000000.stk, listed in .* is missing"):
         ds[0]
+
+
+def test_an_epoch_with_no_batch_says_why(tmp_path: Path) -> None:
+    with ShardWriter(tmp_path / "empty"):
+        pass
+    with pytest.warns(StreamWarning, match="holds no samples"):
+        assert list(StreamingLoader(StreamingDataset(tmp_path / "empty"), 4)) == []
+    with ShardWriter(tmp_path / "few") as w:
+        for i in range(3):
+            w.write(bytes([i]))
+    with pytest.warns(StreamWarning, match=r"3 samples are fewer than 1 ranks x batch_size 4"):
+        assert list(StreamingLoader(StreamingDataset(tmp_path / "few"), 4)) == []
+    padded = StreamingDataset(tmp_path / "few", drop_last=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(StreamingLoader(padded, 4))) == 1

@@ -69,6 +69,10 @@ class StreamError(StokerError):
     """A shard dataset that cannot be written or read; names the shard and sample offset."""
 
 
+class StreamWarning(UserWarning):
+    """A dataset that reads, but not as the user likely meant (an epoch with no batch)."""
+
+
 class CheckpointError(StokerError):
     """A checkpoint that could not be saved or loaded; the message names the step and file."""
 

@@ -15,6 +15,7 @@ import hashlib
 import multiprocessing
 import os
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
-from ..errors import StokerError, StreamError
+from ..errors import StokerError, StreamError, StreamWarning
 from ..store import PosixStore, open_store
 from ..store._download import download
 from ..store._loop import IOLoop
@@ -164,7 +165,19 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             batch_size=self.batch_size,
             drop_last=self.drop_last,
         )
+        if not len(batches) and self.position == 0 and worker == 0:
+            warnings.warn(self._no_batch(rank, world), StreamWarning, stacklevel=3)
         return worker_batches(batches, worker, workers)
+
+    def _no_batch(self, rank: int, world: int) -> str:
+        if not self.index.samples:
+            return f"{self.remote} holds no samples: this epoch reads nothing"
+        return (
+            f"{self.remote}: rank {rank} of {world} gets no batch this epoch: the dataset's "
+            f"{self.index.samples} samples are fewer than {world} ranks x batch_size "
+            f"{self.batch_size}, and drop_last drops a partial batch: lower batch_size, or "
+            "pass drop_last=False"
+        )
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
