@@ -16,8 +16,8 @@ from stoker.errors import StreamError
 from stoker.store import open_store
 from stoker.store._azure import BlobStore
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _remote, _tensors
-from stoker.stream._dataset import _Process
 from stoker.stream._format import HEADER, CorruptSample
+from stoker.stream._shard_access import ShardAccess
 
 N, WIDTH = 400, 250  # samples of 250 int64s (2,000 bytes), each filled with its id
 
@@ -35,15 +35,15 @@ class _Downloads:
     being read ahead, and so for its downloads."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.go, self.aborted, fetch = threading.Event(), False, _Process._fetch
+        self.go, self.aborted, fetch = threading.Event(), False, ShardAccess._fetch
 
-        def held_fetch(proc: _Process, shard: int) -> Path:
+        def held_fetch(proc: ShardAccess, shard: int) -> Path:
             self.go.wait(60)
             if self.aborted:
                 raise StreamError("download aborted by the test")
             return fetch(proc, shard)
 
-        monkeypatch.setattr(_Process, "_fetch", held_fetch)
+        monkeypatch.setattr(ShardAccess, "_fetch", held_fetch)
 
     def release(self) -> None:
         self.go.set()

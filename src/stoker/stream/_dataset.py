@@ -14,31 +14,26 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
-import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch.utils.data
 
-from ..errors import StokerError, StreamError, StreamWarning
+from ..errors import StreamError, StreamWarning
 from ..store import PosixStore, open_store
-from ..store._download import download
 from ..store._loop import IOLoop
 from ..units import parse_bytes
-from ._cache import ShardCache
 from ._format import CorruptSample, ShardReader
 from ._index import INDEX, DatasetIndex
 from ._order import epoch_order, rank_batches, worker_batches
-from ._remote import RemoteShard, fetch_samples, open_remote
-from ._tensors import BufferPool, as_dtype, read_batch, sample_shape, shared_tensor
+from ._remote import RemoteShard, fetch_samples
+from ._shard_access import ShardAccess
+from ._tensors import as_dtype, read_batch, sample_shape
 
 COUNTERS = ("bytes_fetched", "bytes_read", "cache_hits", "cache_misses", "skipped", "samples")
-FETCH_TRIES = 3
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -100,7 +95,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.local = Path(local) if local is not None else None
         self.mp_context = _mp_context(self.in_place)
         self.counters = self.mp_context.Array("q", len(COUNTERS))
-        self._proc: _Process | None = None
+        self._proc: ShardAccess | None = None
 
     # ------------------------------------------------------------------ sizes and state
     def __len__(self) -> int:
@@ -196,7 +191,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             else:
                 yield out if fast else self.collate(out)
 
-    def _read_samples(self, proc: _Process, batch: np.ndarray) -> list[Any]:
+    def _read_samples(self, proc: ShardAccess, batch: np.ndarray) -> list[Any]:
         places = [self.index.locate(int(g)) for g in batch]
         readers = proc.batch_readers(places)
         fetch_samples([(r, i) for s, i in places if isinstance(r := readers[s], RemoteShard)])
@@ -208,7 +203,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def _read(
         self,
-        proc: _Process,
+        proc: ShardAccess,
         readers: dict[int, ShardReader],
         shard: int,
         i: int,
@@ -228,161 +223,14 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                 raise
             return None
 
-    def _process(self) -> _Process:
+    def _process(self) -> ShardAccess:
         # Stores, threads and maps do not survive fork: each process makes its own.
         if self._proc is None or self._proc.pid != os.getpid():
-            self._proc = _Process(self)
+            self._proc = ShardAccess(self)
         return self._proc
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_proc": None}
-
-
-class _Process:
-    """What one process needs to read: open shards, the cache, the prefetch threads."""
-
-    def __init__(self, ds: StreamingDataset) -> None:
-        self.ds, self.pid = ds, os.getpid()
-        self.open: OrderedDict[int, ShardReader] = OrderedDict()
-        self.keep_open = max(2 * ds.block_shards, ds.prefetch_shards + 2)
-        self.cache = None if ds.in_place else ShardCache(ds.local, ds.cache_limit)  # type: ignore[arg-type]
-        if self.cache is not None:
-            self.io = IOLoop("stoker-stream-io")
-            self.store = open_store(ds.remote)
-        self.pool = ThreadPoolExecutor(2, thread_name_prefix="stoker-prefetch")
-        self._read_pool: ThreadPoolExecutor | None = None
-        # Batches leave a DataLoader worker through shared memory; in the training process
-        # itself they come from buffers recycled once the loop drops them.
-        in_worker = torch.utils.data.get_worker_info() is not None
-        self.alloc = shared_tensor if in_worker else BufferPool().tensor
-        self.fetching: dict[int, Future[Path]] = {}
-        self.remote: dict[int, RemoteShard] = {}
-        self.sequence: list[int] = []  # shards in the order this process first needs them
-        self.cursor, self.downloading = 0, True
-        self.refetched: set[int] = set()  # shards whose damaged cached copy was fetched again
-
-    def read_pool(self) -> ThreadPoolExecutor:
-        if self._read_pool is None:
-            self._read_pool = ThreadPoolExecutor(
-                self.ds.read_threads, thread_name_prefix="stoker-read"
-            )
-        return self._read_pool
-
-    def plan_prefetch(self, samples: np.ndarray) -> None:
-        if self.cache is None or len(samples) == 0:
-            return
-        starts = np.asarray([self.ds.index.first(s) for s in range(len(self.ds.index.shards))])
-        shards = np.searchsorted(starts, samples, side="right") - 1
-        _, first = np.unique(shards, return_index=True)
-        self.sequence = [int(s) for s in shards[np.sort(first)]]
-        self.cursor, self.downloading = 0, False
-
-    def start_downloads(self) -> None:
-        if not self.downloading:
-            self.downloading = True
-            self.remote.clear()  # and the first batch's bytes they held
-            self._ahead()
-
-    def advance(self, shard: int) -> None:
-        if self.cursor < len(self.sequence) and self.sequence[self.cursor] == shard:
-            self.cursor += 1
-            self._ahead()
-
-    def _ahead(self) -> None:
-        if not self.downloading:
-            return
-        for shard in self.sequence[self.cursor : self.cursor + self.ds.prefetch_shards]:
-            if shard not in self.fetching and shard not in self.open:
-                self.fetching[shard] = self.pool.submit(self._fetch, shard)
-
-    def batch_readers(self, places: list[tuple[int, int]]) -> dict[int, ShardReader]:
-        """A reader for every shard a batch reads, from its (shard, sample) places. Before
-        downloads start (the first batch), shards not yet in the cache are read by range
-        (RemoteShard: the caller fetches the batch's samples from them at once)."""
-        shards = list(dict.fromkeys(shard for shard, _ in places))
-        self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
-        for shard in shards:
-            self.advance(shard)
-        ranged = {s: self.ds.index.shards[s] for s in shards if self._by_range(s)}
-        if ranged:
-            self.remote.update(open_remote(ranged, self.store, self.io))
-        return {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
-
-    def _by_range(self, shard: int) -> bool:
-        if self.cache is None or self.downloading or shard in self.open or shard in self.remote:
-            return False
-        info = self.ds.index.shards[shard]
-        return not self.cache.has(info.name, info.bytes, info.xxh3)
-
-    def reader(self, shard: int) -> ShardReader:
-        if shard in self.open:
-            self.open.move_to_end(shard)
-            return self.open[shard]
-        info = self.ds.index.shards[shard]
-        for attempt in range(2):  # the file may be evicted between fetch and open
-            path = self._path(shard)
-            try:
-                reader = ShardReader.open(info.name, path, shuffled=self.ds.shuffle)
-                break
-            except FileNotFoundError as exc:
-                self.fetching.pop(shard, None)
-                if self.cache is None:
-                    raise StreamError(
-                        f"shard {info.name}, listed in {self.ds.remote}/{INDEX}, is missing: "
-                        "the dataset is incomplete; write or stage it again"
-                    ) from exc
-                if attempt:
-                    raise
-        if self.cache is not None:
-            self.cache.touch(path)
-        self.open[shard] = reader
-        while len(self.open) > self.keep_open:
-            self.open.popitem(last=False)[1].close()
-        return reader
-
-    def refetch_damaged(self, shard: int, reader: ShardReader) -> ShardReader | None:
-        """A new reader of ``shard`` when ``reader``, in which a sample failed its checksum, is a
-        cached copy not yet fetched again: that copy was whole and verified when it arrived, so
-        the node's disk (or a hand) damaged it since, and the source's is good. None otherwise."""
-        if self.cache is None or isinstance(reader, RemoteShard) or shard in self.refetched:
-            return None
-        self.refetched.add(shard)
-        info = self.ds.index.shards[shard]
-        if self.open.get(shard) is reader:
-            del self.open[shard]
-        reader.close()
-        self.cache.drop(info.name, info.xxh3)
-        return self.reader(shard)
-
-    def _path(self, shard: int) -> Path:
-        if self.cache is None:
-            return Path(self.ds.remote) / self.ds.index.shards[shard].name
-        future = self.fetching.pop(shard, None)
-        return future.result() if future else self._fetch(shard)
-
-    def _fetch(self, shard: int) -> Path:
-        info = self.ds.index.shards[shard]
-        assert self.cache is not None
-
-        def fetch(partial: Path) -> None:
-            for attempt in range(FETCH_TRIES):
-                try:
-                    self.io.run(download(self.store, info.name, info.bytes, partial, sync=False))
-                    return
-                except StokerError as exc:
-                    if attempt == FETCH_TRIES - 1:
-                        raise StreamError(
-                            f"shard {info.name} from {self.store}: {exc} (tried {FETCH_TRIES} "
-                            "times); check that the dataset is complete and reachable"
-                        ) from exc
-                    time.sleep(2**attempt)
-
-        path, hit = self.cache.get(info.name, info.bytes, info.xxh3, fetch)
-        if hit:
-            self.ds._count(cache_hits=1)
-        else:
-            self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
-        return path
 
 
 def _mp_context(in_place: bool) -> Any:

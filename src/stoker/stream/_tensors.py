@@ -26,8 +26,9 @@ from ._format import CorruptSample, ShardReader
 from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
-    from ._dataset import StreamingDataset, _Process
+    from ._dataset import StreamingDataset
     from ._index import DatasetIndex
+    from ._shard_access import ShardAccess
 
 PIECE = 8 << 20
 
@@ -104,7 +105,7 @@ def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.T
 
 
 def read_batch(
-    ds: StreamingDataset, proc: _Process, ids: np.ndarray
+    ds: StreamingDataset, proc: ShardAccess, ids: np.ndarray
 ) -> torch.Tensor | list[torch.Tensor]:
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
@@ -139,14 +140,14 @@ def read_batch(
 
 
 def _read_again_from_fresh_copies(
-    proc: _Process,
+    proc: ShardAccess,
     places: list[tuple[int, int]],
     samples: list[tuple[ShardReader, int, int, int]],
     views: list,
     bad: dict[int, CorruptSample],
 ) -> None:
     """The bad samples of damaged cached copies read again from copies fetched anew (see
-    ``_Process.refetch_damaged``); those that now check out leave ``bad``."""
+    ``ShardAccess.refetch_damaged``); those that now check out leave ``bad``."""
     fresh: dict[int, ShardReader | None] = {}
     for j in sorted(bad):
         shard = places[j][0]
