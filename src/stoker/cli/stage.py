@@ -98,18 +98,20 @@ def stage(
             )
             deleting = f"would delete {summary.files_deleted}; " if delete else ""
             stdout.print(
-                f"would copy {summary.files_copied} files, "
+                f"would copy {_files(summary.files_copied)}, "
                 f"{format_bytes(summary.bytes_copied)}; {summary.files_skipped} "
                 f"unchanged; {deleting}estimated time {eta}",
                 highlight=False,
+                soft_wrap=True,  # one line a log can grep, whatever the width
             )
         else:
             stdout.print(
-                f"copied {summary.files_copied} files, "
+                f"copied {_files(summary.files_copied)}, "
                 f"{format_bytes(summary.bytes_copied)} in "
                 f"{format_duration(summary.seconds)} ({summary.mb_per_s:,.0f} MB/s); "
                 f"{summary.files_skipped} unchanged, {summary.files_deleted} deleted",
                 highlight=False,
+                soft_wrap=True,
             )
         for problem in summary.refused + summary.failed:
             stderr.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
@@ -151,3 +153,7 @@ def verify(
         )
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _files(n: int) -> str:
+    return f"{n:,} file" if n == 1 else f"{n:,} files"
