@@ -4,7 +4,10 @@ byte passing through stoker; between endpoints stoker relays through a spool fil
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,7 +94,7 @@ def test_a_source_changed_after_the_listing_is_not_copied(
 
 
 def test_another_endpoint_goes_through_a_spool(
-    azurite_factory: Callable[[], Azurite], monkeypatch: pytest.MonkeyPatch
+    azurite_factory: Callable[[], Azurite], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     one, two = azurite_factory(), azurite_factory()
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", one.connection_string)
@@ -105,10 +108,21 @@ def test_another_endpoint_goes_through_a_spool(
         raise AssertionError("Copy Blob cannot read a source on another endpoint here")
 
     monkeypatch.setattr(BlobStore, "copy_from", refuse)
-    summary = stage(src_url, dst_url, block_size=BLOCK)
+    # The spool sits beside the job's manifest; what a killed run left there goes, and what a
+    # running one holds stays.
+    spool = tmp_path / "spool"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+    killed, running = spool / f"{host}-{dead.pid}-x1", spool / f"{host}-{os.getpid()}-x2"
+    for folder in (killed, running):
+        (folder / "a").mkdir(parents=True)
+        (folder / "a" / "big.bin").write_bytes(b"left by a run")
+    summary = stage(src_url, dst_url, block_size=BLOCK, state_dir=tmp_path)
     assert summary.ok, summary.failed
     assert blob_tree(dst) == FILES
     assert {k: bool(v) for k, v in _md5s(dst).items()} == dict.fromkeys(FILES, True)
+    assert sorted(p.name for p in spool.iterdir()) == [running.name]  # and nothing of this run
 
 
 def test_which_sources_the_service_can_copy(monkeypatch: pytest.MonkeyPatch) -> None:

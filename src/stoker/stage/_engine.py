@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from ._small import (
     named,
     read_ahead,
 )
+from ._spool import spool_folder
 
 
 @dataclass
@@ -72,10 +72,12 @@ class Engine:
         block_size: int,
         hash_files: bool,
         record_blocks: bool = True,
+        spool: Path | None = None,
     ) -> None:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
         self.record_blocks = record_blocks  # False for a throw-away spool file
+        self.spool = spool  # where objects between two object stores wait (see _spool)
         self.concurrency = concurrency
         self.requests = asyncio.Semaphore(concurrency)
         # Into POSIX, more files than requests: a small file keeps its place while it waits
@@ -318,8 +320,9 @@ class Engine:
             self.reporter.advance(size)
             return digest
         # Object store to object store elsewhere: through a temporary file, block by block.
-        with tempfile.TemporaryDirectory(prefix="stoker-") as tmp:
-            spool = PosixStore(Path(tmp))
+        assert self.spool is not None
+        with spool_folder(self.spool) as folder:
+            spool = PosixStore(folder)
             relay = Engine(
                 self.src,
                 spool,

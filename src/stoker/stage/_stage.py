@@ -27,6 +27,7 @@ from ._engine import Engine
 from ._manifest import Manifest, Pending, job_id
 from ._progress import Reporter
 from ._selection import Selection, check_source, is_utf8, nothing_listed, select
+from ._spool import clear_stale
 
 MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
 
@@ -169,6 +170,7 @@ async def _stage(
                 concurrency=concurrency,
                 block_size=block_size,
                 hash_files=hash_files,
+                spool=_spool(path),
             )
             async with _ahead(_reported(listing, reporter)) as batches:
                 counters = await engine.run(batches)
@@ -192,6 +194,12 @@ async def _stage(
         await dst.close()
         if scratch:
             scratch.cleanup()
+
+
+def _spool(manifest: Path) -> Path:
+    root = manifest.parent / "spool"
+    clear_stale(root)
+    return root
 
 
 def _copy_of(path: Path, folder: Path) -> Path:
