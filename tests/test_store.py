@@ -493,3 +493,24 @@ def test_blob_store_with_a_sas_url(azurite: Azurite, needle: str) -> None:
     batches, data = run(go())
     assert [o.key for b in batches for o in b] == ["obj"]
     assert data == b"payload"
+
+
+@pytest.mark.parametrize("verb", ["stage", "verify"])
+def test_no_credentials_at_all_is_one_clear_error_at_once(tmp_path: Path, verb: str) -> None:
+    """The listing's SDK retried a failed Azure AD sign-in for ~90 s, and azure-identity printed
+    its whole credential chain at each try, then asyncio its unclosed sessions."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_")}
+    env["AZURE_TOKEN_CREDENTIALS"] = "EnvironmentCredential"  # no sign-in to be had here
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "stoker"), verb, "az://someacct/c/p", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "found no credentials" in out.stderr and "AZURE_STORAGE_CONNECTION_STRING" in out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr  # no chain, no unclosed-session warnings

@@ -78,6 +78,14 @@ def _content_md5(md5: str) -> Any:
     )
 
 
+NO_CREDENTIALS = (
+    "found no credentials: no connection string, key or SAS for this account, and no Azure AD "
+    "sign-in (managed identity, workload identity, Azure CLI) gave a token. Set "
+    "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or "
+    "AZURE_STORAGE_SAS_TOKEN, put a SAS in the URL, or sign in (az login)"
+)
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+
 DENIED_HINT = (
     "; check the credentials (for Blob: connection string, account key, SAS or Azure AD "
     "sign-in) and that they allow this operation"
@@ -90,6 +98,10 @@ def translate(exc: Exception, what: str) -> StoreError:
     from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "ClientAuthenticationError" in {t.__name__ for t in type(exc).__mro__} or (
+        "credential provider: ClientAuthenticationError" in str(exc)  # obstore's wrapping
+    ):
+        return AccessDeniedError(f"{what}: {NO_CREDENTIALS}")
     if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or getattr(
         exc, "status_code", None
     ) in (401, 403):
@@ -178,6 +190,7 @@ class BlobStore(Store):
             from azure.identity import DefaultAzureCredential
             from obstore.auth.azure import AzureCredentialProvider
 
+            _quiet_identity_logs()
             provider = AzureCredentialProvider(credential=DefaultAzureCredential())
         self._store = AzureStore(
             loc.bucket,
@@ -188,6 +201,7 @@ class BlobStore(Store):
             credential_provider=provider,
         )
         self._container: Any = None
+        self._aad: Any = None  # the listing's Azure AD credential, checked once before use
 
     def __str__(self) -> str:
         return str(self.loc)
@@ -203,7 +217,8 @@ class BlobStore(Store):
             else:
                 from azure.identity.aio import DefaultAzureCredential
 
-                credential = DefaultAzureCredential()
+                _quiet_identity_logs()
+                credential = self._aad = DefaultAzureCredential()
             self._container = ContainerClient(
                 self.auth.endpoint, self.loc.bucket, credential=credential
             )
@@ -219,6 +234,9 @@ class BlobStore(Store):
         container = self._sdk()
         marker = ""
         with _translated(f"listing {self}"):
+            if self._aad is not None:
+                # A token first: with none to be had, the SDK's retries take ~90 s to say so.
+                await self._aad.get_token(STORAGE_SCOPE)
             while True:
                 request = HttpRequest(
                     "GET",
@@ -358,3 +376,16 @@ class BlobStore(Store):
         if self._container is not None:
             await self._container.close()
             self._container = None
+        if self._aad is not None:  # (its own HTTP sessions: the container does not close them)
+            await self._aad.close()
+            self._aad = None
+
+
+def _quiet_identity_logs() -> None:
+    """azure-identity logs its whole credential chain at WARNING on every failed attempt; the
+    failure reaches the user once, as stoker's error. A level the user set is kept."""
+    import logging
+
+    logger = logging.getLogger("azure.identity")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.ERROR)
