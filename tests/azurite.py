@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+from stoker.store._azure import API_VERSION
+
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_BIN = ROOT / "node_modules" / ".bin" / "azurite-blob"
 ACCOUNT = "devstoreaccount1"
@@ -48,8 +50,11 @@ class Azurite:
     """One azurite-blob process on 127.0.0.1. In memory unless ``location`` is given, in which
     case data lives on disk and survives ``restart()`` (which keeps the port)."""
 
-    def __init__(self, location: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, location: Path | None = None, port: int | None = None, *, strict: bool = False
+    ) -> None:
         self.location = location
+        self.strict = strict  # as `azurite` starts by default: the API versions it knows only
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_dir = None if location else Path(tempfile.mkdtemp(prefix="stoker-azurite-"))
@@ -80,8 +85,7 @@ class Azurite:
             "127.0.0.1",
             "--blobPort",
             str(self.port),
-            "--skipApiVersionCheck",
-            "--loose",
+            *([] if self.strict else ["--skipApiVersionCheck", "--loose"]),
             "--silent",
             "--disableTelemetry",
         ]
@@ -150,7 +154,10 @@ class Azurite:
     def service(self) -> Any:
         from azure.storage.blob import BlobServiceClient
 
-        return BlobServiceClient.from_connection_string(self.connection_string)
+        # The REST version stoker asks for: a strict emulator refuses the SDK's newer default.
+        return BlobServiceClient.from_connection_string(
+            self.connection_string, api_version=API_VERSION
+        )
 
     def container(self, name: str | None = None) -> Any:
         """Create a fresh container (a unique name unless given) and return its client."""

@@ -137,3 +137,25 @@ def test_which_sources_the_service_can_copy(monkeypatch: pytest.MonkeyPatch) -> 
     assert not here.copies_from(other_key)  # the service has no credentials for it
     assert not here.copies_from(local_sas)  # the service cannot reach this machine
     assert not here.copies_from(open_store("/tmp"))
+
+
+def test_an_azurite_started_as_its_docs_say_takes_every_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`azurite` with no flags refuses REST versions newer than its own: the SDK's default one
+    failed every listing (HTTP 400 InvalidHeaderValue)."""
+    strict = Azurite(strict=True).start()
+    try:
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", strict.connection_string)
+        src = tmp_path / "src"
+        for key, data in FILES.items():
+            (src / key).parent.mkdir(parents=True, exist_ok=True)
+            (src / key).write_bytes(data)
+        up = f"az://{ACCOUNT}/{strict.container().container_name}/data"
+        copy = f"az://{ACCOUNT}/{strict.container().container_name}"
+        assert stage(str(src), up, block_size=BLOCK).ok  # uploads set Content-MD5 by the SDK
+        assert stage(up, copy).ok  # Copy Blob, by the SDK
+        assert stage(copy, str(tmp_path / "back")).ok  # listed by the SDK
+        assert verify(str(src), copy).ok and verify(up, str(tmp_path / "back")).ok
+    finally:
+        strict.close()

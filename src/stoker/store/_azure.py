@@ -85,6 +85,10 @@ NO_CREDENTIALS = (
     "AZURE_STORAGE_SAS_TOKEN, put a SAS in the URL, or sign in (az login)"
 )
 STORAGE_SCOPE = "https://storage.azure.com/.default"
+# The REST version the SDK's calls ask for. The SDK's own default moves with each release, ahead of
+# what the Azurite emulator (3.35) accepts without --skipApiVersionCheck; the service accepts
+# older versions, and nothing here needs a newer one.
+API_VERSION = "2025-11-05"
 
 DENIED_HINT = (
     "; check the credentials (for Blob: connection string, account key, SAS or Azure AD "
@@ -220,7 +224,7 @@ class BlobStore(Store):
                 _quiet_identity_logs()
                 credential = self._aad = DefaultAzureCredential()
             self._container = ContainerClient(
-                self.auth.endpoint, self.loc.bucket, credential=credential
+                self.auth.endpoint, self.loc.bucket, credential=credential, api_version=API_VERSION
             )
         return self._container
 
