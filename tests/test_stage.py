@@ -347,3 +347,28 @@ def test_a_folder_replaced_by_a_file_is_mirrored_with_delete(tmp_path: Path) -> 
     assert first.files_deleted == 1 and not (dst / "y").is_dir()
     again = stage(str(src), str(dst), delete=True)
     assert again.ok and (dst / "y").read_bytes() == b"now a file"
+
+
+def test_a_missing_container_is_created_or_named_once(
+    azurite: Azurite, blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As AzCopy does, an export creates its container; credentials that cannot (a container
+    SAS) get one error naming it, where every file failed alone with a bare 404."""
+    from stoker.errors import NoContainerError
+    from stoker.stage import verify
+
+    src = tmp_path / "src"
+    for i in range(6):
+        (src / f"d/{i}.bin").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"d/{i}.bin").write_bytes(os.urandom(3000 + i))
+    made = f"az://{ACCOUNT}/not-yet-{random.randrange(10**9)}/data"
+    assert stage(str(src), made).files_copied == 6 and verify(str(src), made).ok
+    nowhere = f"{azurite.endpoint}/never-made-{random.randrange(10**9)}"
+    sas = azurite.sas(nowhere.rsplit("/", 1)[1], read=True, write=True, create=True, list=True)
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    with pytest.raises(NoContainerError, match="the container does not exist.*az storage"):
+        stage(str(src), f"{nowhere}?{sas}")
+    with pytest.raises(
+        NoContainerError, match=r"there is no container 'never-made-.*check the URL"
+    ):
+        stage(f"{nowhere}?{sas}", str(tmp_path / "back"))

@@ -49,6 +49,10 @@ class AccessDeniedError(StoreError):
     """The service refused the credentials (HTTP 401 or 403): every request would fail alike."""
 
 
+class NoContainerError(StoreError):
+    """The container (or bucket) does not exist, and these credentials did not create it."""
+
+
 class UnsafeKeyError(StoreError):
     """An object key that cannot be written safely under the destination."""
 

@@ -30,6 +30,7 @@ import xxhash
 from ..errors import (
     AccessDeniedError,
     ChecksumError,
+    NoContainerError,
     SourceChangedError,
     StageError,
     StokerError,
@@ -148,7 +149,7 @@ class Engine:
         try:
             digest = await self._copy(key, size, etag, md5)
         # A full disk or refused credentials stop everything: every file would fail alike.
-        except (StageError, OSError, AccessDeniedError) as exc:
+        except (StageError, OSError, AccessDeniedError, NoContainerError) as exc:
             self.fatal = self.fatal or exc
             return
         except StokerError as exc:  # this object only: the others go on

@@ -161,6 +161,7 @@ async def _stage(
             summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
             manifest.use_block_size(block_size)
+            await dst.create_root()  # a missing container, as AzCopy does
             reporter.start()
             engine = Engine(
                 src,

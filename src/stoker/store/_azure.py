@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import AccessDeniedError, SourceChangedError, StoreError
+from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth, redact
 from ._url import Location
@@ -102,6 +102,12 @@ def translate(exc: Exception, what: str) -> StoreError:
     from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
 
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "ContainerNotFound" in str(exc):
+        return NoContainerError(
+            f"{what}: the container does not exist, and these credentials did not create it "
+            "(a container SAS cannot): create it (az storage container create), or use "
+            "credentials that may"
+        )
     if "ClientAuthenticationError" in {t.__name__ for t in type(exc).__mro__} or (
         "credential provider: ClientAuthenticationError" in str(exc)  # obstore's wrapping
     ):
@@ -238,9 +244,7 @@ class BlobStore(Store):
         container = self._sdk()
         marker = ""
         with _translated(f"listing {self}"):
-            if self._aad is not None:
-                # A token first: with none to be had, the SDK's retries take ~90 s to say so.
-                await self._aad.get_token(STORAGE_SCOPE)
+            await self._signed_in()
             while True:
                 request = HttpRequest(
                     "GET",
@@ -257,12 +261,41 @@ class BlobStore(Store):
                     message = f"listing {self}: HTTP {response.status_code} {code}".rstrip()
                     if response.status_code in (401, 403):
                         raise AccessDeniedError(message + DENIED_HINT)
+                    if code == "ContainerNotFound":
+                        raise NoContainerError(
+                            f"{message}: there is no container {self.loc.bucket!r} at "
+                            f"{self.auth.endpoint}; check the URL"
+                        )
                     raise StoreError(message)
                 batch, marker = _parse_list_page(body, len(self.loc.prefix))
                 if batch:
                     yield batch
                 if not marker:
                     return
+
+    async def _signed_in(self) -> None:
+        """With Azure AD, a token before the SDK's first call: with none to be had, the SDK's
+        retries take ~90 s to say so."""
+        if self._aad is not None:
+            await self._aad.get_token(STORAGE_SCOPE)
+
+    async def create_root(self) -> bool:
+        """Create the container if it is missing. Credentials that may not (a container SAS)
+        leave it to the writes, which fail at once, with one error, if it is missing."""
+        from azure.core.exceptions import HttpResponseError, ResourceExistsError
+
+        container = self._sdk()
+        with _translated(f"creating container {self.loc.bucket} at {self.auth.endpoint}"):
+            await self._signed_in()
+            try:
+                await container.create_container()
+            except ResourceExistsError:
+                return False
+            except HttpResponseError as exc:
+                if exc.status_code == 403:
+                    return False
+                raise
+        return True
 
     async def head(self, key: str) -> ObjectInfo | None:
         import obstore

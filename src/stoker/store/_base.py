@@ -84,5 +84,9 @@ class Store(abc.ABC):
     async def delete(self, key: str) -> None:
         """Remove the object; a missing object is not an error."""
 
+    async def create_root(self) -> bool:
+        """Make the place writes go (a container), as AzCopy does; True if it was created."""
+        return False
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
