@@ -153,3 +153,36 @@ def test_inference_and_data_prep(cat):
 def test_plan_time_errors_name_the_field(cat, changes, field):
     with pytest.raises(SpecError, match=field.replace(".", r"\.")):
         plan(cat, "pretrain-64vm.toml", **changes)
+
+
+def test_run_length_caps_tokens_and_says_what_fits(cat):
+    whole = plan(cat, "pretrain-64vm.toml")
+    capped = plan(cat, "pretrain-64vm.toml", run__length="1 d")
+    assert capped.run.wall_s == pytest.approx(86400)
+    assert capped.run.steps < whole.run.steps == capped.run.steps_asked
+    assert 0 < capped.run.effective_training_fraction < 1
+    assert capped.cost.idle_gpu_usd is None or capped.cost.idle_gpu_usd >= 0
+    warn = next(w for w in capped.warnings if w.startswith("run.length 1 d fits only"))
+    assert "steps asked by run.tokens" in warn
+
+
+def test_run_length_caps_epochs_and_counts_them(cat):
+    p = plan(cat, "finetune-1vm.toml", workload__dataset_size="40 GB", run__length="12 h")
+    assert p.run.asked_by == "workload.epochs"
+    warn = next(w for w in p.warnings if w.startswith("run.length 12 h fits only"))
+    assert "(0.31 of 3 epochs)" in warn
+
+
+def test_run_length_alone_trains_for_its_length(cat):
+    data = spec_of("vision-32vm.toml")
+    del data["workload"]["epochs"]
+    p = make_plan(parse_spec(data), cat)
+    assert p.run.asked_by == "run.length" and p.run.steps_asked is None
+    assert p.run.wall_s == pytest.approx(2 * 86400)
+
+
+def test_examples_ask_for_what_fits(cat):
+    for name in ("finetune-1vm.toml", "vision-32vm.toml"):
+        p = plan(cat, name)
+        assert p.run.steps == pytest.approx(p.run.steps_asked), name
+        assert not any(w.startswith("run.length") for w in p.warnings), name

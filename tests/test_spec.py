@@ -215,3 +215,17 @@ def test_host_copy_bandwidth_is_a_rate(tmp_path):
         _spec(tmp_path, GOOD + '[checkpoints]\nhost_copy_bw_per_gpu = "25 GB"\n', name="size.toml")
     )
     assert "checkpoints.host_copy_bw_per_gpu" in message
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("[run]\nsteps = 10\ntokens = '1T'", "run: give 'steps' or 'tokens', not both"),
+        (
+            "dataset_size = '1 TB'\nepochs = 2\n[run]\ntokens = '1T'",
+            "workload.epochs and run.tokens both say how long to train",
+        ),
+    ],
+)
+def test_two_amounts_of_training_are_refused(tmp_path, extra, message):
+    assert message in _error(_spec(tmp_path, GOOD + extra))

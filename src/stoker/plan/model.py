@@ -205,7 +205,7 @@ def _step_and_run(
     ckpt: CheckpointPlan | None,
     sample: float,
 ) -> tuple[StepPlan | None, RunPlan]:
-    w, r = spec.workload, spec.run
+    r = spec.run
     if ckpt is None:  # data-prep: no steps, the run is its length plus any stall
         stall = data.chosen.stall_per_step_s or 0.0
         wall = need.ideal_step_s + stall
@@ -218,14 +218,26 @@ def _step_and_run(
     step = StepPlan(compute, exposed, stall, ckpt_s, total, compute / total if total else 0.0)
     # Failure losses beyond the checkpoint blocking already in the step.
     failure_share = max(0.0, ckpt.waste_fraction - blocking_share)
-    if r.steps:
-        steps = float(r.steps)
-    elif r.tokens:
-        steps = r.tokens / _tokens_per_step(spec)
-    elif r.length:
-        steps = r.length * (1 - failure_share) / total
-    else:
-        steps = need.dataset_bytes * w.epochs / (w.global_batch * sample)
+    asked, basis = _steps_asked(spec, need, sample)
+    steps = asked
+    if r.length is not None:  # a cap: the run stops at its length, done or not
+        fit = r.length * (1 - failure_share) / total
+        steps = fit if asked is None else min(asked, fit)
+    assert steps is not None  # _steps_asked answers unless run.length is set
     productive = steps * total
-    wall = r.length or productive / max(1e-9, 1 - failure_share)
-    return step, RunPlan(steps, productive, wall, steps * compute / wall if wall else 0.0)
+    wall = productive / max(1e-9, 1 - failure_share)
+    useful = steps * compute / wall if wall else 0.0
+    return step, RunPlan(steps, productive, wall, useful, asked, basis)
+
+
+def _steps_asked(spec: JobSpec, need: dpth.DataNeed, sample: float) -> tuple[float | None, str]:
+    """The steps the spec asks for and the field that asks; (None, "run.length") when only the
+    length says how long to train."""
+    w, r = spec.workload, spec.run
+    if r.steps is not None:
+        return float(r.steps), "run.steps"
+    if r.tokens is not None:
+        return r.tokens / _tokens_per_step(spec), "run.tokens"
+    if r.length is not None and "epochs" not in w.model_fields_set:
+        return None, "run.length"
+    return need.dataset_bytes * w.epochs / (w.global_batch * sample), "workload.epochs"

@@ -216,11 +216,29 @@ def _step(plan: Plan) -> Recommendation:
         )
     )
     useful = _pct(run.effective_training_fraction)
-    return Recommendation(
+    rec = Recommendation(
         "step time and GPU utilization",
         f"{_pct(st.gpu_utilization)} busy",
         f"{fd(st.total_s)} per step",
         f"{split}; {useful} of wall clock is useful training after failures and restarts",
+    )
+    if run.steps_asked and run.steps < run.steps_asked * (1 - 1e-9):
+        rec.warnings.append(_cut_short(plan))
+    return rec
+
+
+def _cut_short(plan: Plan) -> str:
+    """run.length caps the run: say how much of what was asked fits."""
+    run, d = plan.run, plan.data
+    assert run is not None and run.steps_asked and d is not None
+    done = f"{run.steps:,.0f} of the {run.steps_asked:,.0f} steps asked by {run.asked_by}"
+    if run.asked_by == "workload.epochs" and d.dataset_bytes:
+        epochs = run.steps * d.bytes_per_step / d.dataset_bytes
+        done += f" ({epochs:.2g} of {d.epochs:g} epochs)"
+    need = fd(run.wall_s * run.steps_asked / run.steps)
+    return (
+        f"run.length {fd(run.wall_s)} fits only {done}: the whole run needs about {need}; "
+        "raise or drop run.length, add VMs, or ask for less training"
     )
 
 

@@ -97,6 +97,8 @@ class RunPlan:
     productive_s: float  # steps x step time, checkpoints included
     wall_s: float  # with failures, restarts and lost work
     effective_training_fraction: float  # useful compute / wall clock
+    steps_asked: float | None = None  # what the spec asks for; None when only run.length does
+    asked_by: str = "run.length"  # run.steps, run.tokens, workload.epochs or run.length
 
 
 @dataclass

@@ -110,12 +110,20 @@ class Reliability(_Section):
 
 
 class Run(_Section):
-    length: Duration | None = Field(default=None, description="wall-clock length of the run")
+    length: Duration | None = Field(
+        default=None, description="wall-clock length; caps the training the spec asks for"
+    )
     tokens: Count | None = Field(default=None, description="tokens to train (derives length)")
     steps: int | None = Field(default=None, gt=0)
     idle_storage: Duration = Field(
         default=48 * 3600.0, description="how long fast tiers may sit unused (a weekend)"
     )
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> Run:
+        if self.steps is not None and self.tokens is not None:
+            raise ValueError("give 'steps' or 'tokens', not both: each says how long to train")
+        return self
 
 
 class JobSpec(_Section):
@@ -126,6 +134,18 @@ class JobSpec(_Section):
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     reliability: Reliability = Field(default_factory=Reliability)
     run: Run = Field(default_factory=Run)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> JobSpec:
+        # With the dataset's size known, epochs is an amount of training like steps or tokens.
+        w, r = self.workload, self.run
+        given = "epochs" in w.model_fields_set and w.dataset_size is not None
+        if given and w.kind in ("pretrain", "fine-tune") and (r.steps or r.tokens):
+            other = "run.steps" if r.steps else "run.tokens"
+            raise ValueError(
+                f"workload.epochs and {other} both say how long to train: give one of them"
+            )
+        return self
 
 
 def load_spec(path: str | Path) -> JobSpec:
