@@ -153,7 +153,7 @@ class NetAppLevel(Entry):
 
 
 class Reliability(Entry):
-    gpu_mtbf: Duration
+    gpu_mtbf: Duration = Field(gt=0)
     effective_training_fraction: float = Field(gt=0, le=1)
 
 

@@ -40,11 +40,17 @@ class Calibration:
 
 def read_measured(path: str | Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text("utf-8"))
     except FileNotFoundError as exc:
         raise SpecError(f"--measured {path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"--measured {path}: is a folder; give the JSON file") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"--measured {path}: not UTF-8 text ({exc.reason})") from exc
     except json.JSONDecodeError as exc:
         raise SpecError(f"--measured {path}: not JSON ({exc.msg}, line {exc.lineno})") from exc
+    except OSError as exc:
+        raise SpecError(f"--measured {path}: cannot be read: {exc.strerror}") from exc
     if not isinstance(data, dict):
         raise SpecError(f"--measured {path}: expected an object with nvme and/or allreduce")
     unknown = set(data) - {"vm", "nvme", "allreduce"}

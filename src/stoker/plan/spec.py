@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .._validation import describe
 from ..errors import SpecError
 from ..quantities import Bytes, Count, Duration, Rate
+from ..units import parse_duration
 
 WorkloadKind = Literal["pretrain", "fine-tune", "inference", "data-prep"]
 Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
@@ -92,16 +101,27 @@ class Data(_Section):
     blob_accounts: int = Field(default=1, gt=0)
 
 
+def _duration_or_auto(value: object) -> object:
+    return value if value == "auto" else parse_duration(value)  # type: ignore[arg-type]
+
+
 class Checkpoints(_Section):
     size: Bytes | None = Field(default=None, description="whole checkpoint; else derived")
     bytes_per_param: float = Field(default=14.0, gt=0, description="bf16 weights + fp32 Adam")
-    interval: Duration | Literal["auto"] = "auto"
+    interval: Annotated[float | Literal["auto"], BeforeValidator(_duration_or_auto)] = "auto"
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
     keep: int = Field(default=3, gt=0)
     host_copy_bw_per_gpu: Rate | None = Field(
         default=None, description="device-to-host bytes/s per GPU for async snapshots"
     )
+
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: float | str) -> float | str:
+        if value != "auto" and float(value) <= 0:
+            raise ValueError("must be greater than zero, or 'auto'")
+        return value
 
 
 class Reliability(_Section):
@@ -155,8 +175,14 @@ def load_spec(path: str | Path) -> JobSpec:
         data = tomllib.loads(path.read_text("utf-8"))
     except FileNotFoundError as exc:
         raise SpecError(f"{path}: no such job spec; see examples/ for some to start from") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"{path}: is a folder; give the job spec's TOML file") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); a job spec is TOML") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the job spec: {exc.strerror}") from exc
     return parse_spec(data, source=str(path))
 
 
