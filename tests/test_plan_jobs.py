@@ -186,3 +186,20 @@ def test_examples_ask_for_what_fits(cat):
         p = plan(cat, name)
         assert p.run.steps == pytest.approx(p.run.steps_asked), name
         assert not any(w.startswith("run.length") for w in p.warnings), name
+
+
+def test_compute_runs_on_the_gpus_the_layout_uses(cat):
+    whole = plan(cat, "pretrain-64vm.toml", cluster__price_per_hour=98.0)
+    dp2 = plan(cat, "pretrain-64vm.toml", workload__dp=2, cluster__price_per_hour=98.0)
+    assert dp2.gpus_idle == 512 - 16 and whole.gpus_idle == 0
+    assert dp2.step.compute_s == pytest.approx(whole.step.compute_s * 512 / 16)
+    assert any(
+        w.startswith("the layout (dp x tp x pp) uses 16 of the 512 GPUs") for w in dp2.warnings
+    )
+    # The idle GPUs are paid for all the wall clock long.
+    assert dp2.cost.idle_gpu_usd > 98.0 * 64 * dp2.run.wall_s / 3600 * 496 / 512 * 0.99
+
+
+def test_more_vms_than_the_gpus_need_is_refused(cat):
+    with pytest.raises(SpecError, match=r"cluster: 2 GPUs fit on 1 x ND96isr_H100_v5"):
+        plan(cat, "pretrain-64vm.toml", cluster__nodes=4, cluster__gpus=2)

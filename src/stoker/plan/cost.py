@@ -102,7 +102,8 @@ def cost_plan(
     )
     idle = None
     if price is not None and run is not None:  # serving has no step split to judge idleness
-        useful = run.effective_training_fraction
+        # GPUs the layout leaves unused are idle all the time, and paid for all the same.
+        useful = run.effective_training_fraction * s.gpus_used / (s.nodes * s.vm.gpus)
         idle = price * (s.nodes * wall_s / 3600 * (1 - useful) + s.nodes * on_vms / 3600)
     unknown = [i.item for i in items if i.usd is None]
     known = sum(i.usd for i in items if i.usd is not None)

@@ -35,7 +35,7 @@ def compute_step_s(spec: JobSpec, s: Shape) -> float:
     if w.step_time is not None:
         return w.step_time
     tokens = w.global_batch * (w.seq_len or 0)
-    return tokens / ((w.tokens_per_s_per_gpu or 1.0) * s.gpus)
+    return tokens / ((w.tokens_per_s_per_gpu or 1.0) * s.gpus_used)
 
 
 def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> InterconnectPlan:
@@ -170,6 +170,8 @@ def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: o
         cost,
         **sections,
     )  # type: ignore[arg-type]
+    if spec.workload.kind in ("pretrain", "fine-tune"):
+        plan.gpus_idle = s.nodes * s.vm.gpus - s.gpus_used
     plan.recommendations = recommendations(plan, cat, s.vm, plan.warnings)
     return plan
 

@@ -26,7 +26,7 @@ def recommendations(
     if plan.checkpoints:
         recs.append(_checkpoints(plan, cat))
     if plan.step:
-        recs.append(_step(plan))
+        recs.append(_step(plan, vm))
     if plan.inference:
         recs.append(_model_cache(plan))
     recs.extend(_scratch_bulk_team(plan, vm, cat))
@@ -203,7 +203,7 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     return rec
 
 
-def _step(plan: Plan) -> Recommendation:
+def _step(plan: Plan, vm: VmSize) -> Recommendation:
     st, run = plan.step, plan.run
     assert st is not None and run is not None
     split = ", ".join(
@@ -224,6 +224,13 @@ def _step(plan: Plan) -> Recommendation:
     )
     if run.steps_asked and run.steps < run.steps_asked * (1 - 1e-9):
         rec.warnings.append(_cut_short(plan))
+    if plan.gpus_idle:
+        paid = plan.nodes * vm.gpus
+        rec.warnings.append(
+            f"the layout (dp x tp x pp) uses {paid - plan.gpus_idle} of the {paid} GPUs on "
+            f"{plan.nodes} VM(s): {plan.gpus_idle} sit idle and are paid for (counted in idle "
+            "GPU time); leave workload.dp unset to derive it, or give fewer nodes or gpus"
+        )
     return rec
 
 

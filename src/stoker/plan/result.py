@@ -161,6 +161,7 @@ class Plan:
     recommendations: list[Recommendation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     calibration: list[Any] = field(default_factory=list)  # plan/calibrate.py's Calibration rows
+    gpus_idle: int = 0  # GPUs on the VMs that the layout (dp x tp x pp) leaves unused
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
