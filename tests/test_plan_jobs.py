@@ -203,3 +203,11 @@ def test_compute_runs_on_the_gpus_the_layout_uses(cat):
 def test_more_vms_than_the_gpus_need_is_refused(cat):
     with pytest.raises(SpecError, match=r"cluster: 2 GPUs fit on 1 x ND96isr_H100_v5"):
         plan(cat, "pretrain-64vm.toml", cluster__nodes=4, cluster__gpus=2)
+
+
+def test_async_interval_shorter_than_a_save_is_raised_and_flagged(cat):
+    p = plan(cat, "pretrain-64vm.toml", checkpoints__tier="blob", checkpoints__interval="30 s")
+    ck = p.checkpoints
+    assert ck.interval_set_s == 30 and ck.interval_s >= ck.write_s > 30
+    assert ck.interval_basis.startswith("raised from the spec's")
+    assert any(w.startswith("checkpoints.interval 30 s is shorter than") for w in p.warnings)

@@ -187,7 +187,14 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
         tier = f"{ck.volume.name} of its own, copied to Blob"
         size += f"; {fb(ck.volume.size_bytes or 0)} volume"
     rec = Recommendation("checkpoints", f"{tier}, every {fd(ck.interval_s)}", size, reason)
-    if ck.interval_basis == "set in the spec":
+    if ck.interval_set_s is not None and ck.interval_set_s < ck.interval_s:
+        safe = "one step" if ck.mode == "sync" else "a save until it is safe to restart from"
+        rec.warnings.append(
+            f"checkpoints.interval {fd(ck.interval_set_s)} is shorter than {safe} "
+            f"({fd(ck.interval_s)}): saves would pile up, so the plan checkpoints every "
+            f'{fd(ck.interval_s)}; set the interval to "auto" or at least that'
+        )
+    if ck.interval_set_s is not None:
         if ck.goodput_at_optimal - ck.goodput >= 0.005:
             rec.warnings.append(
                 f"checkpoint every {fd(ck.optimal_interval_s)}, not "

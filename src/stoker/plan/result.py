@@ -79,6 +79,7 @@ class CheckpointPlan:
     goodput: float
     goodput_at_optimal: float
     volume: TierChoice | None = None  # a Lustre or NetApp volume for checkpoints alone
+    interval_set_s: float | None = None  # checkpoints.interval from the spec; None for auto
 
 
 @dataclass
