@@ -77,6 +77,9 @@ class VmSize(Entry):
     frontend_nic: Rate
     allreduce_busbw_measured: Rate | None = None
     allreduce_busbw_floor: Rate | None = None
+    # Set by `stoker plan --measured` only: one VM's all-reduce busbw as measured on the VMs;
+    # the scale-up level then runs at it instead of the NCCL-model figure.
+    scaleup_busbw_measured: Rate | None = None
     price_per_hour: float | None = Field(default=None, gt=0)
     price_region: str | None = None
 

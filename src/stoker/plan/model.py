@@ -82,6 +82,7 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
         single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
         single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
+        single_vm_busbw_measured_bps=s.vm.scaleup_busbw_measured,
         fabric_boundary_vms=s.boundary_vms,
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
         sharp=spec.cluster.sharp,

@@ -54,6 +54,11 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             if ic.single_vm_busbw_published_bps
             else ""
         )
+        + (
+            f", measured {fr(ic.single_vm_busbw_measured_bps)}"
+            if ic.single_vm_busbw_measured_bps
+            else ""
+        )
         + ")"
     )
     rec = Recommendation(

@@ -33,6 +33,7 @@ class InterconnectPlan:
     vms_outside_fabric: int
     sharp: bool
     levels: list[dict[str, Any]] = field(default_factory=list)
+    single_vm_busbw_measured_bps: float | None = None  # --measured; it drives the scale-up level
 
 
 @dataclass
