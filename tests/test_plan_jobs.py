@@ -211,3 +211,20 @@ def test_async_interval_shorter_than_a_save_is_raised_and_flagged(cat):
     assert ck.interval_set_s == 30 and ck.interval_s >= ck.write_s > 30
     assert ck.interval_basis.startswith("raised from the spec's")
     assert any(w.startswith("checkpoints.interval 30 s is shorter than") for w in p.warnings)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"reliability__gpu_mtbf": "1 s"}, {"cluster__gpus": 100_000, "cluster__nodes": None}],
+    ids=["mtbf-1s", "100k-gpus"],
+)
+def test_low_goodput_is_flagged_with_what_to_change(cat, changes):
+    data = spec_of("pretrain-64vm.toml", **changes)
+    data["cluster"] = {k: v for k, v in data["cluster"].items() if v is not None}
+    p = make_plan(parse_spec(data), cat)
+    assert p.checkpoints.goodput < 0.9
+    warn = next(w for w in p.warnings if w.startswith("goodput is only"))
+    assert "restart_time" in warn
+    assert not any(
+        w.startswith("goodput is only") for w in plan(cat, "pretrain-64vm.toml").warnings
+    )
