@@ -229,3 +229,10 @@ def test_host_copy_bandwidth_is_a_rate(tmp_path):
 )
 def test_two_amounts_of_training_are_refused(tmp_path, extra, message):
     assert message in _error(_spec(tmp_path, GOOD + extra))
+
+
+def test_a_missing_workload_does_not_hide_other_errors(tmp_path):
+    message = _error(_spec(tmp_path, '[cluster]\nvm_size = "ND96isr_H100_v5"\nnodes = "four"\n'))
+    assert "cluster.nodes:" in message
+    assert "workload: give 'step_time'" in message
+    assert "(top level)" not in message

@@ -149,7 +149,9 @@ class Run(_Section):
 class JobSpec(_Section):
     name: str = "job"
     cluster: Cluster
-    workload: Workload = Field(default_factory=Workload)
+    # A missing section is validated as an empty one, in its own field, so its errors carry
+    # its name and come with every other error of the spec.
+    workload: Workload = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
     data: Data = Field(default_factory=Data)
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     reliability: Reliability = Field(default_factory=Reliability)
