@@ -113,7 +113,8 @@ def _checkpoint_on(
             (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS
         )
         blocking, in_flight = size / s.gpus / host_bw, recoverable_s
-    mtbf = rel.job_mtbf(spec.reliability.gpu_mtbf or cat.reliability.gpu_mtbf, s.gpus)
+    gpu_mtbf = spec.reliability.gpu_mtbf
+    mtbf = rel.job_mtbf(cat.reliability.gpu_mtbf if gpu_mtbf is None else gpu_mtbf, s.gpus)
     restart = spec.reliability.restart_time
     # The next checkpoint cannot start before the previous one is safe, nor within one step.
     floor = max(step_s, in_flight if ck.mode == "async" else 0.0)

@@ -34,6 +34,9 @@ Sharding = Literal["ddp", "fsdp"]
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+# Far past any Azure cluster: a bigger number is a typo, and would only overflow the arithmetic.
+MAX_VMS = 100_000
+MAX_GPUS = 1_000_000
 
 
 class _Section(BaseModel):
@@ -42,8 +45,10 @@ class _Section(BaseModel):
 
 class Cluster(_Section):
     vm_size: str = Field(description="Catalog VM size, e.g. ND96isr_H100_v5")
-    nodes: int | None = Field(default=None, gt=0, description="number of VMs")
-    gpus: int | None = Field(default=None, gt=0, description="number of GPUs (or give nodes)")
+    nodes: int | None = Field(default=None, gt=0, le=MAX_VMS, description="number of VMs")
+    gpus: int | None = Field(
+        default=None, gt=0, le=MAX_GPUS, description="number of GPUs (or give nodes)"
+    )
     region: str = "eastus"
     placement: Placement = "scale_set"
     fabric_boundary_vms: int | None = Field(
@@ -61,9 +66,10 @@ class Cluster(_Section):
 
 class Workload(_Section):
     kind: WorkloadKind = "pretrain"
-    step_time: Duration | None = Field(default=None, description="compute time of one step")
+    step_time: Duration | None = Field(default=None, gt=0, description="compute time of a step")
     params: Count | None = Field(default=None, description="model parameters, e.g. '70B'")
-    tokens_per_s_per_gpu: float | None = Field(default=None, gt=0)
+    # At least 1 token/s: no GPU trains slower, and a tiny rate only overflows the arithmetic.
+    tokens_per_s_per_gpu: float | None = Field(default=None, ge=1, le=1e9)
     global_batch: int = Field(default=1024, gt=0, description="samples per optimizer step")
     seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
     sample_size: Bytes | None = Field(default=None, description="bytes per sample as stored")
@@ -125,13 +131,15 @@ class Checkpoints(_Section):
 
 
 class Reliability(_Section):
-    gpu_mtbf: Duration | None = Field(default=None, description="per GPU; default from catalog")
+    gpu_mtbf: Duration | None = Field(
+        default=None, gt=0, description="per GPU; default from catalog"
+    )
     restart_time: Duration = Field(default=600.0, description="detect + reschedule + reload")
 
 
 class Run(_Section):
     length: Duration | None = Field(
-        default=None, description="wall-clock length; caps the training the spec asks for"
+        default=None, gt=0, description="wall-clock length; caps the training the spec asks for"
     )
     tokens: Count | None = Field(default=None, description="tokens to train (derives length)")
     steps: int | None = Field(default=None, gt=0)
