@@ -283,3 +283,22 @@ def test_zero_gpu_mtbf_in_a_catalog_override_is_refused(runner, tmp_path):
     result = runner.invoke(app, ["plan", PRETRAIN, "-c", str(path)])
     assert result.exit_code == 2, result.output
     assert "reliability.gpu_mtbf: Input should be greater than 0" in result.stderr
+
+
+def test_plan_json_never_writes_infinity(runner, tmp_path):
+    path = tmp_path / "huge.toml"
+    text = (
+        Path(PRETRAIN).read_text().replace("tokens_per_s_per_gpu = 1100", 'step_time = "1e300 s"')
+    )
+    path.write_text(text)
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "Infinity" not in result.stdout and result.stdout == ""
+    assert "comes out as inf" in result.stderr and "out of range" in result.stderr
+
+
+def test_emit_json_refuses_nan(capsys):
+    from stoker.cli._output import emit_json
+
+    with pytest.raises(ValueError):
+        emit_json({"x": float("nan")})

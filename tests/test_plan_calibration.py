@@ -82,3 +82,9 @@ def test_measured_busbw_drives_the_scale_up_level_and_is_labelled_measured(tmp_p
     assert ic.single_vm_busbw_measured_bps == 100e9
     assert ic.single_vm_busbw_published_bps == base.single_vm_busbw_published_bps
     assert ic.algorithm.startswith("NVLink 4 + NVSwitch (measured)")
+
+
+@pytest.mark.parametrize("read", [0, "-5 GB/s", float("inf")])
+def test_measured_rates_must_be_above_zero(tmp_path: Path, read: object) -> None:
+    with pytest.raises(SpecError, match=r"nvme.read: .* is not a rate above zero"):
+        plan_job(SPEC, measured=_file(tmp_path, {"nvme": {"read": read}}))

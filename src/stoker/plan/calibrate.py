@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,9 +65,12 @@ def read_measured(path: str | Path) -> dict[str, Any]:
 
 def _rate(value: Any, where: str) -> float:
     try:
-        return float(parse_rate(value)) if isinstance(value, str) else float(value)
+        rate = float(parse_rate(value)) if isinstance(value, str) else float(value)
     except (ValueError, TypeError) as exc:
         raise SpecError(f"{where}: {value!r} is not a rate (e.g. '20 GB/s')") from exc
+    if not 0 < rate < math.inf:
+        raise SpecError(f"{where}: {value!r} is not a rate above zero; measure it again")
+    return rate
 
 
 def _storage(rows: Any, where: str) -> dict[str, float]:
@@ -76,11 +80,15 @@ def _storage(rows: Any, where: str) -> dict[str, float]:
         }
     out: dict[str, float] = {}
     reads = [
-        r["mb_per_s"] * 1e6
+        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-read mb_per_s")
         for r in rows
         if r.get("test") == "seq-read" and r.get("cache") == "cold"
     ]
-    writes = [r["mb_per_s"] * 1e6 for r in rows if r.get("test") == "seq-write"]
+    writes = [
+        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-write mb_per_s")
+        for r in rows
+        if r.get("test") == "seq-write"
+    ]
     if reads:
         out["nvme_read"] = max(reads)
     if writes:
@@ -99,7 +107,7 @@ def _allreduce(rows: Any, where: str) -> float:
     if not ours:
         raise SpecError(f"{where}: no all-reduce rows from `stoker bench allreduce --json`")
     largest = max(ours, key=lambda r: r["size"])
-    return float(largest["busbw_bps"]) if "busbw_bps" in largest else _rate(largest["busbw"], where)
+    return _rate(largest["busbw_bps"] if "busbw_bps" in largest else largest["busbw"], where)
 
 
 def calibrate(

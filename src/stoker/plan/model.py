@@ -8,6 +8,7 @@ blocking time sets the interval; all of them set the step split, the run length 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..catalog import Catalog
 from ..errors import SpecError
@@ -174,7 +175,23 @@ def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: o
     if spec.workload.kind in ("pretrain", "fine-tune"):
         plan.gpus_idle = s.nodes * s.vm.gpus - s.gpus_used
     plan.recommendations = recommendations(plan, cat, s.vm, plan.warnings)
+    _check_finite(plan.to_dict())
     return plan
+
+
+def _check_finite(value: object, where: str = "plan") -> None:
+    """JSON has no Infinity or NaN: a figure that overflowed means an input out of range."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(
+            f"{where} comes out as {value}: some figure in the spec or catalog is out of "
+            "range (a rate near zero, a huge size or count); check the values it depends on"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{where}[{i}]")
 
 
 def _tokens_per_step(spec: JobSpec) -> float:
