@@ -228,3 +228,13 @@ def test_low_goodput_is_flagged_with_what_to_change(cat, changes):
     assert not any(
         w.startswith("goodput is only") for w in plan(cat, "pretrain-64vm.toml").warnings
     )
+
+
+def test_an_override_price_is_not_called_pay_as_you_go(tmp_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n")
+    note = plan_job(EXAMPLES / "vision-32vm.toml", [mine]).cost.price_note
+    assert note.startswith(f"user catalog override {mine}, ")
+    assert "None" not in note and "pay-as-you-go" not in note
+    builtin = plan_job(EXAMPLES / "pretrain-64vm.toml", load_catalog(defaults=False))
+    assert builtin.cost.price_note.startswith("eastus pay-as-you-go, ")
