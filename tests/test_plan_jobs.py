@@ -95,7 +95,7 @@ def test_lustre_sized_for_capacity_alone_is_called_out(cat):
     )
     assert p.data.chosen.tier == "lustre"
     warn = next(w for w in p.warnings if w.startswith("Lustre sized for capacity"))
-    assert "of the needed throughput" in warn
+    assert "of the throughput the VMs can use" in warn
     assert p.data.chosen.deliverable_bps >= p.data.required_bps * 0.99
 
 

@@ -25,7 +25,7 @@ def recommendations(
     if plan.interconnect:
         recs.append(_interconnect(plan, vm, cat))
     if plan.data:
-        recs.append(_training_data(plan, cat))
+        recs.append(_training_data(plan, cat, vm))
     if plan.checkpoints:
         recs.append(_checkpoints(plan, cat))
     if plan.step:
@@ -113,7 +113,7 @@ def _on_infiniband(ic: InterconnectPlan) -> bool:
     return any(level["name"] == "InfiniBand" for level in ic.levels)
 
 
-def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
+def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
     d = plan.data
     assert d is not None
     ch = d.chosen
@@ -145,10 +145,11 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
         held = d.dataset_bytes + _checkpoints_held(plan)
         by_capacity = dpth.round_up(max(held, sku.min_size), sku.step)
         delivered = dpth.lustre_rated(by_capacity, sku) * cat.lustre_common.delivered_fraction
-        if delivered < d.required_bps:
+        usable = min(d.required_bps, plan.nodes * vm.frontend_nic)  # as datapath sized it
+        if delivered < usable:
             rec.warnings.append(
                 f"Lustre sized for capacity ({fb(by_capacity)}) delivers "
-                f"{_pct(delivered / d.required_bps)} of the needed throughput: "
+                f"{_pct(delivered / usable)} of the throughput the VMs can use: "
                 f"sized for throughput instead, {fb(ch.size_bytes)}"
             )
     if ch.staging_s > 3600:
@@ -168,6 +169,14 @@ def _training_data(plan: Plan, cat: Catalog) -> Recommendation:
         rec.warnings.append(
             f"the GPU waits {fd(stall)} per step on data "
             f"({_pct(stall / plan.step.total_s)} of the step){hint}"
+        )
+    if plan.kind == "data-prep" and stall > 0:
+        asked = d.bytes_per_step / d.required_bps
+        more = "Blob accounts (data.blob_accounts)" if "Blob" in ch.limited_by else "VMs"
+        rec.warnings.append(
+            f"data-prep takes {fd(asked + stall)}, not the {fd(asked)} of run.length: "
+            f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; add {more}, "
+            "or allow a longer run.length"
         )
     if not ch.fits:
         rec.warnings.append(f"{ch.name} cannot hold the data: " + "; ".join(ch.notes))
