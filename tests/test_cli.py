@@ -302,3 +302,24 @@ def test_emit_json_refuses_nan(capsys):
 
     with pytest.raises(ValueError):
         emit_json({"x": float("nan")})
+
+
+@pytest.mark.parametrize("sub", ["prices", "sources"])
+def test_catalog_option_before_a_subcommand_applies_to_it(runner, tmp_path, sub):
+    path = tmp_path / "mine.toml"
+    path.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n", "utf-8")
+    result = runner.invoke(app, ["catalog", "--catalog", str(path), sub, "--json"])
+    _ok(result)
+    data = json.loads(result.stdout)
+    if sub == "prices":
+        row = next(r for r in data if r["vm_size"] == "ND96asr_v4")
+        assert row["price_per_hour"] == 27.2 and row["source"] == "user:mine.toml"
+    else:
+        assert "user:mine.toml" in data
+
+
+def test_catalog_unknown_entry_is_an_error_listing_entries(runner):
+    result = runner.invoke(app, ["catalog", "--entry", "nope"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --entry nope: no catalog entry")
+    assert "vm.ND96isr_H100_v5" in result.stderr and result.stdout == ""
