@@ -238,3 +238,11 @@ def test_an_override_price_is_not_called_pay_as_you_go(tmp_path):
     assert "None" not in note and "pay-as-you-go" not in note
     builtin = plan_job(EXAMPLES / "pretrain-64vm.toml", load_catalog(defaults=False))
     assert builtin.cost.price_note.startswith("eastus pay-as-you-go, ")
+
+
+@pytest.mark.parametrize("as_path", [str, Path])
+def test_plan_job_takes_one_override_path(tmp_path, as_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n")
+    p = plan_job(EXAMPLES / "vision-32vm.toml", as_path(mine))
+    assert p.cost.price_per_vm_hour_usd == 27.2
