@@ -110,10 +110,10 @@ class BlobTier(Entry):
     per_blob_requests_per_s: int | None = None
     max_block: Bytes | None = None
     max_blocks: int | None = None
-    price_hot_gb_month: float | None = None
-    price_cool_gb_month: float | None = None
-    price_cold_gb_month: float | None = None
-    price_archive_gb_month: float | None = None
+    price_hot_gb_month: float | None = Field(default=None, ge=0)
+    price_cool_gb_month: float | None = Field(default=None, ge=0)
+    price_cold_gb_month: float | None = Field(default=None, ge=0)
+    price_archive_gb_month: float | None = Field(default=None, ge=0)
     price_region: str | None = None
 
 
