@@ -246,3 +246,20 @@ def test_plan_job_takes_one_override_path(tmp_path, as_path):
     mine.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n")
     p = plan_job(EXAMPLES / "vision-32vm.toml", as_path(mine))
     assert p.cost.price_per_vm_hour_usd == 27.2
+
+
+def test_sharp_is_reported_only_where_a_level_models_it(cat):
+    on_ib = plan(cat, "pretrain-64vm.toml", cluster__sharp=True)
+    assert on_ib.interconnect.sharp and not any("cluster.sharp" in w for w in on_ib.warnings)
+    ethernet = plan(cat, "llama3-405b-2048vm.toml", cluster__sharp=True)
+    assert ethernet.interconnect.sharp is False and ethernet.interconnect.sharp_requested
+    warn = next(w for w in ethernet.warnings if w.startswith("cluster.sharp is set"))
+    assert "keep the job inside one fabric" in warn
+
+
+def test_checkpoint_volume_has_no_stall_or_staging_as_documented(cat):
+    p = plan(cat, "pretrain-64vm.toml", checkpoints__tier="lustre")
+    vol = p.checkpoints.volume
+    assert vol is not None and vol.stall_per_step_s is None and vol.staging_s == 0.0
+    doc = (EXAMPLES.parent / "docs" / "plan-json.md").read_text()
+    assert "its `stall_per_step_s` is `null` and its `staging_s` is `0`" in doc

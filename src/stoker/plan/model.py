@@ -84,9 +84,10 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
         single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
         single_vm_busbw_measured_bps=s.vm.scaleup_busbw_measured,
+        sharp_requested=spec.cluster.sharp,
         fabric_boundary_vms=s.boundary_vms,
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
-        sharp=spec.cluster.sharp,
+        sharp=any(level.sharp for level in lvls),  # asked for, and on a level that has it
         levels=[dataclasses.asdict(level) for level in lvls],
     )
 

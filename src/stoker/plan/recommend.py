@@ -87,6 +87,12 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             "NCCL's rings cross the frontend Ethernet and the whole gradient exchange runs at "
             f"its pace; {larger}shrink the job to one fabric, or ask Azure for a larger one"
         )
+    if ic.sharp_requested and not ic.sharp:
+        rec.warnings.append(
+            "cluster.sharp is set, but the gradient exchange does not run on InfiniBand, so "
+            "SHARP is not modelled"
+            + ("; keep the job inside one fabric for it to help" if ic.vms_outside_fabric else "")
+        )
     if ic.needs_infiniband:
         rec.choice += (
             f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)"

@@ -34,6 +34,7 @@ class InterconnectPlan:
     sharp: bool
     levels: list[dict[str, Any]] = field(default_factory=list)
     single_vm_busbw_measured_bps: float | None = None  # --measured; it drives the scale-up level
+    sharp_requested: bool = False  # cluster.sharp; `sharp` says whether a level modelled it
 
 
 @dataclass
