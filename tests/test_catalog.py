@@ -371,6 +371,7 @@ BAD_OVERRIDES = [
         "[vm.ND96isr_H100_v5]\nprice_per_hour = -1.0\n",
         ["vm.ND96isr_H100_v5.price_per_hour"],
     ),
+    ("blobprice.toml", "[blob.standard]\nprice_hot_gb_month = -1\n", ["blob.standard.price_hot"]),
     ("incomplete.toml", '[vm.ND_new]\nfamily = "x"\ngpu = "x"\n', ["vm.ND_new.gpus"]),
     (
         "cite-field.toml",

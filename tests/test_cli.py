@@ -244,3 +244,82 @@ def test_catalog_sources_json(runner):
     assert sources["retail-api-h100-eastus"]["verified"] is False
     for key, src in sources.items():
         assert src["published"] or src["retrieved"], key
+
+
+def _folder_or_binary(tmp_path: Path, kind: str) -> Path:
+    if kind == "folder":
+        (tmp_path / "adir").mkdir()
+        return tmp_path / "adir"
+    path = tmp_path / "bin.toml"
+    path.write_bytes(b"\xfb\xff\x00name = 1\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["folder", "binary"])
+@pytest.mark.parametrize("where", ["spec", "--catalog", "--measured"])
+def test_unreadable_inputs_are_one_clear_error(runner, tmp_path, kind, where):
+    bad = str(_folder_or_binary(tmp_path, kind))
+    args = {"spec": [bad], "--catalog": [PRETRAIN, "-c", bad], "--measured": [PRETRAIN, where, bad]}
+    result = runner.invoke(app, ["plan", *args[where]])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error:") and bad in result.stderr
+    assert ("folder" if kind == "folder" else "not UTF-8") in result.stderr
+
+
+@pytest.mark.parametrize("interval", ["0", '"-5 s"'])
+def test_zero_interval_is_refused_not_a_traceback(runner, tmp_path, interval):
+    path = tmp_path / "job.toml"
+    path.write_text(
+        Path(PRETRAIN).read_text().replace('interval = "auto"', f"interval = {interval}")
+    )
+    result = runner.invoke(app, ["plan", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "checkpoints.interval: must be greater than zero, or 'auto'" in result.stderr
+
+
+def test_zero_gpu_mtbf_in_a_catalog_override_is_refused(runner, tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("[reliability]\ngpu_mtbf = 0\n")
+    result = runner.invoke(app, ["plan", PRETRAIN, "-c", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "reliability.gpu_mtbf: Input should be greater than 0" in result.stderr
+
+
+def test_plan_json_never_writes_infinity(runner, tmp_path):
+    path = tmp_path / "huge.toml"
+    text = (
+        Path(PRETRAIN).read_text().replace("tokens_per_s_per_gpu = 1100", 'step_time = "1e300 s"')
+    )
+    path.write_text(text)
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "Infinity" not in result.stdout and result.stdout == ""
+    assert "comes out as inf" in result.stderr and "out of range" in result.stderr
+
+
+def test_emit_json_refuses_nan(capsys):
+    from stoker.cli._output import emit_json
+
+    with pytest.raises(ValueError):
+        emit_json({"x": float("nan")})
+
+
+@pytest.mark.parametrize("sub", ["prices", "sources"])
+def test_catalog_option_before_a_subcommand_applies_to_it(runner, tmp_path, sub):
+    path = tmp_path / "mine.toml"
+    path.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n", "utf-8")
+    result = runner.invoke(app, ["catalog", "--catalog", str(path), sub, "--json"])
+    _ok(result)
+    data = json.loads(result.stdout)
+    if sub == "prices":
+        row = next(r for r in data if r["vm_size"] == "ND96asr_v4")
+        assert row["price_per_hour"] == 27.2 and row["source"] == "user:mine.toml"
+    else:
+        assert "user:mine.toml" in data
+
+
+def test_catalog_unknown_entry_is_an_error_listing_entries(runner):
+    result = runner.invoke(app, ["catalog", "--entry", "nope"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --entry nope: no catalog entry")
+    assert "vm.ND96isr_H100_v5" in result.stderr and result.stdout == ""

@@ -33,8 +33,8 @@ def test_measured_nvme_and_busbw_replace_the_catalog(tmp_path: Path) -> None:
     )
     rows = {c.figure: c for c in slow.calibration}
     assert rows["nvme_write"].measured_bps == 1e9 and rows["nvme_write"].catalog_bps == 33.9e9
-    assert rows["allreduce_busbw_measured"].measured_bps == 300e9
-    assert slow.interconnect.single_vm_busbw_published_bps == 300e9  # type: ignore[union-attr]
+    assert rows["scaleup_busbw_measured"].measured_bps == 300e9
+    assert rows["scaleup_busbw_measured"].catalog_bps == 478.9e9  # the published one-VM figure
     assert slow.to_dict() != base.to_dict() and base.calibration == []
     assert slow.to_dict()["calibration"][0]["figure"] in rows
 
@@ -69,4 +69,22 @@ def test_cli_shows_catalog_and_measured_side_by_side(tmp_path: Path) -> None:
     path = _file(tmp_path, {"allreduce": {"busbw": "440 GB/s"}})
     out = runner.invoke(app, ["plan", str(SPEC), "--measured", str(path), "--markdown"])
     assert out.exit_code == 0, out.output
-    assert "| allreduce_busbw_measured | 479 GB/s | 440 GB/s | 0.92x |" in out.stdout
+    assert "| scaleup_busbw_measured | 479 GB/s | 440 GB/s | 0.92x |" in out.stdout
+
+
+def test_measured_busbw_drives_the_scale_up_level_and_is_labelled_measured(tmp_path: Path) -> None:
+    base = plan_job(SPEC).interconnect
+    slow = plan_job(SPEC, measured=_file(tmp_path, {"allreduce": {"busbw": "100 GB/s"}}))
+    ic = slow.interconnect
+    assert ic is not None and base is not None
+    assert ic.comm_s > 4 * base.comm_s  # 100 GB/s instead of ~480 GB/s
+    assert ic.single_vm_busbw_bps == pytest.approx(100e9, rel=0.01)
+    assert ic.single_vm_busbw_measured_bps == 100e9
+    assert ic.single_vm_busbw_published_bps == base.single_vm_busbw_published_bps
+    assert ic.algorithm.startswith("NVLink 4 + NVSwitch (measured)")
+
+
+@pytest.mark.parametrize("read", [0, "-5 GB/s", float("inf")])
+def test_measured_rates_must_be_above_zero(tmp_path: Path, read: object) -> None:
+    with pytest.raises(SpecError, match=r"nvme.read: .* is not a rate above zero"):
+        plan_job(SPEC, measured=_file(tmp_path, {"nvme": {"read": read}}))

@@ -95,7 +95,7 @@ def test_lustre_sized_for_capacity_alone_is_called_out(cat):
     )
     assert p.data.chosen.tier == "lustre"
     warn = next(w for w in p.warnings if w.startswith("Lustre sized for capacity"))
-    assert "of the needed throughput" in warn
+    assert "of the throughput the VMs can use" in warn
     assert p.data.chosen.deliverable_bps >= p.data.required_bps * 0.99
 
 
@@ -153,3 +153,113 @@ def test_inference_and_data_prep(cat):
 def test_plan_time_errors_name_the_field(cat, changes, field):
     with pytest.raises(SpecError, match=field.replace(".", r"\.")):
         plan(cat, "pretrain-64vm.toml", **changes)
+
+
+def test_run_length_caps_tokens_and_says_what_fits(cat):
+    whole = plan(cat, "pretrain-64vm.toml")
+    capped = plan(cat, "pretrain-64vm.toml", run__length="1 d")
+    assert capped.run.wall_s == pytest.approx(86400)
+    assert capped.run.steps < whole.run.steps == capped.run.steps_asked
+    assert 0 < capped.run.effective_training_fraction < 1
+    assert capped.cost.idle_gpu_usd is None or capped.cost.idle_gpu_usd >= 0
+    warn = next(w for w in capped.warnings if w.startswith("run.length 1 d fits only"))
+    assert "steps asked by run.tokens" in warn
+
+
+def test_run_length_caps_epochs_and_counts_them(cat):
+    p = plan(cat, "finetune-1vm.toml", workload__dataset_size="40 GB", run__length="12 h")
+    assert p.run.asked_by == "workload.epochs"
+    warn = next(w for w in p.warnings if w.startswith("run.length 12 h fits only"))
+    assert "(0.31 of 3 epochs)" in warn
+
+
+def test_run_length_alone_trains_for_its_length(cat):
+    data = spec_of("vision-32vm.toml")
+    del data["workload"]["epochs"]
+    p = make_plan(parse_spec(data), cat)
+    assert p.run.asked_by == "run.length" and p.run.steps_asked is None
+    assert p.run.wall_s == pytest.approx(2 * 86400)
+
+
+def test_examples_ask_for_what_fits(cat):
+    for name in ("finetune-1vm.toml", "vision-32vm.toml"):
+        p = plan(cat, name)
+        assert p.run.steps == pytest.approx(p.run.steps_asked), name
+        assert not any(w.startswith("run.length") for w in p.warnings), name
+
+
+def test_compute_runs_on_the_gpus_the_layout_uses(cat):
+    whole = plan(cat, "pretrain-64vm.toml", cluster__price_per_hour=98.0)
+    dp2 = plan(cat, "pretrain-64vm.toml", workload__dp=2, cluster__price_per_hour=98.0)
+    assert dp2.gpus_idle == 512 - 16 and whole.gpus_idle == 0
+    assert dp2.step.compute_s == pytest.approx(whole.step.compute_s * 512 / 16)
+    assert any(
+        w.startswith("the layout (dp x tp x pp) uses 16 of the 512 GPUs") for w in dp2.warnings
+    )
+    # The idle GPUs are paid for all the wall clock long.
+    assert dp2.cost.idle_gpu_usd > 98.0 * 64 * dp2.run.wall_s / 3600 * 496 / 512 * 0.99
+
+
+def test_more_vms_than_the_gpus_need_is_refused(cat):
+    with pytest.raises(SpecError, match=r"cluster: 2 GPUs fit on 1 x ND96isr_H100_v5"):
+        plan(cat, "pretrain-64vm.toml", cluster__nodes=4, cluster__gpus=2)
+
+
+def test_async_interval_shorter_than_a_save_is_raised_and_flagged(cat):
+    p = plan(cat, "pretrain-64vm.toml", checkpoints__tier="blob", checkpoints__interval="30 s")
+    ck = p.checkpoints
+    assert ck.interval_set_s == 30 and ck.interval_s >= ck.write_s > 30
+    assert ck.interval_basis.startswith("raised from the spec's")
+    assert any(w.startswith("checkpoints.interval 30 s is shorter than") for w in p.warnings)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"reliability__gpu_mtbf": "1 s"}, {"cluster__gpus": 100_000, "cluster__nodes": None}],
+    ids=["mtbf-1s", "100k-gpus"],
+)
+def test_low_goodput_is_flagged_with_what_to_change(cat, changes):
+    data = spec_of("pretrain-64vm.toml", **changes)
+    data["cluster"] = {k: v for k, v in data["cluster"].items() if v is not None}
+    p = make_plan(parse_spec(data), cat)
+    assert p.checkpoints.goodput < 0.9
+    warn = next(w for w in p.warnings if w.startswith("goodput is only"))
+    assert "restart_time" in warn
+    assert not any(
+        w.startswith("goodput is only") for w in plan(cat, "pretrain-64vm.toml").warnings
+    )
+
+
+def test_an_override_price_is_not_called_pay_as_you_go(tmp_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n")
+    note = plan_job(EXAMPLES / "vision-32vm.toml", [mine]).cost.price_note
+    assert note.startswith(f"user catalog override {mine}, ")
+    assert "None" not in note and "pay-as-you-go" not in note
+    builtin = plan_job(EXAMPLES / "pretrain-64vm.toml", load_catalog(defaults=False))
+    assert builtin.cost.price_note.startswith("eastus pay-as-you-go, ")
+
+
+@pytest.mark.parametrize("as_path", [str, Path])
+def test_plan_job_takes_one_override_path(tmp_path, as_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[vm.ND96asr_v4]\nprice_per_hour = 27.20\n")
+    p = plan_job(EXAMPLES / "vision-32vm.toml", as_path(mine))
+    assert p.cost.price_per_vm_hour_usd == 27.2
+
+
+def test_sharp_is_reported_only_where_a_level_models_it(cat):
+    on_ib = plan(cat, "pretrain-64vm.toml", cluster__sharp=True)
+    assert on_ib.interconnect.sharp and not any("cluster.sharp" in w for w in on_ib.warnings)
+    ethernet = plan(cat, "llama3-405b-2048vm.toml", cluster__sharp=True)
+    assert ethernet.interconnect.sharp is False and ethernet.interconnect.sharp_requested
+    warn = next(w for w in ethernet.warnings if w.startswith("cluster.sharp is set"))
+    assert "keep the job inside one fabric" in warn
+
+
+def test_checkpoint_volume_has_no_stall_or_staging_as_documented(cat):
+    p = plan(cat, "pretrain-64vm.toml", checkpoints__tier="lustre")
+    vol = p.checkpoints.volume
+    assert vol is not None and vol.stall_per_step_s is None and vol.staging_s == 0.0
+    doc = (EXAMPLES.parent / "docs" / "plan-json.md").read_text()
+    assert "its `stall_per_step_s` is `null` and its `staging_s` is `0`" in doc

@@ -100,3 +100,22 @@ def test_choose_prefers_the_simplest_tier_that_feeds_the_gpu():
         dp.choose([opt("blob", 0.5), opt("nvme", 0.0, fits=False), opt("lustre", 0.2)], 1.0).tier
         == "lustre"
     )
+
+
+def test_lustre_is_not_sized_past_what_the_nics_take_and_overrun_is_a_warning():
+    from stoker.catalog import load_catalog
+    from stoker.plan import make_plan, parse_spec
+
+    spec = {
+        "cluster": {"vm_size": "NC96ads_A100_v4", "nodes": 8},
+        "workload": {"kind": "data-prep", "dataset_size": "500 TB"},
+        "data": {"tier": "lustre"},
+        "run": {"length": "1 h"},
+    }
+    p = make_plan(parse_spec(spec), load_catalog(defaults=False))
+    nics = 8 * 10e9  # 8 VMs x 80 Gb/s frontend NIC
+    ch = p.data.chosen
+    assert ch.deliverable_bps == nics and ch.limited_by == "the VMs' frontend NICs"
+    assert ch.size_bytes <= 460 * 2**40  # the capacity (456 TiB), not 584 TiB for 292 GB/s
+    warn = next(w for w in p.warnings if w.startswith("data-prep takes"))
+    assert "not the 1 h of run.length" in warn and "add VMs" in warn

@@ -215,3 +215,46 @@ def test_host_copy_bandwidth_is_a_rate(tmp_path):
         _spec(tmp_path, GOOD + '[checkpoints]\nhost_copy_bw_per_gpu = "25 GB"\n', name="size.toml")
     )
     assert "checkpoints.host_copy_bw_per_gpu" in message
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("[run]\nsteps = 10\ntokens = '1T'", "run: give 'steps' or 'tokens', not both"),
+        (
+            "dataset_size = '1 TB'\nepochs = 2\n[run]\ntokens = '1T'",
+            "workload.epochs and run.tokens both say how long to train",
+        ),
+    ],
+)
+def test_two_amounts_of_training_are_refused(tmp_path, extra, message):
+    assert message in _error(_spec(tmp_path, GOOD + extra))
+
+
+def test_a_missing_workload_does_not_hide_other_errors(tmp_path):
+    message = _error(_spec(tmp_path, '[cluster]\nvm_size = "ND96isr_H100_v5"\nnodes = "four"\n'))
+    assert "cluster.nodes:" in message
+    assert "workload: give 'step_time'" in message
+    assert "(top level)" not in message
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("reliability.gpu_mtbf", 0, "reliability.gpu_mtbf: Input should be greater than 0"),
+        ("run.length", 0, "run.length: Input should be greater than 0"),
+        ("workload.step_time", 0, "workload.step_time: Input should be greater than 0"),
+        ("cluster.nodes", 10**23, "cluster.nodes: Input should be less than"),
+        ("cluster.gpus", 2_000_000, "cluster.gpus: Input should be less than"),
+        ("workload.tokens_per_s_per_gpu", 1e-300, "workload.tokens_per_s_per_gpu: Input"),
+    ],
+)
+def test_zero_and_absurd_values_are_refused_not_replaced(field, value, message):
+    data = {
+        "cluster": {"vm_size": "ND96isr_H100_v5", "nodes": 4},
+        "workload": {"step_time": "1 s", "seq_len": 4096},
+    }
+    section, key = field.split(".")
+    data.setdefault(section, {})[key] = value
+    with pytest.raises(SpecError, match=message):
+        parse_spec(data)

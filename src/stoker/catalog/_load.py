@@ -74,8 +74,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text("utf-8"))
     except FileNotFoundError as exc:
         raise CatalogError(f"catalog file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise CatalogError(f"catalog file {path} is a folder; give a TOML file") from exc
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"catalog file {path} is not UTF-8 text ({exc.reason})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"catalog file {path} is not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise CatalogError(f"catalog file {path} cannot be read: {exc.strerror}") from exc
 
 
 def merge_override(base: dict[str, Any], override: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -77,6 +77,9 @@ class VmSize(Entry):
     frontend_nic: Rate
     allreduce_busbw_measured: Rate | None = None
     allreduce_busbw_floor: Rate | None = None
+    # Set by `stoker plan --measured` only: one VM's all-reduce busbw as measured on the VMs;
+    # the scale-up level then runs at it instead of the NCCL-model figure.
+    scaleup_busbw_measured: Rate | None = None
     price_per_hour: float | None = Field(default=None, gt=0)
     price_region: str | None = None
 
@@ -107,10 +110,10 @@ class BlobTier(Entry):
     per_blob_requests_per_s: int | None = None
     max_block: Bytes | None = None
     max_blocks: int | None = None
-    price_hot_gb_month: float | None = None
-    price_cool_gb_month: float | None = None
-    price_cold_gb_month: float | None = None
-    price_archive_gb_month: float | None = None
+    price_hot_gb_month: float | None = Field(default=None, ge=0)
+    price_cool_gb_month: float | None = Field(default=None, ge=0)
+    price_cold_gb_month: float | None = Field(default=None, ge=0)
+    price_archive_gb_month: float | None = Field(default=None, ge=0)
     price_region: str | None = None
 
 
@@ -153,7 +156,7 @@ class NetAppLevel(Entry):
 
 
 class Reliability(Entry):
-    gpu_mtbf: Duration
+    gpu_mtbf: Duration = Field(gt=0)
     effective_training_fraction: float = Field(gt=0, le=1)
 
 

@@ -21,7 +21,9 @@ stderr = Console(stderr=True)
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str, sort_keys=False) + "\n")
+    # Strict JSON: Infinity and NaN are not JSON, and the library never hands them over.
+    text = json.dumps(data, indent=2, default=str, sort_keys=False, allow_nan=False)
+    sys.stdout.write(text + "\n")
 
 
 def emit_text(text: str) -> None:

@@ -43,6 +43,11 @@ def _fmt(field: str, value: object) -> str:
     return format_bytes(value, binary=field not in ("gpu_memory", "memory"))
 
 
+def _layers(ctx: typer.Context, own: list[Path] | None) -> list[Path]:
+    """Catalog files given before the subcommand (``catalog -c F prices``), then after it."""
+    return [*(ctx.obj or ()), *(own or ())]
+
+
 @app.callback(invoke_without_command=True)
 @command
 def catalog(
@@ -58,13 +63,18 @@ def catalog(
 ) -> None:
     """List every figure with its source and date."""
     if ctx.invoked_subcommand:
+        ctx.obj = list(catalog_files or ())  # `catalog -c F prices` lays F under prices too
         return
     from rich.table import Table
 
     from ..catalog import load_catalog
+    from ..errors import CatalogError
 
     cat = load_catalog(catalog_files or ())
     rows = list(cat.figures(entry))
+    if not rows:
+        known = ", ".join(where for where, _ in cat.entries())
+        raise CatalogError(f"--entry {entry}: no catalog entry starts so; entries: {known}")
     if json_out:
         emit_json({"catalog": cat.catalog.model_dump(mode="json"), "figures": rows})
         return
@@ -94,14 +104,16 @@ def catalog(
 @app.command("sources")
 @command
 def sources(
-    catalog_files: CatalogOpt = None, json_out: Annotated[bool, typer.Option("--json")] = False
+    ctx: typer.Context,
+    catalog_files: CatalogOpt = None,
+    json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List the catalog's sources with their dates."""
     from rich.table import Table
 
     from ..catalog import load_catalog
 
-    cat = load_catalog(catalog_files or ())
+    cat = load_catalog(_layers(ctx, catalog_files))
     if json_out:
         emit_json({k: v.model_dump(mode="json") for k, v in cat.sources.items()})
         return
@@ -119,6 +131,7 @@ def sources(
 @app.command("prices")
 @command
 def prices(
+    ctx: typer.Context,
     refresh: Annotated[
         bool, typer.Option("--refresh", help="Read the Azure Retail Prices API.")
     ] = False,
@@ -133,7 +146,8 @@ def prices(
     """Show VM prices and their sources; --refresh updates them from the Retail Prices API."""
     from ..catalog import default_prices_path, load_catalog, refresh_prices
 
-    cat = load_catalog(catalog_files or ())
+    layers = _layers(ctx, catalog_files)
+    cat = load_catalog(layers)
     if refresh:
         path = output or default_prices_path()
         found = refresh_prices(list(cat.vm), region, path)
@@ -141,7 +155,7 @@ def prices(
             f"wrote {len(found)} prices for {region} to {path}; "
             f"{len(cat.vm) - len(found)} sizes not listed there"
         )
-        cat = load_catalog([*(catalog_files or ()), *([path] if output else [])])
+        cat = load_catalog([*layers, *([path] if output else [])])
     rows = []
     for name, vm in cat.vm.items():
         src = cat.sources[vm.source_of("price_per_hour")] if vm.price_per_hour else None

@@ -11,13 +11,15 @@ plan lists every replaced figure beside the catalog's. The file is JSON:
 ``nvme`` may also be ``{"read": "20 GB/s", "write": "12 GB/s"}`` and ``allreduce``
 ``{"busbw": "450 GB/s"}``. From storage rows the best cold sequential read and the best
 sequential write are taken; from all-reduce rows, the busbw at the largest message size (the
-catalog's figure is the 8 GB one).
+catalog's published figure is the 8 GB one). The all-reduce was run across one VM's GPUs, so it
+becomes the VM size's ``scaleup_busbw_measured``: the bandwidth of the plan's scale-up level.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,17 @@ class Calibration:
 
 def read_measured(path: str | Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text("utf-8"))
     except FileNotFoundError as exc:
         raise SpecError(f"--measured {path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"--measured {path}: is a folder; give the JSON file") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"--measured {path}: not UTF-8 text ({exc.reason})") from exc
     except json.JSONDecodeError as exc:
         raise SpecError(f"--measured {path}: not JSON ({exc.msg}, line {exc.lineno})") from exc
+    except OSError as exc:
+        raise SpecError(f"--measured {path}: cannot be read: {exc.strerror}") from exc
     if not isinstance(data, dict):
         raise SpecError(f"--measured {path}: expected an object with nvme and/or allreduce")
     unknown = set(data) - {"vm", "nvme", "allreduce"}
@@ -57,9 +65,12 @@ def read_measured(path: str | Path) -> dict[str, Any]:
 
 def _rate(value: Any, where: str) -> float:
     try:
-        return float(parse_rate(value)) if isinstance(value, str) else float(value)
+        rate = float(parse_rate(value)) if isinstance(value, str) else float(value)
     except (ValueError, TypeError) as exc:
         raise SpecError(f"{where}: {value!r} is not a rate (e.g. '20 GB/s')") from exc
+    if not 0 < rate < math.inf:
+        raise SpecError(f"{where}: {value!r} is not a rate above zero; measure it again")
+    return rate
 
 
 def _storage(rows: Any, where: str) -> dict[str, float]:
@@ -69,11 +80,15 @@ def _storage(rows: Any, where: str) -> dict[str, float]:
         }
     out: dict[str, float] = {}
     reads = [
-        r["mb_per_s"] * 1e6
+        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-read mb_per_s")
         for r in rows
         if r.get("test") == "seq-read" and r.get("cache") == "cold"
     ]
-    writes = [r["mb_per_s"] * 1e6 for r in rows if r.get("test") == "seq-write"]
+    writes = [
+        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-write mb_per_s")
+        for r in rows
+        if r.get("test") == "seq-write"
+    ]
     if reads:
         out["nvme_read"] = max(reads)
     if writes:
@@ -92,7 +107,7 @@ def _allreduce(rows: Any, where: str) -> float:
     if not ours:
         raise SpecError(f"{where}: no all-reduce rows from `stoker bench allreduce --json`")
     largest = max(ours, key=lambda r: r["size"])
-    return float(largest["busbw_bps"]) if "busbw_bps" in largest else _rate(largest["busbw"], where)
+    return _rate(largest["busbw_bps"] if "busbw_bps" in largest else largest["busbw"], where)
 
 
 def calibrate(
@@ -108,11 +123,15 @@ def calibrate(
     if "nvme" in data:
         measured |= _storage(data["nvme"], f"--measured {path}: nvme")
     if "allreduce" in data:
-        measured["allreduce_busbw_measured"] = _allreduce(
+        measured["scaleup_busbw_measured"] = _allreduce(
             data["allreduce"], f"--measured {path}: allreduce"
         )
+    # The catalog's counterpart of a one-VM busbw is the published one (the benchmarking guide).
+    counterpart = {"scaleup_busbw_measured": "allreduce_busbw_measured"}
     rows = [
-        Calibration(name, getattr(vm, name), value, f"{Path(path).name}: {name}")
+        Calibration(
+            name, getattr(vm, counterpart.get(name, name)), value, f"{Path(path).name}: {name}"
+        )
         for name, value in measured.items()
     ]
     cite = dict(vm.cite) | {name: SOURCE for name in measured}

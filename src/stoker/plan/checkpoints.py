@@ -113,15 +113,20 @@ def _checkpoint_on(
             (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS
         )
         blocking, in_flight = size / s.gpus / host_bw, recoverable_s
-    mtbf = rel.job_mtbf(spec.reliability.gpu_mtbf or cat.reliability.gpu_mtbf, s.gpus)
+    gpu_mtbf = spec.reliability.gpu_mtbf
+    mtbf = rel.job_mtbf(cat.reliability.gpu_mtbf if gpu_mtbf is None else gpu_mtbf, s.gpus)
     restart = spec.reliability.restart_time
     # The next checkpoint cannot start before the previous one is safe, nor within one step.
     floor = max(step_s, in_flight if ck.mode == "async" else 0.0)
     optimal = rel.best_interval(blocking, mtbf, floor)
-    interval = optimal if ck.interval == "auto" else ck.interval
-    basis = "Young/Daly optimum" if ck.interval == "auto" else "set in the spec"
-    if ck.interval == "auto" and optimal == floor and floor > step_s:
-        basis = "as soon as the previous one is safe; Daly's optimum is shorter"
+    if ck.interval == "auto":
+        interval, basis = optimal, "Young/Daly optimum"
+        if optimal == floor and floor > step_s:
+            basis = "as soon as the previous one is safe; Daly's optimum is shorter"
+    elif ck.interval < floor:  # saves cannot start faster than the last one becomes safe
+        interval, basis = floor, "raised from the spec's: the previous save is not safe sooner"
+    else:
+        interval, basis = ck.interval, "set in the spec"
     waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
     best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
     return CheckpointPlan(
@@ -141,4 +146,5 @@ def _checkpoint_on(
         waste,
         1 - waste,
         1 - best,
+        interval_set_s=None if ck.interval == "auto" else ck.interval,
     )

@@ -29,8 +29,12 @@ def vm_price(spec: JobSpec, cat: Catalog, s: Shape) -> tuple[float | None, str]:
             f"no public price for {spec.cluster.vm_size} in the catalog: set "
             "cluster.price_per_hour or run `stoker catalog prices --refresh`"
         )
-    source = cat.sources[vm.source_of("price_per_hour")]
-    note = f"{vm.price_region} pay-as-you-go, {source.date.isoformat()}"
+    key = vm.source_of("price_per_hour")
+    source = cat.sources[key]
+    # Only the Retail Prices API (built in, or refreshed) lists pay-as-you-go prices; any other
+    # source, a user's negotiated rate in an override file say, is named as it is.
+    kind = "pay-as-you-go" if key.startswith("retail-api") else source.title
+    note = f"{vm.price_region + ' ' if vm.price_region else ''}{kind}, {source.date.isoformat()}"
     if not source.verified:
         note += ", recorded by a third party, not verified"
     if vm.price_region and vm.price_region != spec.cluster.region:
@@ -102,7 +106,8 @@ def cost_plan(
     )
     idle = None
     if price is not None and run is not None:  # serving has no step split to judge idleness
-        useful = run.effective_training_fraction
+        # GPUs the layout leaves unused are idle all the time, and paid for all the same.
+        useful = run.effective_training_fraction * s.gpus_used / (s.nodes * s.vm.gpus)
         idle = price * (s.nodes * wall_s / 3600 * (1 - useful) + s.nodes * on_vms / 3600)
     unknown = [i.item for i in items if i.usd is None]
     known = sum(i.usd for i in items if i.usd is not None)

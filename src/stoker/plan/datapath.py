@@ -50,6 +50,12 @@ class TierOption:
     notes: list[str] = field(default_factory=list)
 
 
+def usable_rate(need: DataNeed, vm: VmSize) -> float:
+    """The rate worth provisioning a shared tier for: what the job needs, but no more than the
+    VMs' frontend NICs can take in."""
+    return min(need.rate, need.nodes * vm.frontend_nic)
+
+
 def stall(need: DataNeed, deliverable: float | None) -> float | None:
     if deliverable is None:
         return None
@@ -142,7 +148,7 @@ def lustre_option(
 ) -> TierOption:
     sku, common = cat.lustre[sku_name], cat.lustre_common
     size = lustre_size(
-        need.dataset_bytes + extra_capacity, need.rate, sku, common.delivered_fraction
+        need.dataset_bytes + extra_capacity, usable_rate(need, vm), sku, common.delivered_fraction
     )
     rated = lustre_rated(size, sku)
     deliverable, limit = _cap(
@@ -190,7 +196,7 @@ def cheapest_lustre(
 
     def overshoot(o: TierOption) -> float:
         rated = lustre_rated(o.size_bytes or 0.0, cat.lustre[o.sku or ""])
-        return rated / max(need.rate, 1.0) + (o.size_bytes or 0.0) / capacity
+        return rated / max(usable_rate(need, vm), 1.0) + (o.size_bytes or 0.0) / capacity
 
     return min(fitting, key=overshoot)
 
@@ -226,7 +232,7 @@ def _shared_volume(
 
 def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierOption:
     lvl = cat.netapp[level]
-    by_rate = need.rate / lvl.throughput_per_tib * TIB
+    by_rate = usable_rate(need, vm) / lvl.throughput_per_tib * TIB
     size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
     throughput = min(size / TIB * lvl.throughput_per_tib, lvl.max_throughput)
     price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
@@ -254,7 +260,7 @@ def files_throughput(size_bytes: float, cat: Catalog, tier: str = "premium_v1") 
 def files_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str = "premium_v1") -> TierOption:
     t = cat.files[tier]
     per_gib = t.throughput_per_gib or 0.0
-    by_rate = (need.rate - t.base_throughput) / per_gib * GIB if per_gib else 0.0
+    by_rate = (usable_rate(need, vm) - t.base_throughput) / per_gib * GIB if per_gib else 0.0
     size = min(max(need.dataset_bytes, by_rate, t.min_size), t.max_size)
     price = None if t.price_per_gib_month is None else t.price_per_gib_month * size / GIB / 730
     return _shared_volume(

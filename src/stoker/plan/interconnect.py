@@ -69,14 +69,19 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
     out: list[Level] = []
     if lay.ranks_per_domain > 1:
         bw = vm.scaleup_links * (vm.scaleup_link_bw or 0.0)
+        name, nvls = vm.scaleup, vm.nvls_efficiency
+        if vm.scaleup_busbw_measured:
+            # A ring all-reduce's busbw is its per-rank bandwidth; the measurement already
+            # holds whatever algorithm (NVLS or ring) NCCL picked, so no NVLS on top.
+            bw, name, nvls = vm.scaleup_busbw_measured, f"{vm.scaleup} (measured)", None
         out.append(
             Level(
-                vm.scaleup,
+                name,
                 lay.ranks_per_domain,
                 bw,
                 fabric.nvlink_ring_latency,
                 fabric.nvlink_ring_latency,
-                vm.nvls_efficiency,
+                nvls,
             )
         )
     # Every GPU of a VM talks on its own rail (and shares the frontend NIC): all dp groups

@@ -15,19 +15,22 @@ from .spec import JobSpec, load_spec, parse_spec
 
 def plan_job(
     spec: str | Path | JobSpec | dict[str, Any],
-    catalog: Catalog | Iterable[str | Path] = (),
+    catalog: Catalog | str | Path | Iterable[str | Path] = (),
     *,
     measured: str | Path | None = None,
 ) -> Plan:
     """Plan ``spec`` (a TOML path, a parsed JobSpec or a dict) against the built-in catalog laid
-    under ``catalog`` override files (or a Catalog already loaded); with ``measured``, a file
-    of figures measured on the VMs replaces the catalog's (plan/calibrate.py)."""
+    under ``catalog`` override files (one path, a list, or a Catalog already loaded); with
+    ``measured``, a file of figures measured on the VMs replaces the catalog's
+    (plan/calibrate.py)."""
     if isinstance(spec, JobSpec):
         job = spec
     elif isinstance(spec, dict):
         job = parse_spec(spec)
     else:
         job = load_spec(spec)
+    if isinstance(catalog, str | Path):  # one override file, not an iterable of characters
+        catalog = [catalog]
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     rows: list = []
     if measured is not None:

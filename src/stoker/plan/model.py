@@ -8,6 +8,7 @@ blocking time sets the interval; all of them set the step split, the run length 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..catalog import Catalog
 from ..errors import SpecError
@@ -35,7 +36,7 @@ def compute_step_s(spec: JobSpec, s: Shape) -> float:
     if w.step_time is not None:
         return w.step_time
     tokens = w.global_batch * (w.seq_len or 0)
-    return tokens / ((w.tokens_per_s_per_gpu or 1.0) * s.gpus)
+    return tokens / ((w.tokens_per_s_per_gpu or 1.0) * s.gpus_used)
 
 
 def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> InterconnectPlan:
@@ -82,9 +83,11 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
         single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
         single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
+        single_vm_busbw_measured_bps=s.vm.scaleup_busbw_measured,
+        sharp_requested=spec.cluster.sharp,
         fabric_boundary_vms=s.boundary_vms,
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
-        sharp=spec.cluster.sharp,
+        sharp=any(level.sharp for level in lvls),  # asked for, and on a level that has it
         levels=[dataclasses.asdict(level) for level in lvls],
     )
 
@@ -170,8 +173,26 @@ def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: o
         cost,
         **sections,
     )  # type: ignore[arg-type]
+    if spec.workload.kind in ("pretrain", "fine-tune"):
+        plan.gpus_idle = s.nodes * s.vm.gpus - s.gpus_used
     plan.recommendations = recommendations(plan, cat, s.vm, plan.warnings)
+    _check_finite(plan.to_dict())
     return plan
+
+
+def _check_finite(value: object, where: str = "plan") -> None:
+    """JSON has no Infinity or NaN: a figure that overflowed means an input out of range."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(
+            f"{where} comes out as {value}: some figure in the spec or catalog is out of "
+            "range (a rate near zero, a huge size or count); check the values it depends on"
+        )
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{where}[{i}]")
 
 
 def _tokens_per_step(spec: JobSpec) -> float:
@@ -205,7 +226,7 @@ def _step_and_run(
     ckpt: CheckpointPlan | None,
     sample: float,
 ) -> tuple[StepPlan | None, RunPlan]:
-    w, r = spec.workload, spec.run
+    r = spec.run
     if ckpt is None:  # data-prep: no steps, the run is its length plus any stall
         stall = data.chosen.stall_per_step_s or 0.0
         wall = need.ideal_step_s + stall
@@ -218,14 +239,26 @@ def _step_and_run(
     step = StepPlan(compute, exposed, stall, ckpt_s, total, compute / total if total else 0.0)
     # Failure losses beyond the checkpoint blocking already in the step.
     failure_share = max(0.0, ckpt.waste_fraction - blocking_share)
-    if r.steps:
-        steps = float(r.steps)
-    elif r.tokens:
-        steps = r.tokens / _tokens_per_step(spec)
-    elif r.length:
-        steps = r.length * (1 - failure_share) / total
-    else:
-        steps = need.dataset_bytes * w.epochs / (w.global_batch * sample)
+    asked, basis = _steps_asked(spec, need, sample)
+    steps = asked
+    if r.length is not None:  # a cap: the run stops at its length, done or not
+        fit = r.length * (1 - failure_share) / total
+        steps = fit if asked is None else min(asked, fit)
+    assert steps is not None  # _steps_asked answers unless run.length is set
     productive = steps * total
-    wall = r.length or productive / max(1e-9, 1 - failure_share)
-    return step, RunPlan(steps, productive, wall, steps * compute / wall if wall else 0.0)
+    wall = productive / max(1e-9, 1 - failure_share)
+    useful = steps * compute / wall if wall else 0.0
+    return step, RunPlan(steps, productive, wall, useful, asked, basis)
+
+
+def _steps_asked(spec: JobSpec, need: dpth.DataNeed, sample: float) -> tuple[float | None, str]:
+    """The steps the spec asks for and the field that asks; (None, "run.length") when only the
+    length says how long to train."""
+    w, r = spec.workload, spec.run
+    if r.steps is not None:
+        return float(r.steps), "run.steps"
+    if r.tokens is not None:
+        return r.tokens / _tokens_per_step(spec), "run.tokens"
+    if r.length is not None and "epochs" not in w.model_fields_set:
+        return None, "run.length"
+    return need.dataset_bytes * w.epochs / (w.global_batch * sample), "workload.epochs"

@@ -33,6 +33,8 @@ class InterconnectPlan:
     vms_outside_fabric: int
     sharp: bool
     levels: list[dict[str, Any]] = field(default_factory=list)
+    single_vm_busbw_measured_bps: float | None = None  # --measured; it drives the scale-up level
+    sharp_requested: bool = False  # cluster.sharp; `sharp` says whether a level modelled it
 
 
 @dataclass
@@ -79,6 +81,7 @@ class CheckpointPlan:
     goodput: float
     goodput_at_optimal: float
     volume: TierChoice | None = None  # a Lustre or NetApp volume for checkpoints alone
+    interval_set_s: float | None = None  # checkpoints.interval from the spec; None for auto
 
 
 @dataclass
@@ -97,6 +100,8 @@ class RunPlan:
     productive_s: float  # steps x step time, checkpoints included
     wall_s: float  # with failures, restarts and lost work
     effective_training_fraction: float  # useful compute / wall clock
+    steps_asked: float | None = None  # what the spec asks for; None when only run.length does
+    asked_by: str = "run.length"  # run.steps, run.tokens, workload.epochs or run.length
 
 
 @dataclass
@@ -159,6 +164,7 @@ class Plan:
     recommendations: list[Recommendation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     calibration: list[Any] = field(default_factory=list)  # plan/calibrate.py's Calibration rows
+    gpus_idle: int = 0  # GPUs on the VMs that the layout (dp x tp x pp) leaves unused
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

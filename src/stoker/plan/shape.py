@@ -19,6 +19,7 @@ class Shape:
     gpus: int
     dp: int
     boundary_vms: int
+    gpus_used: int  # dp x tp x pp: the GPUs the layout runs on; the VMs' others sit idle
 
 
 def shape(spec: JobSpec, cat: Catalog) -> Shape:
@@ -29,6 +30,11 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
     vm = cat.vm[c.vm_size]
     nodes = c.nodes or math.ceil((c.gpus or 0) / vm.gpus)
     gpus = c.gpus or nodes * vm.gpus
+    if c.nodes and c.gpus and nodes > math.ceil(gpus / vm.gpus):
+        raise SpecError(
+            f"cluster: {gpus} GPUs fit on {math.ceil(gpus / vm.gpus)} x {c.vm_size}, "
+            f"but nodes = {nodes} pays for more VMs; give nodes or gpus alone"
+        )
     if gpus > nodes * vm.gpus:
         raise SpecError(
             f"cluster: {gpus} GPUs do not fit on {nodes} x {c.vm_size} "
@@ -48,4 +54,4 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
             "availability_set": cat.fabric.availability_set_vms,
         }[c.placement]
     )
-    return Shape(vm, nodes, gpus, dp, boundary)
+    return Shape(vm, nodes, gpus, dp, boundary, dp * w.tp * w.pp)

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .._validation import describe
 from ..errors import SpecError
 from ..quantities import Bytes, Count, Duration, Rate
+from ..units import parse_duration
 
 WorkloadKind = Literal["pretrain", "fine-tune", "inference", "data-prep"]
 Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
@@ -25,6 +34,9 @@ Sharding = Literal["ddp", "fsdp"]
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+# Far past any Azure cluster: a bigger number is a typo, and would only overflow the arithmetic.
+MAX_VMS = 100_000
+MAX_GPUS = 1_000_000
 
 
 class _Section(BaseModel):
@@ -33,8 +45,10 @@ class _Section(BaseModel):
 
 class Cluster(_Section):
     vm_size: str = Field(description="Catalog VM size, e.g. ND96isr_H100_v5")
-    nodes: int | None = Field(default=None, gt=0, description="number of VMs")
-    gpus: int | None = Field(default=None, gt=0, description="number of GPUs (or give nodes)")
+    nodes: int | None = Field(default=None, gt=0, le=MAX_VMS, description="number of VMs")
+    gpus: int | None = Field(
+        default=None, gt=0, le=MAX_GPUS, description="number of GPUs (or give nodes)"
+    )
     region: str = "eastus"
     placement: Placement = "scale_set"
     fabric_boundary_vms: int | None = Field(
@@ -52,9 +66,10 @@ class Cluster(_Section):
 
 class Workload(_Section):
     kind: WorkloadKind = "pretrain"
-    step_time: Duration | None = Field(default=None, description="compute time of one step")
+    step_time: Duration | None = Field(default=None, gt=0, description="compute time of a step")
     params: Count | None = Field(default=None, description="model parameters, e.g. '70B'")
-    tokens_per_s_per_gpu: float | None = Field(default=None, gt=0)
+    # At least 1 token/s: no GPU trains slower, and a tiny rate only overflows the arithmetic.
+    tokens_per_s_per_gpu: float | None = Field(default=None, ge=1, le=1e9)
     global_batch: int = Field(default=1024, gt=0, description="samples per optimizer step")
     seq_len: int | None = Field(default=None, gt=0, description="tokens per sample")
     sample_size: Bytes | None = Field(default=None, description="bytes per sample as stored")
@@ -92,10 +107,14 @@ class Data(_Section):
     blob_accounts: int = Field(default=1, gt=0)
 
 
+def _duration_or_auto(value: object) -> object:
+    return value if value == "auto" else parse_duration(value)  # type: ignore[arg-type]
+
+
 class Checkpoints(_Section):
     size: Bytes | None = Field(default=None, description="whole checkpoint; else derived")
     bytes_per_param: float = Field(default=14.0, gt=0, description="bf16 weights + fp32 Adam")
-    interval: Duration | Literal["auto"] = "auto"
+    interval: Annotated[float | Literal["auto"], BeforeValidator(_duration_or_auto)] = "auto"
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
     keep: int = Field(default=3, gt=0)
@@ -103,29 +122,60 @@ class Checkpoints(_Section):
         default=None, description="device-to-host bytes/s per GPU for async snapshots"
     )
 
+    @field_validator("interval")
+    @classmethod
+    def _positive_interval(cls, value: float | str) -> float | str:
+        if value != "auto" and float(value) <= 0:
+            raise ValueError("must be greater than zero, or 'auto'")
+        return value
+
 
 class Reliability(_Section):
-    gpu_mtbf: Duration | None = Field(default=None, description="per GPU; default from catalog")
+    gpu_mtbf: Duration | None = Field(
+        default=None, gt=0, description="per GPU; default from catalog"
+    )
     restart_time: Duration = Field(default=600.0, description="detect + reschedule + reload")
 
 
 class Run(_Section):
-    length: Duration | None = Field(default=None, description="wall-clock length of the run")
+    length: Duration | None = Field(
+        default=None, gt=0, description="wall-clock length; caps the training the spec asks for"
+    )
     tokens: Count | None = Field(default=None, description="tokens to train (derives length)")
     steps: int | None = Field(default=None, gt=0)
     idle_storage: Duration = Field(
         default=48 * 3600.0, description="how long fast tiers may sit unused (a weekend)"
     )
 
+    @model_validator(mode="after")
+    def _one_amount(self) -> Run:
+        if self.steps is not None and self.tokens is not None:
+            raise ValueError("give 'steps' or 'tokens', not both: each says how long to train")
+        return self
+
 
 class JobSpec(_Section):
     name: str = "job"
     cluster: Cluster
-    workload: Workload = Field(default_factory=Workload)
+    # A missing section is validated as an empty one, in its own field, so its errors carry
+    # its name and come with every other error of the spec.
+    workload: Workload = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
     data: Data = Field(default_factory=Data)
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     reliability: Reliability = Field(default_factory=Reliability)
     run: Run = Field(default_factory=Run)
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> JobSpec:
+        # With the dataset's size known, epochs is an amount of training like steps or tokens.
+        w, r = self.workload, self.run
+        given = "epochs" in w.model_fields_set and w.dataset_size is not None
+        if given and w.kind in ("pretrain", "fine-tune") and (r.steps or r.tokens):
+            other = "run.steps" if r.steps else "run.tokens"
+            raise ValueError(
+                f"workload.epochs and {other} both say how long to train: give one of them"
+            )
+        return self
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -135,8 +185,14 @@ def load_spec(path: str | Path) -> JobSpec:
         data = tomllib.loads(path.read_text("utf-8"))
     except FileNotFoundError as exc:
         raise SpecError(f"{path}: no such job spec; see examples/ for some to start from") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"{path}: is a folder; give the job spec's TOML file") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); a job spec is TOML") from exc
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the job spec: {exc.strerror}") from exc
     return parse_spec(data, source=str(path))
 
 
