@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -98,11 +100,32 @@ def test_interval_follows_young_daly_and_schedules_saves(tmp_path: Path) -> None
     by_gpu = checkpoint_interval(10, gpus=16384, gpu_mtbf="50000h")
     assert by_gpu == checkpoint_interval(10, mtbf=50000 * 3600 / 16384)
     assert round(by_gpu, 1) == 462.1
+    # gpus alone: the catalog's GPU MTBF, as the plan uses
+    assert checkpoint_interval(10, gpus=512) == checkpoint_interval(10, gpus=512, gpu_mtbf="50677h")
     with Checkpointer(tmp_path / "f", mtbf="3h") as ckpt:
         assert ckpt.maybe_save(1, {"x": torch.zeros(4)}) is not None  # the first one measures
         ckpt.wait()
         assert ckpt.interval_s is not None and ckpt.interval_s > 1
         assert ckpt.maybe_save(2, {"x": torch.zeros(4)}) is None  # too soon
+
+
+def test_maybe_save_never_starts_a_save_while_it_cannot_know_the_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps shorter than a save's write: while the first save was being written the interval
+    was unknown, which counted as 'save now', so every step saved (and waited for the last)."""
+    from stoker.checkpoint._checkpointer import Checkpointer as Ck
+
+    write = Ck._write_fast
+    monkeypatch.setattr(Ck, "_write_fast", lambda self, *a: (time.sleep(0.5), write(self, *a)))
+    with Checkpointer(tmp_path / "f", mtbf="3h", keep_last=100) as ckpt:
+        saved = [
+            s for s in range(20) if ckpt.maybe_save(s, {"x": torch.zeros(4)}) or time.sleep(0.01)
+        ]
+        assert saved == [0]
+        ckpt.wait()
+        assert ckpt.interval_s is not None and ckpt.interval_s > 1  # (not yet passed)
+        assert ckpt.maybe_save(20, {"x": torch.zeros(4)}) is None
 
 
 def test_verify_of_a_folder_with_no_checkpoint_is_an_error(tmp_path: Path) -> None:

@@ -90,6 +90,7 @@ class Checkpointer:
         self.durable = Tier("durable", durable, self._io) if durable is not None else None
         self.group = Group()
         self.last_save: SaveStats | None = None
+        self._measured: SaveStats | None = None  # the newest save whose write has finished
         self._snapshot: Snapshot | None = None
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-write")
         self._uploader = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-upload")
@@ -162,25 +163,31 @@ class Checkpointer:
                         gone.add(later)
         if self.last_save and self.last_save.step > step:
             self.last_save = None
+        if self._measured and self._measured.step > step:
+            self._measured = None
         self._newest = None
         return sorted(gone)
 
     @property
     def interval_s(self) -> float | None:
-        """Young/Daly's interval from the last save's measured blocking and write times and
-        ``mtbf``; None before the first save or without an MTBF."""
-        last = self.last_save
-        if self.mtbf is None or last is None or last.fast_s is None:
+        """Young/Daly's interval from the newest finished save's measured blocking and write
+        times and ``mtbf``; None until a save has finished, or without an MTBF."""
+        done = self._measured
+        if self.mtbf is None or done is None or done.fast_s is None:
             return None
-        return checkpoint_interval(last.blocking_s, last.durable_s or last.fast_s, mtbf=self.mtbf)
+        return checkpoint_interval(done.blocking_s, done.durable_s or done.fast_s, mtbf=self.mtbf)
 
     def maybe_save(self, step: int, state: Any) -> SaveStats | None:
-        """Save when the interval has passed since the last save (the first call always saves:
-        it measures what a save costs); else do nothing and return None."""
-        last, interval = self.last_save, self.interval_s
-        if last is not None and interval is None and self.mtbf is None:
+        """Save when the interval has passed since the last save began; else do nothing and
+        return None. The first call always saves: it measures what a save costs, and until
+        that save is written the interval is not known, so no other save starts."""
+        last = self.last_save
+        if last is None:
+            return self.save(step, state)
+        if self.mtbf is None:
             raise CheckpointError("maybe_save needs Checkpointer(..., mtbf=...)")
-        if last is None or interval is None or time.perf_counter() - last.started >= interval:
+        interval = self.interval_s
+        if interval is not None and time.perf_counter() - last.started >= interval:
             return self.save(step, state)
         return None
 
@@ -242,6 +249,7 @@ class Checkpointer:
         manifest = CheckpointManifest(stats.step, self.group.world_size, records)
         self._commit(self.fast, manifest)
         stats.fast_s = time.perf_counter() - stats.started
+        self._measured = stats
         self._queue_upload(stats, manifest, [name], gather=True)
         if self.group.leader:
             self._prune(self.fast, self.keep_last)
@@ -327,6 +335,7 @@ class Checkpointer:
         stats = self.last_save if self.last_save and self.last_save.step == manifest.step else None
         stats = stats or SaveStats(manifest.step)
         stats.bytes, stats.fast_s = manifest.bytes, time.perf_counter() - stats.started
+        self._measured = stats
         self._queue_upload(stats, manifest, [f.name for f in manifest.files], gather=False)
         self._prune(self.fast, self.keep_last)
 

@@ -21,15 +21,21 @@ def checkpoint_interval(
 ) -> float:
     """Seconds between checkpoints that waste the least time, for a save that blocks training
     for ``blocking_s`` and takes ``write_s`` to be safe. Give the job's ``mtbf`` ("3h", or
-    seconds), or ``gpus`` and one GPU's ``gpu_mtbf`` (failures add up across GPUs)."""
+    seconds), or ``gpus`` and one GPU's ``gpu_mtbf`` (failures add up across GPUs; by default
+    the catalog's figure, as the plan uses)."""
     from ..plan.reliability import best_interval, job_mtbf
 
     mtbf_s, gpu_mtbf_s = _seconds(mtbf), _seconds(gpu_mtbf)
+    if mtbf_s is None and gpus and gpu_mtbf_s is None:
+        from ..catalog import load_catalog
+
+        gpu_mtbf_s = load_catalog().reliability.gpu_mtbf
     if mtbf_s is None and gpus and gpu_mtbf_s:
         mtbf_s = job_mtbf(gpu_mtbf_s, gpus)
     if not mtbf_s or mtbf_s <= 0:
         raise CheckpointError(
-            "checkpoint_interval needs the job's mtbf (e.g. mtbf='3h') or gpus= and gpu_mtbf="
+            "checkpoint_interval needs the job's mtbf (e.g. mtbf='3h') or gpus= (and, if not "
+            "the catalog's, gpu_mtbf=)"
         )
     if blocking_s < 0 or write_s < 0:
         raise CheckpointError(f"blocking_s={blocking_s}, write_s={write_s}: times are >= 0")
