@@ -81,5 +81,9 @@ class CheckpointError(StokerError):
     """A checkpoint that could not be saved or loaded; the message names the step and file."""
 
 
+class UntrustedStateError(CheckpointError):
+    """A checkpoint whose state holds arbitrary objects, loaded without ``trusted=True``."""
+
+
 class CorruptCheckpointError(CheckpointError):
     """A checkpoint shard whose size or hash differs from its manifest (names the file)."""

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CheckpointError, StokerError
+from ..errors import CheckpointError, StokerError, UntrustedStateError
 from ._group import Group
 from ._manifest import CheckpointManifest, shard_name
 from ._shardfile import read_verified, restore
@@ -78,15 +78,26 @@ def load_newest(
         except CheckpointError as exc:
             error = exc
             errors.append(exc)
-        if all(group.all_gather(error is None, "load")):
+        outcomes = group.all_gather(_outcome(error), "load")
+        if all(o == "ok" for o in outcomes):
             assert restored is not None
             return restored
+        if "untrusted" in outcomes:  # not damage: an older step would not load either
+            raise error or CheckpointError(
+                f"step {s}: another rank's state needs load(trusted=True) (see its error)"
+            )
         if not fallback:
             raise error or CheckpointError(
                 f"step {s}: another rank could not load its shard (see that rank's error)"
             )
         log.warning("step %d does not load (%s); trying the previous checkpoint", s, error)
     raise CheckpointError("no checkpoint loads: " + "; ".join(str(e) for e in errors))
+
+
+def _outcome(error: CheckpointError | None) -> str:
+    if error is None:
+        return "ok"
+    return "untrusted" if isinstance(error, UntrustedStateError) else "failed"
 
 
 def _load_step(
@@ -121,6 +132,8 @@ def _load_step(
             buffer = read_verified(path, record.size, record.xxh3)
             state = restore(buffer, record.size, path, map_location=map_location, trusted=trusted)
             return Restored(step, state, tier.name)
+        except UntrustedStateError:
+            raise  # the same on every tier
         except CheckpointError as exc:
             first = first or exc
             log.warning("%s; trying the next tier", exc)

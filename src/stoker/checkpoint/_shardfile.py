@@ -21,13 +21,15 @@ import io
 import json
 import mmap
 import os
+import pickle
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import xxhash
 
-from ..errors import CheckpointError, CorruptCheckpointError
+from ..errors import CheckpointError, CorruptCheckpointError, UntrustedStateError
 
 MAGIC = b"STKCKPT1"
 ALIGN = 64
@@ -229,9 +231,19 @@ def restore(buffer: mmap.mmap, size: int, path: Path, *, map_location: Any, trus
     index_len = int.from_bytes(buffer[size - 16 : size - 8], "little")
     index = json.loads(buffer[size - 16 - index_len : size - 16])
     skel_off, skel_len = index["skeleton"]
-    skeleton = torch.load(
-        io.BytesIO(buffer[skel_off : skel_off + skel_len]), weights_only=not trusted
-    )
+    try:
+        skeleton = torch.load(
+            io.BytesIO(buffer[skel_off : skel_off + skel_len]), weights_only=not trusted
+        )
+    except pickle.UnpicklingError as exc:  # torch's advice names its own knobs, not ours
+        if trusted:
+            raise
+        found = re.search(r"GLOBAL (\S+)", str(exc))
+        raise UntrustedStateError(
+            f"{path}: the state holds {found.group(1) if found else 'an object'}, not only "
+            "tensors and plain containers; if you trust this checkpoint, load it with "
+            "load(trusted=True) (unpickling runs code)"
+        ) from exc
     tensors = []
     for offset, nbytes, dtype, shape, device in index["tensors"]:
         t = _tensor_view(buffer, offset, nbytes, getattr(torch, dtype), shape)
