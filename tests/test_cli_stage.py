@@ -195,3 +195,25 @@ def test_verify_takes_the_share_that_stage_took(blob_env: str, tmp_path: Path) -
         app, ["verify", f"{blob_env}/ds", str(mine), *share, "--exclude", "part-1/*"]
     )
     assert some.exit_code == 0 and some.stdout.count("objects compared") == 1
+
+
+def test_a_failed_file_is_named_once_and_counted_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker.errors import StoreError
+    from stoker.stage._engine import Engine
+
+    src = tmp_path / "src"
+    _dataset(src)
+    copy = Engine._copy
+
+    async def one_fails(self: Any, key: str, *args: Any) -> Any:
+        if key == "part-1/004.bin":
+            raise StoreError(f"reading {key}: the disk said no")
+        return await copy(self, key, *args)
+
+    monkeypatch.setattr(Engine, "_copy", one_fails)
+    out = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst")])
+    assert out.exit_code == 1
+    assert out.stderr.count("the disk said no") == 1, out.stderr
+    assert "error: 1 file failed (named above); the same command copies them again" in out.stderr

@@ -113,8 +113,15 @@ def stage(
                 highlight=False,
                 soft_wrap=True,
             )
-        for problem in summary.refused + summary.failed:
+        for problem in summary.refused:
             stderr.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        if summary.failed:  # each was named as it failed, above the bar
+            stderr.print(
+                f"error: {_files(len(summary.failed))} failed (named above); the same command "
+                "copies them again",
+                highlight=False,
+                soft_wrap=True,
+            )
     if not summary.ok:
         raise typer.Exit(1)
 
