@@ -944,6 +944,24 @@ def emulator_note(shapes: list[dict]) -> str:
     )
 
 
+def disk_note(shapes: list[dict], disk: dict) -> str:
+    """Import targets above what the disk can write: no tool reaches them here."""
+    lines = []
+    for sh in shapes:
+        runs = sh["import"]["runs"]
+        peer = max(median_mb_s(runs, p) for p in ("rclone", "azcopy"))
+        bar, why = copy_target(peer, ceiling_mb_s(runs), sh["shape"] == "A")
+        if bar > disk["write"]:
+            ours = median_mb_s(runs, "stoker")
+            lines.append(
+                f"Import of {sh['label']}: the target ({why}, {_f(bar)} MB/s) is above what this "
+                f"disk writes ({_f(disk['write'])} MB/s, dd O_DIRECT), so no tool can reach it "
+                f"here; stoker imports at {ours / disk['write']:.2f}x the disk's write rate "
+                f"(with each file made durable), the faster peer at {peer / disk['write']:.2f}x.\n"
+            )
+    return "".join(lines)
+
+
 def quiet_note(shapes: list[dict]) -> str:
     """Whether the machine was left to the benchmark: other work skews every figure."""
     shares = {sh["shape"]: sh.get("cpu_elsewhere") for sh in shapes}
@@ -1053,6 +1071,7 @@ listing stream feeds it, each batch's objects to copy then marked done the way t
 
 {missed}
 {emulator_note(shapes)}
+{disk_note(shapes, info["disk"])}
 {quiet_note(shapes)}
 Before `stage()` starts, stoker's process spends (interpreter and imports, from compiled
 bytecode as an installed package has it; inside every stoker figure above):
@@ -1144,14 +1163,23 @@ def main() -> None:
         help="which copies to run (import,export,posix); the others keep their saved figures",
     )
     parser.add_argument("--write", type=Path, help="replace the '## stage:' section of this file")
+    parser.add_argument(
+        "--render", action="store_true", help="only write the section from the saved results"
+    )
     args = parser.parse_args()
     mode, reps = ("quick", args.reps or 2) if args.quick else ("full", args.reps or 3)
+    out = results_dir(mode)
+    if args.render:
+        section = markdown(mode, json.loads((out / "machine.json").read_text()), _saved_shapes(out))
+        if args.write:
+            replace_section(args.write, section)
+        print(section)
+        return
     bound_reps = args.bound_reps or reps
     peers = _peers.install()
     # stoker's own bytecode, as an installed package has it: with PYTHONDONTWRITEBYTECODE set
     # (as on the machines here), an editable install would compile every module in every run.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(_peers.ROOT / "src")], check=True)
-    out = results_dir(mode)
     info = machine(peers, args.quick)
     info["listing"] = measure_listing(LISTING_KEYS)
     (out / "machine.json").write_text(json.dumps(info, indent=1))
