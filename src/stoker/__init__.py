@@ -22,6 +22,7 @@ _WHERE = {
     "Restored": "checkpoint",
     "SaveStats": "checkpoint",
     "checkpoint_interval": "checkpoint",
+    "AccessDeniedError": "errors",
     "CatalogError": "errors",
     "CheckpointError": "errors",
     "CorruptCheckpointError": "errors",
@@ -34,6 +35,9 @@ _WHERE = {
     "StoreError": "errors",
     "UnitError": "errors",
     "UnsafeKeyError": "errors",
+    "NoContainerError": "errors",
+    "UntrustedStateError": "errors",
+    "StreamWarning": "errors",
     "JobSpec": "plan",
     "Plan": "plan",
     "load_spec": "plan",
@@ -88,10 +92,12 @@ if TYPE_CHECKING:
         checkpoint_interval,
     )
     from .errors import (
+        AccessDeniedError,
         CatalogError,
         CheckpointError,
         ChecksumError,
         CorruptCheckpointError,
+        NoContainerError,
         PriceError,
         SourceChangedError,
         SpecError,
@@ -99,8 +105,10 @@ if TYPE_CHECKING:
         StokerError,
         StoreError,
         StreamError,
+        StreamWarning,
         UnitError,
         UnsafeKeyError,
+        UntrustedStateError,
     )
     from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job

@@ -6,13 +6,19 @@
     ├── CatalogError  a catalog file or override that is invalid
     ├── PriceError    the Azure Retail Prices API answered badly or could not be reached
     ├── StoreError    a storage URL, credential or request that failed (never shows a secret)
+    │   ├── AccessDeniedError   credentials refused, or none found; stops a run
+    │   ├── NoContainerError    a container that does not exist and was not created; stops a run
     │   ├── UnsafeKeyError      an object key that would escape the destination (names it)
     │   ├── SourceChangedError  the source object changed mid-copy; a re-run takes the new one
     │   └── ChecksumError       a copy whose MD5 does not match the source's
-    ├── StageError    a copy that cannot go on (disk full, changed source); a re-run resumes
+    ├── StageError    a copy that cannot go on (disk full, bad options, nothing listed); a
+    │                 re-run resumes
     ├── StreamError   a dataset, shard or sample that cannot be read (names the shard, offset)
     └── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
-        └── CorruptCheckpointError  a shard whose size or hash does not match its manifest
+        ├── CorruptCheckpointError  a shard whose size or hash does not match its manifest
+        └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
+
+    StreamWarning (a UserWarning)  a dataset that reads, but not as meant (an epoch with no batch)
 
 Third-party errors (pydantic, tomllib, httpx) are translated where they are caught and chained
 with ``raise ... from exc`` so a debug run still shows the cause.
