@@ -372,3 +372,25 @@ def test_a_missing_container_is_created_or_named_once(
         NoContainerError, match=r"there is no container 'never-made-.*check the URL"
     ):
         stage(f"{nowhere}?{sas}", str(tmp_path / "back"))
+
+
+def test_a_write_only_sas_can_export_again(
+    azurite: Azurite, blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI job's upload SAS may write but not list: the re-run's check of what an earlier run
+    copied needs a listing, and refused the whole run."""
+    src = tmp_path / "src"
+    for i in range(4):
+        (src / f"{i}.bin").parent.mkdir(parents=True, exist_ok=True)
+        (src / f"{i}.bin").write_bytes(os.urandom(2000 + i))
+    name = blob_env.rsplit("/", 1)[1]
+    url = f"{azurite.endpoint}/{name}/out?{azurite.sas(name, write=True, create=True)}"
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    state = tmp_path / "state"
+    assert stage(str(src), url, state_dir=state).files_copied == 4
+    (src / "4.bin").write_bytes(b"new")
+    again = stage(str(src), url, state_dir=state)
+    assert again.ok and again.files_copied == 1 and again.files_skipped == 4
+    assert any("cannot list" in note for note in again.notes)
+    with pytest.raises(AccessDeniedError, match="--delete needs"):
+        stage(str(src), url, state_dir=state, delete=True)

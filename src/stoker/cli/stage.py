@@ -113,6 +113,8 @@ def stage(
                 highlight=False,
                 soft_wrap=True,
             )
+        for note in summary.notes:
+            stderr.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
         for problem in summary.refused:
             stderr.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
         if summary.failed:  # each was named as it failed, above the bar

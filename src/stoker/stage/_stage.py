@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import StageError, UnsafeKeyError
+from ..errors import AccessDeniedError, StageError, UnsafeKeyError
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..units import parse_bytes
 from ._engine import Engine
@@ -45,6 +45,7 @@ class StageSummary:
     files_deleted: int = 0
     refused: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the run could not check, and why
     seconds: float = 0.0
     mb_per_s: float = 0.0
     dry_run: bool = False
@@ -149,7 +150,7 @@ async def _stage(
     t0 = time.perf_counter()
     try:
         run = manifest.start_run()
-        await _recheck_done(dst, manifest)
+        await _recheck_done(dst, manifest, summary, delete)
         listing = _listing(src, dst, sel, manifest, run, summary)
         if dry_run:
             async for batch in listing:
@@ -305,21 +306,34 @@ async def _ahead(
             await producer
 
 
-async def _recheck_done(dst: Store, manifest: Manifest) -> None:
+async def _recheck_done(
+    dst: Store, manifest: Manifest, summary: StageSummary, delete: bool
+) -> None:
     """Copy again what an earlier run finished but the destination no longer has whole: a file
     someone removed or truncated, or a container that was emptied or recreated. (Done before
     the listing: the files this run copies are not in the destination's listing yet. A first
-    run has nothing to check and skips listing the destination.)"""
+    run has nothing to check and skips listing the destination.) Credentials that may write but
+    not list (a CI job's upload SAS) skip the check, and say so."""
     if not manifest.earlier_done:
         return
     db = manifest.db
     db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
     db.execute("DELETE FROM present")
-    async for batch in dst.list():
-        with manifest.transaction():
-            db.executemany(
-                "INSERT OR REPLACE INTO present VALUES(?, ?)", [(o.key, o.size) for o in batch]
-            )
+    try:
+        async for batch in dst.list():
+            with manifest.transaction():
+                db.executemany(
+                    "INSERT OR REPLACE INTO present VALUES(?, ?)", [(o.key, o.size) for o in batch]
+                )
+    except AccessDeniedError as exc:
+        if delete:
+            raise _delete_needs_listing(dst, exc) from exc
+        summary.notes.append(
+            f"cannot list {dst} with these credentials (they may only write): what earlier runs "
+            "copied there is taken as still there, unchecked"
+        )
+        db.execute("DELETE FROM present")
+        return
     with manifest.transaction():
         db.execute(
             """UPDATE objects SET state = 0, hash = NULL
@@ -336,27 +350,37 @@ async def _delete_extra(
     ``dry_run``, only count them). Keys outside this run's selection (other ranks' shards,
     excluded patterns) are left alone."""
     deleted = 0
-    async for batch in dst.list():
-        keys = [o.key for o in batch if sel.wants(o.key)]
-        if not keys:
-            continue
-        marks = ",".join("?" * len(keys))
-        kept = {
-            r[0]
-            for r in manifest.db.execute(
-                f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys)
-            )
-        }
-        for key in keys:
-            if key not in kept:
-                if not dry_run:
-                    await dst.delete(key)
-                deleted += 1
+    try:
+        async for batch in dst.list():
+            keys = [o.key for o in batch if sel.wants(o.key)]
+            if not keys:
+                continue
+            marks = ",".join("?" * len(keys))
+            kept = {
+                r[0]
+                for r in manifest.db.execute(
+                    f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys)
+                )
+            }
+            for key in keys:
+                if key not in kept:
+                    if not dry_run:
+                        await dst.delete(key)
+                    deleted += 1
+    except AccessDeniedError as exc:
+        raise _delete_needs_listing(dst, exc) from exc
     if dry_run:
         return deleted
     for key in list(manifest.forget_unseen(run)):
         manifest.drop(key)
     return deleted
+
+
+def _delete_needs_listing(dst: Store, exc: AccessDeniedError) -> AccessDeniedError:
+    return AccessDeniedError(
+        f"--delete needs credentials that can list {dst}, to see what the source no longer has "
+        f"({exc})"
+    )
 
 
 def _last_rate(manifest: Manifest) -> float | None:
