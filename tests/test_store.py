@@ -514,3 +514,16 @@ def test_no_credentials_at_all_is_one_clear_error_at_once(tmp_path: Path, verb: 
     assert out.returncode == 2, out.stderr
     assert "found no credentials" in out.stderr and "AZURE_STORAGE_CONNECTION_STRING" in out.stderr
     assert out.stderr.count("\n") == 1, out.stderr  # no chain, no unclosed-session warnings
+
+
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://host/acct", "https://"])
+def test_a_connection_strings_endpoint_that_is_no_url_is_named(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """It reached obstore, whose parse error came out as a traceback with a Rust dump."""
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING",
+        f"AccountName=acct;AccountKey=QWNjb3VudEtleQ==;BlobEndpoint={endpoint}",
+    )
+    with pytest.raises(StoreError, match=r"BlobEndpoint in AZURE_STORAGE_CONNECTION_STRING .*"):
+        open_store("az://acct/cont/p")

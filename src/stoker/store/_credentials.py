@@ -84,8 +84,16 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
     if loc.account == _DEV_ACCOUNT and not key and not sas:
         key = _DEV_KEY
     _remember(key, sas, env.get("AZURE_STORAGE_CONNECTION_STRING"))
+    from_conn = bool(endpoint) and not loc.endpoint
     endpoint = (endpoint or f"https://{loc.account}.blob.core.windows.net").rstrip("/")
     parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        where = "BlobEndpoint in AZURE_STORAGE_CONNECTION_STRING" if from_conn else "the URL"
+        raise StoreError(
+            f"{where} gives the endpoint {endpoint!r}, which is not an http(s) URL with a "
+            "host: write it as https://ACCOUNT.blob.core.windows.net (or "
+            "http://127.0.0.1:10000/ACCOUNT for the emulator)"
+        )
     if parts.scheme == "http" and not is_loopback(parts.hostname or "") and not allow_http:
         raise StoreError(
             f"{endpoint} is plain HTTP on a non-loopback host: secrets and data would cross the "
