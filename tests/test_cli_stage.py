@@ -217,3 +217,33 @@ def test_a_failed_file_is_named_once_and_counted_at_the_end(
     assert out.exit_code == 1
     assert out.stderr.count("the disk said no") == 1, out.stderr
     assert "error: 1 file failed (named above); the same command copies them again" in out.stderr
+
+
+def test_verify_reports_its_progress(tmp_path: Path) -> None:
+    """verify hashes whole datasets: it shows how far it is, as stage does (it showed nothing)."""
+    from stoker.stage import Reporter, stage, verify
+
+    class Seen(Reporter):
+        def __init__(self) -> None:
+            self.total, self.done, self.files, self.summary = (0, 0), 0, 0, None
+
+        def grow(self, files: int, nbytes: int) -> None:
+            self.total = (files, nbytes)
+
+        def advance(self, nbytes: int) -> None:
+            self.done += nbytes
+
+        def file_done(self) -> None:
+            self.files += 1
+
+        def finish(self, summary: dict[str, Any]) -> None:
+            self.summary = summary
+
+    src = tmp_path / "src"
+    _dataset(src)
+    stage(str(src), str(tmp_path / "dst"))
+    seen = Seen()
+    assert verify(str(src), str(tmp_path / "dst"), reporter=seen).ok
+    nbytes = sum(p.stat().st_size for p in src.rglob("*.bin"))
+    assert seen.total == (12, nbytes) and seen.done == nbytes and seen.files == 12
+    assert seen.summary is not None and seen.summary["checked"] == 12

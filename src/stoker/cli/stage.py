@@ -141,6 +141,7 @@ def verify(
 ) -> None:
     """Re-check a finished copy: every missing, extra, resized or changed object is named
     (on the keys that --include/--exclude/--rank took, as for the stage that made it)."""
+    from ..stage import RichReporter
     from ..stage import verify as run_verify
 
     report = run_verify(
@@ -148,17 +149,22 @@ def verify(
         dst,
         **_selection(include, exclude, rank, world_size),
         allow_http=allow_http,
+        reporter=None if json_out else RichReporter(f"verify {dst} against {src}"),
     )
     if json_out:
         emit_json(report.to_dict())
     else:
         for key, problem in report.mismatches:
-            stdout.print(f"MISMATCH {key}: {problem}", highlight=False, markup=False)
+            stdout.print(
+                f"MISMATCH {key}: {problem}", highlight=False, markup=False, soft_wrap=True
+            )
+        n = len(report.mismatches)
         stdout.print(
-            f"{report.checked} objects compared ({report.hashed} by MD5, "
-            f"{report.size_only} by size only): "
-            f"{'all match' if report.ok else f'{len(report.mismatches)} mismatches'}",
+            f"{report.checked:,} objects compared ({report.hashed:,} by MD5, "
+            f"{report.size_only:,} by size only): "
+            f"{'all match' if report.ok else f'{n:,} mismatch' + ('es' if n != 1 else '')}",
             highlight=False,
+            soft_wrap=True,
         )
     if not report.ok:
         raise typer.Exit(1)

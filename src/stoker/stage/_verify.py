@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
+from ._progress import Reporter
 from ._selection import Selection, check_source, is_utf8, nothing_listed, select
 
 
@@ -48,11 +49,13 @@ def verify(
     world_size: int | None = None,
     concurrency: int = 8,
     allow_http: bool = False,
+    reporter: Reporter | None = None,
 ) -> VerifyReport:
     """Compare ``dst`` with ``src`` object by object; see VerifyReport. The selection options
-    are stage's: a copy staged with them is compared on the keys they take."""
+    are stage's: a copy staged with them is compared on the keys they take. ``reporter``
+    (stage's RichReporter, say) shows the objects and bytes compared so far."""
     sel = select(include, exclude, rank, world_size)
-    return asyncio.run(_verify(src, dst, sel, concurrency, allow_http))
+    return asyncio.run(_verify(src, dst, sel, concurrency, allow_http, reporter or Reporter()))
 
 
 async def _list(store: Store, db: sqlite3.Connection, table: str, sel: Selection) -> int:
@@ -82,7 +85,12 @@ async def _md5(store: Store, key: str, known: str | None) -> str | None:
 
 
 async def _verify(
-    src_url: str, dst_url: str, sel: Selection, concurrency: int, allow_http: bool
+    src_url: str,
+    dst_url: str,
+    sel: Selection,
+    concurrency: int,
+    allow_http: bool,
+    reporter: Reporter,
 ) -> VerifyReport:
     src = open_store(src_url, allow_http=allow_http)
     dst = open_store(dst_url, allow_http=allow_http)
@@ -91,6 +99,7 @@ async def _verify(
         db = sqlite3.connect(Path(tmp) / "verify.sqlite")
         try:
             check_source(src)
+            reporter.start()
             if not await _list(src, db, "s", sel):
                 raise StageError(nothing_listed(src))
             await _list(dst, db, "d", sel)
@@ -98,6 +107,12 @@ async def _verify(
                 report.mismatches.append((key, "missing from the destination"))
             for (key,) in db.execute("SELECT key FROM d WHERE key NOT IN (SELECT key FROM s)"):
                 report.mismatches.append((key, "in the destination but not in the source"))
+            reporter.grow(
+                *db.execute(
+                    "SELECT count(*), coalesce(sum(s.size), 0) FROM s JOIN d USING(key)"
+                ).fetchone()
+            )
+            reporter.listed()
             rows = db.execute("SELECT s.key, s.size, d.size, s.md5, d.md5 FROM s JOIN d USING(key)")
             limit = asyncio.Semaphore(concurrency)
 
@@ -105,18 +120,20 @@ async def _verify(
                 key: str, s_size: int, d_size: int, s_md5: str | None, d_md5: str | None
             ) -> None:
                 report.checked += 1
-                if s_size != d_size:
-                    report.mismatches.append((key, f"size {d_size} != source {s_size}"))
-                    return
-                async with limit:
-                    a = await _md5(src, key, s_md5)
-                    b = await _md5(dst, key, d_md5) if a else None
-                if a and b:
-                    report.hashed += 1
-                    if a != b:
-                        report.mismatches.append((key, f"MD5 {b} != source {a}"))
+                if s_size == d_size:
+                    async with limit:
+                        a = await _md5(src, key, s_md5)
+                        b = await _md5(dst, key, d_md5) if a else None
+                    if a and b:
+                        report.hashed += 1
+                        if a != b:
+                            report.mismatches.append((key, f"MD5 {b} != source {a}"))
+                    else:
+                        report.size_only += 1
                 else:
-                    report.size_only += 1
+                    report.mismatches.append((key, f"size {d_size} != source {s_size}"))
+                reporter.advance(s_size)
+                reporter.file_done()
 
             batch: list = []
             for row in rows:
@@ -130,4 +147,5 @@ async def _verify(
             await src.close()
             await dst.close()
     report.mismatches.sort()
+    reporter.finish(report.to_dict())
     return report
