@@ -111,3 +111,20 @@ def test_an_output_that_is_a_file_is_one_clear_error(tmp_path: Path) -> None:
     out = runner.invoke(app, ["shards", "write", str(tmp_path / "in"), str(tmp_path / "taken")])
     assert out.exit_code == 2 and "cannot hold a dataset" in out.stderr, out.output
     assert (tmp_path / "taken").read_text() == "mine"
+
+
+def test_bad_options_are_named_by_their_option(tmp_path: Path) -> None:
+    from stoker.cli import shards as shards_cli
+    from stoker.stream._sources import KINDS
+
+    assert set(shards_cli.KINDS) == set(KINDS)
+    (tmp_path / "a.bin").write_bytes(b"x")
+    for args, option in [
+        (["--from", "csv"], "--from"),
+        (["--shard-size", "0"], "--shard-size"),
+        (["--shard-size", "banana"], "--shard-size"),
+        (["--compression", "gzip"], "--compression"),
+    ]:
+        out = runner.invoke(app, ["shards", "write", str(tmp_path), str(tmp_path / "o"), *args])
+        assert out.exit_code == 2 and f"'{option}'" in out.output, (args, out.output)
+    assert not (tmp_path / "o").exists()

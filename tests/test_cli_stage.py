@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from azurite import read_tree
 from stoker.cli import app
+from stoker.errors import StageError
+from stoker.stage import cache_pull
 
 runner = CliRunner()
 
@@ -141,8 +143,7 @@ def test_stage_refuses_bad_settings_and_a_copy_into_its_source(tmp_path: Path) -
     _dataset(src)
     (tmp_path / "afile").write_text("x")
     for args, said in (
-        ([str(src), str(tmp_path / "o"), "--concurrency", "0"], "--concurrency 0: use 1 or more"),
-        ([str(src), str(tmp_path / "o"), "--block-size", "0"], "use at least 64 KiB"),
+        ([str(src), str(tmp_path / "o"), "--block-size", "1 KiB"], "use at least 64 KiB"),
         ([str(src), str(src / "copy")], "is inside"),
         ([str(src), str(src)], "is inside"),
         ([str(src), str(tmp_path / "afile")], "must be a folder this user can write"),
@@ -151,10 +152,10 @@ def test_stage_refuses_bad_settings_and_a_copy_into_its_source(tmp_path: Path) -
         assert out.exit_code == 2 and said in out.stderr, out.output
         assert "Traceback" not in out.output
     assert not (src / "copy").exists() and (tmp_path / "afile").read_text() == "x"
-    timeout = runner.invoke(
-        app, ["cache", "pull", str(src), str(tmp_path / "c"), "--timeout", "-1"]
-    )
-    assert timeout.exit_code == 2 and "--timeout -1: use 0 or more" in timeout.stderr
+    with pytest.raises(StageError, match="--timeout -1: use 0 or more"):
+        cache_pull(str(src), str(tmp_path / "c"), timeout_s=-1)  # the API twin checks it too
+    with pytest.raises(StageError, match="--stale-after 0: use more than 0"):
+        cache_pull(str(src), str(tmp_path / "c"), stale_after_s=0)
 
 
 def test_dry_run_with_delete_says_what_would_go_and_folder_markers_are_no_files(
@@ -247,3 +248,17 @@ def test_verify_reports_its_progress(tmp_path: Path) -> None:
     nbytes = sum(p.stat().st_size for p in src.rglob("*.bin"))
     assert seen.total == (12, nbytes) and seen.done == nbytes and seen.files == 12
     assert seen.summary is not None and seen.summary["checked"] == 12
+
+
+def test_bad_options_are_named_by_their_option(tmp_path: Path) -> None:
+    _dataset(tmp_path / "src")
+    for verb, args, option in [
+        (["stage"], ["--block-size", "banana"], "--block-size"),
+        (["stage"], ["--block-size", "0"], "--block-size"),
+        (["stage"], ["--concurrency", "0"], "--concurrency"),
+        (["cache", "pull"], ["--stale-after", "0"], "--stale-after"),
+        (["cache", "pull"], ["--timeout", "-1"], "--timeout"),
+    ]:
+        out = runner.invoke(app, [*verb, str(tmp_path / "src"), str(tmp_path / "dst"), *args])
+        assert out.exit_code == 2 and f"'{option}'" in out.output, (args, out.output)
+    assert not (tmp_path / "dst").exists()

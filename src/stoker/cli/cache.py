@@ -20,10 +20,12 @@ def pull(
         str | None, typer.Option(help="Cache name (default: last URL segment).")
     ] = None,
     stale_after: Annotated[
-        float, typer.Option(help="Seconds before a silent puller's lock is taken over.")
+        float,
+        typer.Option(min=1, help="Seconds before a silent puller's lock is taken over."),
     ] = 60.0,
     timeout: Annotated[
-        float | None, typer.Option(help="Give up waiting after this many seconds.")
+        float | None,
+        typer.Option(min=0, help="Give up waiting after this many seconds (default: wait on)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -42,4 +44,7 @@ def pull(
         emit_json(result.to_dict())
     else:
         how = "downloaded" if result.pulled else "already cached"
-        stdout.print(f"{result.path} ({how}, version {result.version})", highlight=False)
+        # One line whatever the width: scripts take the path from it.
+        stdout.print(
+            f"{result.path} ({how}, version {result.version})", highlight=False, soft_wrap=True
+        )

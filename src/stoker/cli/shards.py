@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated
 
 import typer
 
+from ._options import size
 from ._output import command, emit_json, stderr, stdout
 
 app = typer.Typer(help="Write datasets in stoker's shard format.", no_args_is_help=True)
+Kind = Enum("Kind", {k: k for k in ("files", "jsonl", "npy", "parquet")}, type=str)  # _sources
+Compression = Enum("Compression", {"none": "none", "zstd": "zstd"}, type=str)
+KINDS = tuple(k.value for k in Kind)  # stream._sources.KINDS, without importing torch here
 
 
 @app.command("write")
@@ -16,12 +21,21 @@ app = typer.Typer(help="Write datasets in stoker's shard format.", no_args_is_he
 def write(
     src: Annotated[str, typer.Argument(help="A folder (or one file) of inputs.")],
     out: Annotated[str, typer.Argument(help="Where the shards go: a folder or az://…")],
-    kind: Annotated[str, typer.Option("--from", help="files, jsonl, npy or parquet.")] = "files",
+    kind: Annotated[
+        Kind,
+        typer.Option(
+            "--from",
+            help="files (a sample per file), jsonl (per line), npy (per row) or parquet (per row).",
+        ),
+    ] = Kind.files,
     keys: Annotated[
         bool, typer.Option(help="files: store {key, data} instead of the bytes alone.")
     ] = False,
-    shard_size: Annotated[str, typer.Option(help="Target shard size.")] = "64MiB",
-    compression: Annotated[str | None, typer.Option(help="zstd, or none.")] = None,
+    shard_size: Annotated[
+        int,
+        typer.Option(parser=size, metavar="SIZE", help="Target shard size, before compression."),
+    ] = "64MiB",  # type: ignore[assignment]
+    compression: Annotated[Compression, typer.Option(help="Per sample.")] = Compression.none,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted write.")] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the index summary as JSON.")
@@ -30,7 +44,7 @@ def write(
     """Write SRC as a shard dataset at OUT (index.json lists only complete shards)."""
     from ..stream import write_shards
 
-    options = dict(kind=kind, keys=keys, shard_size=shard_size, compression=compression)
+    options = dict(kind=kind.value, keys=keys, shard_size=shard_size, compression=compression.value)
     if json_out:
         index = write_shards(src, out, resume=resume, **options)  # type: ignore[arg-type]
     else:

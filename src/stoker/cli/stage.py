@@ -7,16 +7,25 @@ from typing import Annotated, Any
 
 import typer
 
+from ._options import size
 from ._output import command, emit_json, stderr, stdout, user_errors
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines instead of a progress bar.")]
 HttpOpt = Annotated[
     bool, typer.Option("--allow-http", help="Allow plain HTTP to a non-loopback endpoint.")
 ]
-IncludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to copy (repeatable).")]
-ExcludeOpt = Annotated[list[str] | None, typer.Option(help="Glob on keys to skip (repeatable).")]
-RankOpt = Annotated[int | None, typer.Option(help="This node's shard (default: torchrun env).")]
-WorldOpt = Annotated[int | None, typer.Option(help="Number of shards (nodes).")]
+IncludeOpt = Annotated[
+    list[str] | None, typer.Option(help="Take only keys matching this glob (repeatable).")
+]
+ExcludeOpt = Annotated[
+    list[str] | None, typer.Option(help="Skip keys matching this glob (repeatable).")
+]
+RankOpt = Annotated[
+    int | None, typer.Option(help="This node's share, 0-based (default: torchrun's env, else all).")
+]
+WorldOpt = Annotated[
+    int | None, typer.Option(help="Number of shares (nodes) (default: torchrun's env, else 1).")
+]
 
 
 def _selection(
@@ -31,12 +40,6 @@ def _selection(
     }
 
 
-def _mib(value: str) -> int:
-    from ..units import parse_bytes
-
-    return int(parse_bytes(value))
-
-
 @command
 def stage(
     src: Annotated[
@@ -47,8 +50,13 @@ def stage(
     exclude: ExcludeOpt = None,
     rank: RankOpt = None,
     world_size: WorldOpt = None,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight.")] = 32,
-    block_size: Annotated[str, typer.Option(help="Range/block size, e.g. '8 MiB'.")] = "8 MiB",
+    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 32,
+    block_size: Annotated[
+        int,
+        typer.Option(
+            parser=size, metavar="SIZE", help="Range/block size, e.g. '8 MiB' (at least 64 KiB)."
+        ),
+    ] = "8 MiB",  # type: ignore[assignment]
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would move; move nothing.")
     ] = False,
@@ -62,7 +70,11 @@ def stage(
         ),
     ] = None,
     state_dir: Annotated[
-        Path | None, typer.Option(help="Where the resumable manifest lives.")
+        Path | None,
+        typer.Option(
+            help="Where the resumable manifest lives (default: DST/.stoker for a local "
+            "destination, else ~/.cache/stoker/stage)."
+        ),
     ] = None,
     json_out: JsonOpt = False,
     allow_http: HttpOpt = False,
@@ -79,7 +91,7 @@ def stage(
             dst,
             **_selection(include, exclude, rank, world_size),
             concurrency=concurrency,
-            block_size=_mib(block_size),
+            block_size=block_size,
             dry_run=dry_run,
             delete=delete,
             hash_files=hash_files,

@@ -85,6 +85,8 @@ def cache_pull(
     reporter: Reporter | None = None,
 ) -> CacheResult:
     """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc."""
+    if not stale_after_s > 0:
+        raise StageError(f"--stale-after {stale_after_s:g}: use more than 0 seconds")
     if timeout_s is not None and timeout_s < 0:
         raise StageError(f"--timeout {timeout_s:g}: use 0 or more seconds")
     base = Path(root) / checked_name(name or default_name(src))
