@@ -141,6 +141,7 @@ def test_useless_allreduce_measurements_are_refused_or_flagged(tmp_path: Path) -
         ({"allreduce": {"bw": "1 GB/s"}}, r"allreduce: unknown keys \['bw'\]; use busbw"),
         ({"vm": 5, "nvme": {"read": "1 GB/s"}}, r"vm: 5 is not a VM size name"),
     ],
+    ids=lambda v: None if isinstance(v, str) else json.dumps(v).replace(" ", ""),
 )
 def test_malformed_measurement_files_give_one_clear_error(
     tmp_path: Path, data: object, message: str

@@ -18,13 +18,21 @@ app.command("allreduce")(_allreduce)
 def storage(
     target: Annotated[str, typer.Argument(help="A folder on the tier to measure.")],
     size: Annotated[str, typer.Option(help="Test file size.")] = "1GiB",
-    block: Annotated[list[str] | None, typer.Option(help="Request sizes (repeatable).")] = None,
-    jobs: Annotated[list[int] | None, typer.Option(help="Parallel jobs (repeatable).")] = None,
+    block: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Request sizes (repeatable; default 1MiB and 4KiB). Blocks of 64 KiB and more "
+            "run the sequential tests, smaller ones the random tests."
+        ),
+    ] = None,
+    jobs: Annotated[
+        list[int] | None, typer.Option(min=1, help="Parallel jobs (repeatable; default 1 and 4).")
+    ] = None,
     direct: Annotated[bool, typer.Option(help="O_DIRECT where the file system allows.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Sequential and random read/write throughput and IOPS, cold and warm (fio's method)."""
-    from ..measure.storage import bench_storage
+    from ..measure.storage import TESTS, bench_storage, skipped
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
@@ -36,6 +44,9 @@ def storage(
             jobs=tuple(jobs or [1, 4]),
             direct=direct,
         )
+    for test in skipped(TESTS, blocks):
+        kind = "64 KiB or more" if test.startswith("seq") else "under 64 KiB"
+        stderr.print(f"[yellow]{test} not run: no --block of {kind}[/]", highlight=False)
     if json_out:
         emit_json([r.to_dict() for r in results])
         return
