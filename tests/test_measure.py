@@ -67,8 +67,9 @@ def test_loader_au_is_compute_over_total(resnet: str) -> None:
 
 
 def test_loader_search_and_limits(resnet: str) -> None:
-    best, runs = most_accelerators(resnet, "resnet50", steps=2, workers=1, compute_s=1.0)
+    best, runs, capped = most_accelerators(resnet, "resnet50", steps=2, workers=1, compute_s=1.0)
     assert best == 1 and [r.accelerators for r in runs] == [1]  # 2 x 400 x 2 steps > 900 samples
+    assert capped is not None and "capped by the dataset: 900 samples" in capped
     with pytest.raises(StokerError, match="workload 'bert'"):
         run_loader(resnet, "bert")
     with pytest.raises(StokerError, match="needs at least 1600"):
@@ -222,3 +223,90 @@ def test_storage_says_which_tests_a_block_size_leaves_out(tmp_path: Path) -> Non
     assert "seq-read not run" in out.stderr
     out = runner.invoke(app, ["bench", "storage", "--help"])
     assert "64 KiB" in out.output
+
+
+def test_loader_drops_the_dataset_from_the_page_cache_and_says_it_fits_in_ram(
+    resnet: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker.measure import storage
+
+    evicted: list[str] = []
+    monkeypatch.setattr(storage, "evict", lambda path: evicted.append(Path(path).name))
+    r = run_loader(resnet, "resnet50", steps=2, workers=0, compute_s=0.0)
+    shards = sorted(p.name for p in Path(resnet).glob("*.stk"))
+    assert shards and set(shards) <= set(evicted)
+    assert r.dataset_bytes > 0
+    assert any("smaller than RAM" in n and "5x RAM" in n for n in r.notes)
+
+
+def test_loader_au_leaves_out_the_end_of_epoch_teardown(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    import types
+
+    import stoker.stream
+    from stoker.measure import loader
+
+    class SlowEnd:  # three batches, then a 0.6 s teardown before StopIteration
+        metrics = types.SimpleNamespace(first_batch_s=0.0, wait_s=0.0)
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            yield from ([1] * 400 for _ in range(3))
+            time.sleep(0.6)
+
+    index = types.SimpleNamespace(samples=1200, bytes=1200)
+    fake_ds = types.SimpleNamespace(index=index, in_place=False, local=None, remote="x")
+    monkeypatch.setattr(stoker.stream, "StreamingLoader", SlowEnd)
+    monkeypatch.setattr(stoker.stream, "StreamingDataset", lambda *a, **k: fake_ds)
+    r = loader.run_loader("az://x/y", "resnet50", compute_s=0.1)
+    assert r.steps == 3 and r.utilization is not None and r.utilization > 0.9
+
+
+def test_loader_says_how_many_steps_were_measured(resnet: str) -> None:
+    r = run_loader(resnet, "resnet50", steps=4, workers=1, compute_s=0.0)
+    assert r.steps == 2 and r.steps_asked == 4 and r.measured_steps == 1
+    assert "4 steps asked, the dataset held 2 (1 measured)" in " ".join(r.notes)
+    out = runner.invoke(app, ["bench", "loader", resnet, "--steps", "2", "--workers", "1"])
+    assert "2 steps (1 measured)" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"steps": 0}, "--steps 0: run at least 2"),
+        ({"steps": 1}, "--steps 1: run at least 2"),
+        ({"accelerators": 0}, "--accelerators 0: emulate at least 1"),
+        ({"workers": -1}, "--workers -1: use 0"),
+    ],
+    ids=["steps0", "steps1", "accelerators0", "workers-1"],
+)
+def test_loader_refuses_bad_options(resnet: str, options: dict, message: str) -> None:
+    with pytest.raises(StokerError, match=message):
+        run_loader(resnet, "resnet50", **options)
+
+
+def test_loader_cli_errors_are_one_line(resnet: str, tmp_path: Path) -> None:
+    bad = [
+        ["/etc/passwd"],
+        [resnet, "--steps", "0"],
+        [resnet, "--steps", "-1"],
+        [resnet, "--accelerators", "0"],
+        [resnet, "--workers", "-1"],
+        [str(tmp_path / "new"), "--generate", "-5"],
+        [resnet, "--generate", "10"],
+    ]
+    for args in bad:
+        out = runner.invoke(app, ["bench", "loader", *args])
+        assert out.exit_code == 2, (args, out.output)
+        assert out.exception is None or isinstance(out.exception, SystemExit), args
+    assert not (tmp_path / "new").exists()
+    out = runner.invoke(app, ["bench", "loader", resnet, "--generate", "10"])
+    assert "already holds a dataset: drop --generate to measure it" in out.stderr
+    assert "--resume" not in out.output
+    with pytest.raises(StokerError, match="is not a folder"):
+        run_loader("/etc/passwd", "resnet50")
+    with pytest.raises(StokerError, match="--generate -5: write at least 1 sample"):
+        generate("resnet50", str(tmp_path / "new"), -5)
+    assert not (tmp_path / "new").exists()
