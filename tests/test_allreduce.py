@@ -131,3 +131,30 @@ def test_every_rank_gets_the_same_sweep_and_the_list_forms_work(tmp_path: Path):
             "all_gather": "all_gather (list)",
             "reduce_scatter": "reduce_scatter (list)",
         }
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"WORLD_SIZE": "abc"}, "WORLD_SIZE=abc: torchrun sets a whole number >= 1"),
+        ({"WORLD_SIZE": "0"}, "WORLD_SIZE=0: torchrun sets a whole number >= 1"),
+        ({"WORLD_SIZE": "2"}, r"RANK=\(unset\): torchrun sets .* below WORLD_SIZE \(2\)"),
+        ({"WORLD_SIZE": "2", "RANK": "2"}, r"RANK=2: .* below WORLD_SIZE \(2\)"),
+    ],
+    ids=["abc", "zero", "no-rank", "rank-too-big"],
+)
+def test_a_hand_set_torchrun_environment_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, env: dict, message: str
+) -> None:
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(StokerError, match=message):
+        mc.init_from_env()
+
+
+def test_a_size_too_large_to_allocate_names_the_option() -> None:
+    op = mc._Op("all_reduce", None, True, True)
+    with pytest.raises(StokerError, match=r"cannot allocate .* use a smaller --maxbytes"):
+        mc._buffers(op, 1 << 50, "cpu", 2, 0)

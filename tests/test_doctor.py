@@ -642,3 +642,44 @@ def test_an_unknown_vm_exits_2_with_one_line(cli: typer.Typer):
 
 def test_the_default_imds_url_is_azures():
     assert IMDS_URL == "http://169.254.169.254/metadata/instance?api-version=2021-02-01"
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "found"),
+    [
+        ({"NCCL_IB_DISABLE": " 1"}, "fail", "NCCL_IB_DISABLE= 1 (environment): NCCL will not use"),
+        ({"NCCL_IB_DISABLE": "01"}, "fail", "NCCL_IB_DISABLE=01 (environment): NCCL will not use"),
+        ({"NCCL_NET": "Socket"}, "fail", "NCCL_NET=Socket (environment): NCCL sends over TCP"),
+        ({"NCCL_P2P_DISABLE": "1"}, "fail", "NCCL_P2P_DISABLE=1 (environment): NVLink"),
+        ({"NCCL_IB_GDR_LEVEL": "0"}, "warn", "NCCL_IB_GDR_LEVEL=0 (environment): GPUDirect RDMA"),
+        ({"NCCL_IB_HCA": "mlx5_an0"}, "fail", "NCCL_IB_HCA=mlx5_an0 (environment): names no"),
+        ({"NCCL_IB_HCA": "^mlx5_ib"}, "fail", "names no InfiniBand HCA"),
+        ({"NCCL_IB_HCA": "=mlx5_ib"}, "fail", "names no InfiniBand HCA"),
+    ],
+    ids=["space1", "01", "socket", "p2p", "ib-gdr", "hca-eth", "hca-exclude", "hca-exact"],
+)
+def test_harmful_nccl_settings_are_caught(
+    node: Node, imds: Imds, env: dict, status: str, found: str
+) -> None:
+    report = node.run(url=imds.url, env=env)
+    c = check(report, "nccl environment")
+    assert c.status == status and found in c.found, c
+
+
+@pytest.mark.parametrize(
+    "env", [{"NCCL_IB_DISABLE": "0"}, {"NCCL_IB_HCA": "mlx5_ib"}, {"NCCL_IB_HCA": "=mlx5_ib3:1"}]
+)
+def test_harmless_nccl_settings_pass(node: Node, imds: Imds, env: dict) -> None:
+    assert check(node.run(url=imds.url, env=env), "nccl environment").status == "ok"
+
+
+def test_a_bad_imds_url_is_one_clear_error_and_a_password_is_never_echoed(
+    node: Node, imds: Imds
+) -> None:
+    app = typer.Typer()
+    app.command()(cli_doctor.doctor)
+    for url, message in (("http://[::1", "not a URL"), ("ftp://x", "give an http:// URL")):
+        out = CliRunner().invoke(app, ["--imds-url", url])
+        assert out.exit_code == 2 and f"--imds-url {url}: {message}" in out.output, out.output
+    report = node.run(url="http://user:s3cret@127.0.0.1:9/metadata")
+    assert "s3cret" not in json.dumps(report.to_dict())

@@ -155,3 +155,39 @@ def test_ddp_on_two_cpu_ranks_records_every_phase(tmp_path: Path):
         assert s["comm_buckets"] >= 11 and s["comm_bytes"] > 0
         total = sum(p["total_s"] for p in s["phases"].values())
         assert total == pytest.approx(s["step_total_s"], rel=1e-9)
+
+
+def test_a_phase_on_a_background_thread_does_not_break_the_loops_phases():
+    ledger = Ledger("cpu", skip_first=0)
+    saving, saved = threading.Event(), threading.Event()
+
+    def background_save() -> None:
+        with ledger.checkpoint():
+            saving.set()
+            saved.wait(5)
+
+    for i in ledger.wrap(range(3)):
+        if i == 0:
+            t = threading.Thread(target=background_save)
+            t.start()
+            saving.wait(5)
+        with ledger.compute():  # raised "phases do not nest" while the checkpoint was open
+            time.sleep(0.002)
+        if i == 1:
+            saved.set()
+            t.join()
+    s = ledger.summary()
+    assert s.steps == 3 and s.phases["checkpoint"].total_s > 0
+    assert s.phases["compute"].total_s >= 3 * 0.002 - TOL
+
+
+def test_bad_ledger_use_is_refused_early():
+    with pytest.raises(StokerError, match=r"skip_first=-2.*>= 0"):
+        Ledger("cpu", skip_first=-2)
+    if not torch.cuda.is_available():
+        with pytest.raises(StokerError, match="no CUDA device here"):
+            Ledger("cuda")
+    ledger = Ledger("cpu")
+    with pytest.raises(StokerError, match=r"next_step\(\) inside ledger.wrap\(\)"):
+        for _ in ledger.wrap(range(2)):
+            ledger.next_step()

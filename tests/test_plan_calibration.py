@@ -88,3 +88,72 @@ def test_measured_busbw_drives_the_scale_up_level_and_is_labelled_measured(tmp_p
 def test_measured_rates_must_be_above_zero(tmp_path: Path, read: object) -> None:
     with pytest.raises(SpecError, match=r"nvme.read: .* is not a rate above zero"):
         plan_job(SPEC, measured=_file(tmp_path, {"nvme": {"read": read}}))
+
+
+def _sweep(ranks: int = 8, backend: str = "nccl", device: str = "cuda:0") -> dict:
+    """What `stoker bench allreduce --json` prints (trimmed to two rows)."""
+    row = {"collective": "all_reduce", "time_s": 0.01, "algbw": 1.0, "wrong": 0}
+    return {
+        "backend": backend,
+        "device": device,
+        "world_size": ranks,
+        "ranks_per_node": ranks,
+        "across": "max",
+        "rows": [row | {"size": 1 << 20, "busbw": 100e9}, row | {"size": 4 << 20, "busbw": 300e9}],
+        "methods": {"all_reduce": "all_reduce"},
+        "unsupported": {},
+        "vm": None,
+    }
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_raw_bench_allreduce_output_is_a_calibration_file(tmp_path: Path, wrapped: bool) -> None:
+    data = {"allreduce": _sweep()} if wrapped else _sweep()
+    (row,) = plan_job(SPEC, measured=_file(tmp_path, data)).calibration
+    assert row.figure == "scaleup_busbw_measured" and row.measured_bps == 300e9
+    assert row.warning is None
+
+
+def test_useless_allreduce_measurements_are_refused_or_flagged(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"measured on 1 rank\(s\).*nproc-per-node"):
+        plan_job(SPEC, measured=_file(tmp_path, _sweep(ranks=1)))
+    (row,) = plan_job(SPEC, measured=_file(tmp_path, _sweep(2, "gloo", "cpu"))).calibration
+    assert row.warning is not None and "gloo on cpu" in row.warning
+    assert "GPU fabric" in row.warning
+    with pytest.raises(SpecError, match=r"busbw: True is not a rate"):
+        plan_job(SPEC, measured=_file(tmp_path, {"allreduce": {"busbw": True}}))
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"nvme": [{"test": "seq-read", "cache": "cold"}]}, r"nvme\[0\]: no 'mb_per_s'"),
+        ({"nvme": ["x"]}, r"nvme\[0\]: 'x' is not a row"),
+        ({"nvme": "20 GB/s"}, r"nvme: expected the rows of `stoker bench storage --json`"),
+        ({"nvme": 5}, r"nvme: expected the rows"),
+        ({"nvme": {"rd": "5 GB/s"}}, r"nvme: unknown keys \['rd'\]; use read and/or write"),
+        ({"nvme": {}}, r"nvme: empty"),
+        ({}, "nothing measured; give nvme and/or allreduce"),
+        ({"allreduce": 3}, r"allreduce: expected the output of `stoker bench allreduce"),
+        ({"allreduce": [{"size": 8}]}, r"allreduce\[0\]: no 'busbw'"),
+        ({"allreduce": [{"busbw": 8}]}, r"allreduce\[0\]: no 'size'"),
+        ({"allreduce": {"busbw": 1e400}}, r"busbw: inf is not a rate above zero"),
+        ({"allreduce": {"bw": "1 GB/s"}}, r"allreduce: unknown keys \['bw'\]; use busbw"),
+        ({"vm": 5, "nvme": {"read": "1 GB/s"}}, r"vm: 5 is not a VM size name"),
+    ],
+    ids=lambda v: None if isinstance(v, str) else json.dumps(v).replace(" ", ""),
+)
+def test_malformed_measurement_files_give_one_clear_error(
+    tmp_path: Path, data: object, message: str
+) -> None:
+    with pytest.raises(SpecError, match=message):
+        plan_job(SPEC, measured=_file(tmp_path, data))
+    out = runner.invoke(app, ["plan", str(SPEC), "--measured", str(_file(tmp_path, data))])
+    assert out.exit_code == 2 and out.exception is None or isinstance(out.exception, SystemExit)
+    assert "error:" in out.output and "Traceback" not in out.output
+
+
+def test_vm_as_imds_writes_it_is_the_same_size(tmp_path: Path) -> None:
+    data = {"vm": "Standard_ND96isr_H100_v5", "nvme": {"read": "1 GB/s"}}
+    (row,) = plan_job(SPEC, measured=_file(tmp_path, data)).calibration
+    assert row.figure == "nvme_read"

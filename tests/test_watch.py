@@ -105,3 +105,94 @@ def test_exporter_serves_gpus_and_a_ledger_snapshot_with_labels() -> None:
         next(v for k, v in lines.items() if k.startswith("stoker_step_phases_compute_s{")) == "9.5"
     )
     assert next(v for k, v in lines.items() if k.startswith("stoker_gpus{")) == "2.0"
+
+
+class LosingNvml(FakeNvml):
+    """GPU 1 fell off the bus; every GPM sample allocated is counted until freed."""
+
+    def __init__(self) -> None:
+        self.live_samples = 0
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        if h == 1:
+            raise RuntimeError("GPU is lost")  # pynvml's NVMLError_GpuIsLost
+        return super().nvmlDeviceGetUtilizationRates(h)
+
+    def nvmlGpmSampleAlloc(self) -> object:
+        self.live_samples += 1
+        return object()
+
+    def nvmlGpmSampleFree(self, sample: object) -> None:
+        self.live_samples -= 1
+
+
+def _scrape(**sources: object) -> dict[str, str]:
+    server = serve(0, addr="127.0.0.1", job="j", rank=0, **sources)
+    try:
+        assert server.server_port != 0  # port 0: the one the system picked is known
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        text = urllib.request.urlopen(url).read().decode()
+    finally:
+        server.shutdown()
+    return {
+        line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1]
+        for line in text.splitlines()
+        if line.startswith("stoker_")
+    }
+
+
+def test_a_lost_gpu_is_reported_and_the_others_still_read() -> None:
+    nvml = LosingNvml()
+    gpus = Gpus(nvml)
+    (only,) = gpus.sample(gpm_interval_s=0)
+    assert only.index == 0 and only.sm_active == 71.5
+    assert list(gpus.lost) == [1] and "GPU is lost" in gpus.lost[1]
+    lines = _scrape(gpus=gpus)
+    assert any(k.startswith("stoker_gpu_lost{") and 'gpu="1"' in k for k in lines)
+    assert any(k.startswith("stoker_gpu_utilization_percent{") and 'gpu="0"' in k for k in lines)
+
+
+def test_gpm_samples_are_freed() -> None:
+    nvml = LosingNvml()
+    gpus = Gpus(nvml)
+    for _ in range(3):
+        gpus.sample(gpm_interval_s=0)
+    assert nvml.live_samples == 0
+
+
+def test_the_ledgers_per_phase_figures_are_exported() -> None:
+    from stoker.measure.ledger import Ledger
+
+    ledger = Ledger("cpu", skip_first=0)
+    for _ in ledger.wrap(range(3)):
+        with ledger.compute():
+            pass
+    lines = _scrape(ledger=ledger)
+    names = {k.split("{")[0] for k in lines}
+    assert {"stoker_step_phases_compute_share", "stoker_step_phases_data_total_s"} <= names
+    assert "stoker_step_last_step_step" in names
+
+
+def test_watch_refuses_bad_options_in_one_line() -> None:
+    for args in (
+        ["--port", "70000"],
+        ["--port", "-1"],
+        ["--interval", "-1"],
+        ["--interval", "nan"],
+        ["--interval", "0"],
+        ["--json"],
+    ):
+        out = runner.invoke(app, ["watch", *args])
+        assert out.exit_code == 2, (args, out.output)
+        assert out.exception is None or isinstance(out.exception, SystemExit), args
+    assert "add --once" in runner.invoke(app, ["watch", "--json"]).output
+
+
+def test_watch_on_a_port_in_use_says_so() -> None:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = runner.invoke(app, ["watch", "--port", str(port)])
+    assert out.exit_code == 2 and out.exception is None or isinstance(out.exception, SystemExit)
+    assert f"cannot serve on port {port}" in out.output and "pick another --port" in out.output

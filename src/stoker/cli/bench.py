@@ -18,13 +18,21 @@ app.command("allreduce")(_allreduce)
 def storage(
     target: Annotated[str, typer.Argument(help="A folder on the tier to measure.")],
     size: Annotated[str, typer.Option(help="Test file size.")] = "1GiB",
-    block: Annotated[list[str] | None, typer.Option(help="Request sizes (repeatable).")] = None,
-    jobs: Annotated[list[int] | None, typer.Option(help="Parallel jobs (repeatable).")] = None,
+    block: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Request sizes (repeatable; default 1MiB and 4KiB). Blocks of 64 KiB and more "
+            "run the sequential tests, smaller ones the random tests."
+        ),
+    ] = None,
+    jobs: Annotated[
+        list[int] | None, typer.Option(min=1, help="Parallel jobs (repeatable; default 1 and 4).")
+    ] = None,
     direct: Annotated[bool, typer.Option(help="O_DIRECT where the file system allows.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
     """Sequential and random read/write throughput and IOPS, cold and warm (fio's method)."""
-    from ..measure.storage import bench_storage
+    from ..measure.storage import TESTS, bench_storage, skipped
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
@@ -36,6 +44,9 @@ def storage(
             jobs=tuple(jobs or [1, 4]),
             direct=direct,
         )
+    for test in skipped(TESTS, blocks):
+        kind = "64 KiB or more" if test.startswith("seq") else "under 64 KiB"
+        stderr.print(f"[yellow]{test} not run: no --block of {kind}[/]", highlight=False)
     if json_out:
         emit_json([r.to_dict() for r in results])
         return
@@ -54,12 +65,19 @@ def loader(
     data: Annotated[str, typer.Argument(help="Shards to read: a folder or a stoker URL.")],
     workload: Annotated[str, typer.Option(help="unet3d, resnet50 or cosmoflow.")] = "resnet50",
     accelerator: Annotated[str, typer.Option(help="a100 or h100 compute times.")] = "h100",
-    accelerators: Annotated[int, typer.Option(help="Emulated accelerators.")] = 1,
-    steps: Annotated[int | None, typer.Option(help="Stop after this many steps.")] = None,
-    workers: Annotated[int, typer.Option(help="DataLoader workers.")] = 2,
+    accelerators: Annotated[int, typer.Option(min=1, help="Emulated accelerators.")] = 1,
+    steps: Annotated[
+        int | None,
+        typer.Option(min=2, help="Stop after this many steps (the first is not measured)."),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=0, help="DataLoader workers.")] = 2,
     cache: Annotated[str | None, typer.Option(help="Node cache folder for remote data.")] = None,
     generate: Annotated[
-        int | None, typer.Option(help="First write this many samples of the workload's shape.")
+        int | None,
+        typer.Option(
+            min=1,
+            help="First write this many samples of the workload's shape (into a new folder).",
+        ),
     ] = None,
     search: Annotated[
         bool, typer.Option(help="Find the most accelerators kept above the threshold.")
@@ -74,13 +92,16 @@ def loader(
             lb.generate(workload, data, generate)
     options = dict(accelerator=accelerator, steps=steps, workers=workers, cache=cache)
     with stderr.status(f"emulating {workload} on {accelerator}"):
+        capped = None
         if search:
-            best, runs = lb.most_accelerators(data, workload, **options)  # type: ignore[arg-type]
+            best, runs, capped = lb.most_accelerators(data, workload, **options)  # type: ignore[arg-type]
         else:
             runs = [lb.run_loader(data, workload, accelerators=accelerators, **options)]  # type: ignore[arg-type]
             best = None
     if json_out:
-        emit_json({"runs": [r.to_dict() for r in runs], "most_accelerators": best})
+        emit_json(
+            {"runs": [r.to_dict() for r in runs], "most_accelerators": best, "capped": capped}
+        )
     else:
         for r in runs:
             au = "n/a" if r.utilization is None else f"{r.utilization:.1%}"
@@ -89,9 +110,14 @@ def loader(
                 f"{r.workload} x{r.accelerators} ({r.accelerator}, batch {r.batch}, compute "
                 f"{r.compute_s * 1e3:.1f} ms): AU {au} (>= {r.threshold:.0%}: {verdict}), "
                 f"{r.samples_per_s:,.0f} samples/s, {r.mb_per_s:,.0f} MB/s, first batch "
-                f"{r.first_batch_s or 0:.2f} s, {r.steps} steps"
+                f"{r.first_batch_s or 0:.2f} s, {r.steps} steps ({r.measured_steps} measured)"
             )
         if best is not None:
-            stdout.print(f"most accelerators kept at the threshold by one reader: {best}")
+            at_least = "at least " if capped else ""
+            stdout.print(f"most accelerators kept at the threshold by one reader: {at_least}{best}")
+    for note in dict.fromkeys(n for r in runs for n in r.notes):  # once, not per run
+        stderr.print(f"[yellow]note: {note}[/]", highlight=False)
+    if capped:
+        stderr.print(f"[yellow]note: {capped}[/]", highlight=False)
     if not all(r.passed for r in runs) and not search:
         raise typer.Exit(1)

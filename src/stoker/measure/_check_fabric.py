@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..catalog import VmSize
 from ._checks import Check, Status, _failed, _gbps, _Node
@@ -157,24 +157,85 @@ def _nccl_topo(n: _Node) -> Check:
     return Check("nccl topology", expected, found, "warn", fix)
 
 
-# (variable, values that hurt, status, why, what to do)
-_NCCL_RULES: list[tuple[str, set[str], Status, str, str]] = [
-    ("NCCL_IB_DISABLE", {"1"}, "fail", "NCCL will not use InfiniBand", "unset NCCL_IB_DISABLE"),
+def _value(text: str) -> str:
+    """A setting as NCCL reads it: spaces dropped, numbers as numbers (" 1" and "01" are 1)."""
+    text = text.strip().upper()
+    try:
+        return str(int(text))
+    except ValueError:
+        return text
+
+
+def _on(value: str) -> bool:  # NCCL reads these flags as integers: anything but 0 sets them
+    return value not in ("", "0")
+
+
+_GDR_OFF = {"0", "LOC"}  # level 0 (LOC): GPUDirect RDMA never used
+
+# (variable, hurts(value), status, why, what to do)
+_NCCL_RULES: list[tuple[str, Callable[[str], bool], Status, str, str]] = [
+    ("NCCL_IB_DISABLE", _on, "fail", "NCCL will not use InfiniBand", "unset NCCL_IB_DISABLE"),
+    (
+        "NCCL_NET",
+        lambda v: v == "SOCKET",
+        "fail",
+        "NCCL sends over TCP sockets, not InfiniBand",
+        "unset NCCL_NET (or set it to IB)",
+    ),
+    (
+        "NCCL_P2P_DISABLE",
+        _on,
+        "fail",
+        "NVLink peer-to-peer off: GPUs in the VM talk through host memory",
+        "unset NCCL_P2P_DISABLE",
+    ),
     (
         "NCCL_NET_GDR_LEVEL",
-        {"0", "LOC"},
+        _GDR_OFF.__contains__,
         "warn",
         "GPUDirect RDMA off: traffic goes through host memory",
         "unset NCCL_NET_GDR_LEVEL",
     ),
     (
+        "NCCL_IB_GDR_LEVEL",  # NCCL_NET_GDR_LEVEL's name before NCCL 2.12; still read
+        _GDR_OFF.__contains__,
+        "warn",
+        "GPUDirect RDMA off: traffic goes through host memory",
+        "unset NCCL_IB_GDR_LEVEL",
+    ),
+    (
         "NCCL_IB_PCI_RELAXED_ORDERING",
-        {"0"},
+        lambda v: v == "0",
         "warn",
         "relaxed ordering off: GPUDirect RDMA slows down in a VM",
         "set NCCL_IB_PCI_RELAXED_ORDERING=1, as the Azure HPC image does",
     ),
 ]
+
+
+def _hcas_used(spec: str, devices: list[str]) -> list[str]:
+    """The HCAs NCCL_IB_HCA leaves NCCL: "^" excludes, "=" matches names exactly (else as
+    prefixes), ":port" suffixes ignored (NCCL's env docs)."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    spec = spec.removeprefix("^")
+    exact = spec.startswith("=")
+    names = [e.split(":")[0].strip() for e in spec.removeprefix("=").split(",") if e.strip()]
+
+    def named(device: str) -> bool:
+        return any(device == m if exact else device.startswith(m) for m in names)
+
+    return [d for d in devices if named(d) != exclude]
+
+
+def _ib_hca(n: _Node) -> tuple[Status, str, str] | None:
+    if "NCCL_IB_HCA" not in n.nccl or not n.infiniband:
+        return None
+    devices = sorted({p.device for p in n.infiniband})
+    if _hcas_used(n.nccl["NCCL_IB_HCA"][0], devices):
+        return None
+    why = f"{_setting(n, 'NCCL_IB_HCA')}: names no InfiniBand HCA ({', '.join(devices)} are)"
+    return ("fail", why, "unset NCCL_IB_HCA, or name the InfiniBand HCAs (mlx5_ib)")
 
 
 def _nccl_env(n: _Node) -> Check:
@@ -185,13 +246,17 @@ def _nccl_env(n: _Node) -> Check:
         return Check("nccl environment", "-", "no NVIDIA GPU or no InfiniBand: not checked", "skip")
     problems = [
         (status, f"{_setting(n, var)}: {why}", fix)
-        for var, bad, status, why, fix in _NCCL_RULES
-        if var in n.nccl and n.nccl[var][0].upper() in bad
+        for var, hurts, status, why, fix in _NCCL_RULES
+        if var in n.nccl and hurts(_value(n.nccl[var][0]))
     ]
+    if (hca := _ib_hca(n)) is not None:
+        problems.append(hca)
     if azure_nd and "NCCL_IB_PCI_RELAXED_ORDERING" not in n.nccl:
         why = "NCCL_IB_PCI_RELAXED_ORDERING not set (the Azure HPC image sets it to 1)"
         problems.append(("warn", why, "export NCCL_IB_PCI_RELAXED_ORDERING=1"))
     if problems:
         return _failed("nccl environment", expected, problems)
-    shown = [_setting(n, var) for var, *_ in _NCCL_RULES if var in n.nccl]
+    shown = [
+        _setting(n, var) for var in [*(r[0] for r in _NCCL_RULES), "NCCL_IB_HCA"] if var in n.nccl
+    ]
     return Check("nccl environment", expected, ", ".join(shown) or "NCCL defaults", "ok")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import StokerError
+
 IMDS_URL = "http://169.254.169.254/metadata/instance?api-version=2021-02-01"
 # IMDS answers in milliseconds on a VM; off Azure the address may swallow packets, so wait
 # briefly rather than hang the doctor.
@@ -83,7 +85,28 @@ def _json(response: Any, url: str) -> Any:
         raise ImdsUnreachable(f"{_host(url)} answered, but not with JSON") from exc
 
 
+def check_url(url: str) -> None:
+    """Refuse a --imds-url that is not an http(s) URL with a host, before anything is asked."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise StokerError(f"--imds-url {_redact(url)}: not a URL ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise StokerError(
+            f"--imds-url {_redact(url)}: give an http:// URL with a host, like {IMDS_URL}"
+        )
+
+
+def _redact(url: str) -> str:
+    """The URL without a user or password (``user:secret@``): never echo a secret."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}" if sep else url
+
+
 def _host(url: str) -> str:
     from urllib.parse import urlsplit
 
-    return f"IMDS at {urlsplit(url).netloc or url}"
+    return f"IMDS at {urlsplit(url).netloc.rpartition('@')[2] or _redact(url)}"

@@ -227,10 +227,16 @@ def _buffers(op: _Op, count: int, dev: Any, ranks: int, rank: int) -> tuple[Any,
     """Output zeroed, input filled with ``rank + 1`` (all-reduce: one tensor, in place)."""
     import torch
 
-    out = torch.zeros(count if op.out_per_rank else count * ranks, device=dev)
-    inp = out if op.method == "all_reduce" else None
-    if inp is None:
-        inp = torch.empty(count if op.in_per_rank else count * ranks, device=dev)
+    try:
+        out = torch.zeros(count if op.out_per_rank else count * ranks, device=dev)
+        inp = out if op.method == "all_reduce" else None
+        if inp is None:
+            inp = torch.empty(count if op.in_per_rank else count * ranks, device=dev)
+    except RuntimeError as exc:  # torch.OutOfMemoryError, or the CPU allocator's refusal
+        raise StokerError(
+            f"{op.method}: cannot allocate {count * ELEMENT:,} B per rank on {dev}: "
+            f"use a smaller --maxbytes (-e) ({str(exc).splitlines()[0][:120]})"
+        ) from exc
     inp.fill_(rank + 1)
     return out, inp
 
@@ -363,13 +369,36 @@ def init_from_env() -> bool:
 
     if dist.is_initialized():
         return False
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local)
-        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
-    else:
-        dist.init_process_group("gloo")
+    world = _env_int("WORLD_SIZE", 1)
+    _env_int("RANK", 0, below=world)
+    local = _env_int("LOCAL_RANK", 0, default=0, below=world)
+    try:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(local)
+            dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        else:
+            dist.init_process_group("gloo")
+    except ValueError as exc:  # a missing MASTER_ADDR or MASTER_PORT: not torchrun's launch
+        raise StokerError(f"torch.distributed did not start ({exc}): run it as `{LAUNCH}`") from exc
     return True
+
+
+def _env_int(name: str, least: int, *, default: int | None = None, below: int | None = None) -> int:
+    """A whole number torchrun sets; a clear error when someone set it by hand wrongly."""
+    text = os.environ.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        value = int(text or "")
+    except ValueError:
+        value = None
+    if value is None or value < least or (below is not None and value >= below):
+        upper = f" and below WORLD_SIZE ({below})" if below is not None else ""
+        raise StokerError(
+            f"{name}={text if text is not None else '(unset)'}: torchrun sets a whole number "
+            f">= {least}{upper}; run it as `{LAUNCH}`"
+        )
+    return value
 
 
 def _initialized() -> bool:

@@ -24,7 +24,7 @@ from ._check_fabric import _ib_checks, _nccl_env, _nccl_topo, _peermem
 from ._check_gpus import _gpu_checks
 from ._check_nvme import _nvme_checks
 from ._checks import Check, _Node
-from ._imds import IMDS_URL, ImdsUnreachable, Instance, fetch_instance
+from ._imds import IMDS_URL, ImdsUnreachable, Instance, check_url, fetch_instance
 from ._node import (
     Gpu,
     GpuReading,
@@ -89,6 +89,7 @@ def doctor(
     ``root`` is where ``/etc/nccl.conf`` and the topology files are looked for; the roots and
     ``nvml`` exist so tests can fake a node. Raises ``CatalogError`` for an unknown ``vm``.
     """
+    check_url(imds_url)
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog or ())
     named = _lookup(cat, vm) if vm else None
     instance, imds_error = _ask_imds(imds_url)

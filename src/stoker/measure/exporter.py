@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import StokerError
 from .gpus import Gpus
 
 
@@ -77,6 +78,10 @@ class Collector:
                     s.dram_bandwidth,
                     gpu,
                 )
+            for index in self.gpus.lost:
+                yield gauge(
+                    "stoker_gpu_lost", "1: NVML could not read this GPU", 1, {"gpu": str(index)}
+                )
         if self.ledger is not None:
             for key, value in _numbers(self.ledger.snapshot()).items():
                 yield gauge(f"stoker_step_{key}", f"step ledger: {key}", value)
@@ -85,25 +90,32 @@ class Collector:
                 yield gauge(f"stoker_loader_{key}", f"loader: {key}", value)
 
 
-def _numbers(obj: Any) -> dict[str, float]:
-    """The numeric fields of a snapshot (dataclass or dict), flattened one level."""
+def _numbers(obj: Any, prefix: str = "") -> dict[str, float]:
+    """The numeric fields of a snapshot (dataclass or dict), nested dicts flattened with ``_``
+    (the ledger's ``phases.compute.share`` is ``phases_compute_share``)."""
     data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
     out: dict[str, float] = {}
     for key, value in data.items():
         if isinstance(value, bool):
             continue
         if isinstance(value, int | float):
-            out[key] = float(value)
+            out[f"{prefix}{key}"] = float(value)
         elif isinstance(value, dict):
-            out |= {f"{key}_{k}": float(v) for k, v in value.items() if isinstance(v, int | float)}
+            out |= _numbers(value, f"{prefix}{key}_")
     return out
 
 
 def serve(port: int = 9400, *, addr: str = "0.0.0.0", **sources: Any) -> Any:
-    """Serve /metrics on ``port``; returns the server (``.shutdown()`` stops it)."""
+    """Serve /metrics on ``port`` (0: a free one, ``.server_port`` says which); returns the
+    server (``.shutdown()`` stops it)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
     registry.register(Collector(**sources))  # type: ignore[arg-type]
-    server, _ = start_http_server(port, addr=addr, registry=registry)
+    try:
+        server, _ = start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:  # in use, or a privileged port without the right
+        raise StokerError(
+            f"cannot serve on port {port} ({exc.strerror or exc}): pick another --port"
+        ) from exc
     return server

@@ -3,11 +3,13 @@ the driver has GPM (Hopper and later) SM activity and DRAM bandwidth utilization
 
 nvidia-smi's "utilization" only says a kernel was running during the sample period; SM
 activity says how much of the GPU did work, which is why GPM figures are read when available.
-No driver or no GPU is a state to report ("no NVIDIA driver"), never an error.
+No driver or no GPU is a state to report ("no NVIDIA driver"), never an error; nor is a GPU
+that stops answering (``GpuIsLost``): ``lost`` names it and the other GPUs are still read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,6 +38,7 @@ class Gpus:
     def __init__(self, nvml: Any = None) -> None:
         self.problem: str | None = None
         self.handles: list[Any] = []
+        self.lost: dict[int, str] = {}  # GPU index -> the NVML error of the latest sample
         try:
             if nvml is None:
                 import pynvml as nvml
@@ -59,30 +62,42 @@ class Gpus:
             return False
 
     def sample(self, gpm_interval_s: float = 0.1) -> list[GpuSample]:
-        out, nv = [], self.nvml
+        """One sample per GPU that answers; the others are in ``lost``."""
+        out, lost = [], {}
         for i, h in enumerate(self.handles):
-            util, mem = nv.nvmlDeviceGetUtilizationRates(h), nv.nvmlDeviceGetMemoryInfo(h)
-            name = nv.nvmlDeviceGetName(h)
-            sample = GpuSample(
-                index=i,
-                name=name.decode() if isinstance(name, bytes) else str(name),
-                utilization=float(util.gpu),
-                memory_utilization=float(util.memory),
-                memory_used=int(mem.used),
-                memory_total=int(mem.total),
-                power_w=_try(lambda h=h: nv.nvmlDeviceGetPowerUsage(h) / 1000),
-                temperature_c=_try(lambda h=h: float(nv.nvmlDeviceGetTemperature(h, 0))),
-            )
+            try:
+                sample = self._read(i, h)
+            except Exception as exc:  # noqa: BLE001 - GpuIsLost, Unknown...: one GPU, not all
+                lost[i] = f"{type(exc).__name__}: {exc}"
+                continue
             if self._gpm[i]:
                 sample.sm_active, sample.dram_bandwidth = self._gpm_pair(h, gpm_interval_s)
             out.append(sample)
+        self.lost = lost
         return out
+
+    def _read(self, i: int, h: Any) -> GpuSample:
+        nv = self.nvml
+        util, mem = nv.nvmlDeviceGetUtilizationRates(h), nv.nvmlDeviceGetMemoryInfo(h)
+        name = nv.nvmlDeviceGetName(h)
+        return GpuSample(
+            index=i,
+            name=name.decode() if isinstance(name, bytes) else str(name),
+            utilization=float(util.gpu),
+            memory_utilization=float(util.memory),
+            memory_used=int(mem.used),
+            memory_total=int(mem.total),
+            power_w=_try(lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000),
+            temperature_c=_try(lambda: float(nv.nvmlDeviceGetTemperature(h, 0))),
+        )
 
     def _gpm_pair(self, handle: Any, interval_s: float) -> tuple[float | None, float | None]:
         """SM activity and DRAM bandwidth over ``interval_s`` (GPM needs two samples)."""
-        nv = self.nvml
+        nv, samples = self.nvml, []
         try:
-            first, second = nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()
+            samples.append(nv.nvmlGpmSampleAlloc())
+            samples.append(nv.nvmlGpmSampleAlloc())
+            first, second = samples
             nv.nvmlGpmSampleGet(handle, first)
             time.sleep(interval_s)
             nv.nvmlGpmSampleGet(handle, second)
@@ -96,6 +111,10 @@ class Gpus:
             return float(request.metrics[0].value), float(request.metrics[1].value)
         except Exception:  # noqa: BLE001 - a driver without these metrics: leave them out
             return None, None
+        finally:  # the driver's memory: a sample per scrape would leak otherwise
+            for allocated in samples:
+                with contextlib.suppress(Exception):
+                    nv.nvmlGpmSampleFree(allocated)
 
 
 def _try(read: Any) -> float | None:

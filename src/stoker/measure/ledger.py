@@ -13,6 +13,10 @@ no phase is ``other`` (logging, say), so the phases and ``other`` add up to the 
 as phases do not overlap (they may not nest; the ledger refuses that). The first ``skip_first``
 steps (start-up, DDP's bucket rebuild) are left out of the figures.
 
+**Threads.** Each thread has its own open phase. A phase timed on another thread (a checkpoint
+saved in the background) counts whole in the step in progress when it ends; it overlaps the
+loop's phases, so that step's phases may add up to more than the step (``other`` is then 0).
+
 **Clocks.** On CPU every phase is wall-clock time in the training thread. On a CUDA device each
 phase is the time the current stream spends between two events recorded at the phase's start and
 end: for work the phase enqueues, how long the GPU ran it; for a phase that enqueues nothing
@@ -112,26 +116,28 @@ class _CudaClock:
 
 
 class _Phase:
-    """A reusable ``with`` block that records one span of one phase in the open step."""
+    """A reusable ``with`` block that records one span of one phase in the open step. The open
+    phase and its start are per thread: a checkpoint on a background thread does not collide
+    with the loop's compute."""
 
-    __slots__ = ("_ledger", "_index", "_mark", "_start")
+    __slots__ = ("_ledger", "_index", "_mark", "_local")
 
     def __init__(self, ledger: Ledger, index: int) -> None:
-        self._ledger, self._index, self._start = ledger, index, None
+        self._ledger, self._index, self._local = ledger, index, ledger._local
         self._mark = ledger._clock.mark  # bound once: this runs twice per phase per step
 
     def __enter__(self) -> None:
-        ledger = self._ledger
-        if ledger._open_phase is not None:
-            inner, outer = PHASES[self._index], PHASES[ledger._open_phase]
+        local = self._local
+        open_phase = getattr(local, "phase", None)
+        if open_phase is not None:
+            inner, outer = PHASES[self._index], PHASES[open_phase]
             raise StokerError(f"ledger phases do not nest: {inner} opened inside {outer}")
-        ledger._open_phase = self._index
-        self._start = self._mark()
+        local.phase, local.start = self._index, self._mark()
 
     def __exit__(self, *exc: object) -> None:
-        ledger = self._ledger
-        ledger._spans.append((self._index, self._start, self._mark()))
-        ledger._open_phase = None
+        local = self._local
+        self._ledger._spans.append((self._index, local.start, self._mark()))  # append: atomic
+        local.phase = None
 
 
 @dataclass(frozen=True)
@@ -164,12 +170,15 @@ class Ledger:
     def __init__(self, device: Any = None, *, skip_first: int = 1) -> None:
         """``device``: a CUDA device times with events on its current stream; None picks CUDA
         when available; "cpu" the wall clock. ``skip_first``: steps left out at the start."""
+        if isinstance(skip_first, bool) or not isinstance(skip_first, int) or skip_first < 0:
+            raise StokerError(f"Ledger(skip_first={skip_first!r}): use a whole number >= 0")
         self._clock = _pick_clock(device)
         self._wall = isinstance(self._clock, _WallClock)
         self.skip_first = skip_first
         self._lock = threading.Lock()  # totals (read by snapshot) and the comm lists
+        self._local = threading.local()  # each thread's open phase
         self._phases = [_Phase(self, i) for i in range(len(PHASES))]
-        self._open_phase: int | None = None
+        self._wrapping = False
         self._start: Any = None  # the open step's first mark; None when no step is open
         self._spans: list[tuple[int, Any, Any]] = []
         self._launches: list[Any] = []
@@ -188,6 +197,7 @@ class Ledger:
     def wrap(self, iterable: Iterable[Any]) -> Iterator[Any]:
         """Yield from ``iterable``, starting a step at each ``next()`` and timing it as data."""
         it, mark = iter(iterable), self._clock.mark
+        self._wrapping = True
         try:
             while True:
                 start = mark()
@@ -202,6 +212,7 @@ class Ledger:
                 self._spans.append((_DATA, start, mark()))
                 yield item
         finally:
+            self._wrapping = False
             self.end_step()  # left early (break, exception): the step in progress ends here
 
     def data(self) -> _Phase:
@@ -222,6 +233,8 @@ class Ledger:
 
     def next_step(self) -> None:
         """Without ``wrap``: end the step in progress and start the next one here."""
+        if self._wrapping:  # wrap() starts each step already: this would split it in two
+            raise StokerError("Ledger.next_step() inside ledger.wrap(): wrap() ends each step")
         self._boundary(self._clock.mark())
 
     def end_step(self) -> None:
@@ -388,7 +401,12 @@ def _pick_clock(device: Any) -> _WallClock | _CudaClock:
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise StokerError(f"Ledger({device!r}): not a torch device (use 'cpu' or 'cuda')") from exc
     if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise StokerError(f"Ledger({device!r}): no CUDA device here; use 'cpu' or None")
         return _CudaClock(dev)
     return _WallClock()

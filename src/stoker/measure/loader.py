@@ -7,6 +7,12 @@ workload's batches and whose step sleeps one compute time: they run in parallel,
 what the reader must keep up with. Presets carry the published batch sizes, record sizes,
 A100/H100 compute times and pass thresholds (../shared/facts/azure.md: MLPerf Storage v2.0 /
 DLIO workload configs).
+
+As MLPerf Storage does, the run must read from storage, not from the page cache: a local
+dataset's files (or a remote one's node cache) are dropped from the page cache first
+(``posix_fadvise(DONTNEED)``), and a result notes a dataset smaller than the machine's RAM
+(MLPerf Storage sizes it at ~5x RAM, so that later epochs cannot come from the cache either).
+The clock stops after the last step's compute: the end-of-epoch teardown is not training time.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import StokerError
@@ -48,6 +55,13 @@ def generate(workload: str, out: str, samples: int, *, seed: int = 0) -> Any:
     from ..stream import ShardWriter
 
     p, rng = preset(workload), random.Random(seed)
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise StokerError(f"--generate {samples}: write at least 1 sample")
+    if "://" not in out and (Path(out) / "index.json").exists():
+        raise StokerError(
+            f"{out} already holds a dataset: drop --generate to measure it as it is, or "
+            "--generate into a new folder"
+        )
     with ShardWriter(out, shard_size="64MiB", codec="bytes") as w:
         for _ in range(samples):
             size = (
@@ -71,13 +85,21 @@ class LoaderResult:
     wait_s: float
     samples_per_s: float
     mb_per_s: float
+    steps_asked: int | None = None  # --steps; more than ``steps`` when the dataset ran out
+    samples_in_dataset: int = 0
+    dataset_bytes: int = 0
+    notes: list[str] = field(default_factory=list)  # what makes the figure less than MLPerf's
+
+    @property
+    def measured_steps(self) -> int:
+        return max(0, self.steps - 1)  # the first step is left out
 
     @property
     def passed(self) -> bool:
         return self.utilization is not None and self.utilization >= self.threshold
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"passed": self.passed}
+        return asdict(self) | {"passed": self.passed, "measured_steps": self.measured_steps}
 
 
 def run_loader(
@@ -99,6 +121,15 @@ def run_loader(
         if accelerator not in p.compute_s:
             raise StokerError(f"accelerator {accelerator!r}: use one of {', '.join(p.compute_s)}")
         compute_s = p.compute_s[accelerator]
+    if accelerators < 1:
+        raise StokerError(f"--accelerators {accelerators}: emulate at least 1")
+    if steps is not None and steps < 2:
+        raise StokerError(f"--steps {steps}: run at least 2 (the first step is not measured)")
+    if workers < 0:
+        raise StokerError(f"--workers {workers}: use 0 (read in this process) or more")
+    if "://" not in data and not Path(data).is_dir():
+        what = "does not exist" if not Path(data).exists() else "is not a folder"
+        raise StokerError(f"{data} {what}: give the folder of a stoker dataset (index.json)")
     batch = p.batch * accelerators
     ds = StreamingDataset(data, cache, shuffle=True, seed=0)
     if ds.index.samples < 2 * batch:
@@ -106,18 +137,25 @@ def run_loader(
             f"{data} holds {ds.index.samples} samples; {accelerators} x {workload} needs at "
             f"least {2 * batch} (two steps): generate more"
         )
+    dataset_bytes, notes = _drop_from_page_cache(ds)
     loader = StreamingLoader(ds, batch, num_workers=workers, collate_fn=_sizes)
     began, done, nbytes, after_first = time.perf_counter(), 0, 0, None
+    ended = began
     for sizes in loader:
         nbytes += sum(sizes)
         time.sleep(compute_s)  # the emulated accelerators compute in parallel
+        ended = time.perf_counter()  # the last compute's end: teardown after it does not count
         done += 1
         if done == 1:
-            after_first = time.perf_counter()  # MLPerf leaves the first step out
+            after_first = ended  # MLPerf leaves the first step out
         if steps is not None and done >= steps:
             break
-    ended = time.perf_counter()
     total, m = ended - began, loader.metrics
+    if steps is not None and done < steps:
+        notes.append(
+            f"{steps} steps asked, the dataset held {done} ({done - 1} measured): "
+            "generate more samples for the figure asked for"
+        )
     # AU as MLPerf Storage and DLIO count it: the emulated compute over the wall time, both
     # after the first step (the loop's own bookkeeping is not compute).
     measured = ended - after_first if after_first is not None and done > 1 else 0.0
@@ -135,7 +173,34 @@ def run_loader(
         wait_s=m.wait_s,
         samples_per_s=done * batch / total,
         mb_per_s=nbytes / total / 1e6,
+        steps_asked=steps,
+        samples_in_dataset=ds.index.samples,
+        dataset_bytes=dataset_bytes,
+        notes=notes,
     )
+
+
+def _drop_from_page_cache(ds: Any) -> tuple[int, list[str]]:
+    """Evict the dataset's local files (or its node cache) from the page cache, so the run
+    reads the device; returns the dataset's size and a note when it fits in RAM."""
+    from ..units import format_bytes
+    from .storage import evict
+
+    folder = Path(ds.remote) if ds.in_place else ds.local
+    if folder is not None and folder.is_dir():
+        for path in folder.rglob("*"):
+            if path.is_file():
+                evict(path)
+    size = ds.index.bytes
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    notes = []
+    if size < ram:
+        notes.append(
+            f"the dataset ({format_bytes(size)}) is smaller than RAM ({format_bytes(ram)}): "
+            "after the first epoch reads may come from the page cache (MLPerf Storage uses "
+            "~5x RAM)"
+        )
+    return size, notes
 
 
 def _sizes(samples: list[bytes]) -> list[int]:
@@ -145,26 +210,34 @@ def _sizes(samples: list[bytes]) -> list[int]:
 
 def most_accelerators(
     data: str, workload: str, *, limit: int = 64, **options: Any
-) -> tuple[int, list[LoaderResult]]:
+) -> tuple[int, list[LoaderResult], str | None]:
     """The largest number of emulated accelerators this reader keeps at the workload's
-    threshold: doubling, then bisection. Returns it (0 if even one fails) and every run."""
+    threshold: doubling, then bisection. Returns it (0 if even one fails), every run, and why
+    the search stopped short (the dataset too small to test more; the true maximum may be
+    higher) or None."""
     runs: list[LoaderResult] = []
+    capped: str | None = None
+    samples: int | None = None
 
     def passes(n: int) -> bool:
         runs.append(run_loader(data, workload, accelerators=n, **options))
         return runs[-1].passed
 
     if not passes(1):
-        return 0, runs
+        return 0, runs, None
     good, bad = 1, None
     while bad is None and good < limit:
         n = min(good * 2, limit)
-        try:
-            ok = passes(n)
-        except StokerError:  # the dataset is too small for that many: stop there
+        if samples is None:
+            samples = runs[0].samples_in_dataset
+        if samples < 2 * n * preset(workload).batch:  # too small for that many: stop there
+            capped = (
+                f"capped by the dataset: {samples} samples cannot feed {n} accelerators for two "
+                f"steps ({2 * n * preset(workload).batch} needed); the maximum may be higher"
+            )
             break
-        good, bad = (n, None) if ok else (good, n)
+        good, bad = (n, None) if passes(n) else (good, n)
     while bad is not None and bad - good > 1:
         mid = (good + bad) // 2
         good, bad = (mid, bad) if passes(mid) else (good, mid)
-    return good, runs
+    return good, runs, capped

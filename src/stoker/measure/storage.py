@@ -6,15 +6,24 @@ request, through O_DIRECT where the file system allows it (else buffered, and sa
 a cold read the file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)``); a
 warm read follows a read that loaded them. Writes are fsynced before the clock stops. Threads
 suffice: os.pread/os.pwrite release the GIL, so requests run in parallel in the kernel.
+
+Requests of 64 KiB and more run the sequential tests, smaller ones the random tests (fio's
+presets); ``skipped()`` says which tests a choice of blocks leaves out. The test file is removed
+on any error, on Ctrl-C and on SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import mmap
 import os
 import random
+import shutil
+import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +31,9 @@ from typing import Any
 from ..errors import StokerError
 
 ALIGN = 4096
+SEQUENTIAL_MIN = 64 << 10  # requests this large run the sequential tests, smaller the random
+TESTS = ("seq-write", "seq-read", "rand-read", "rand-write")
+FREE_MARGIN = 0.9  # the test file may take this share of the free space, no more
 
 
 @dataclass
@@ -84,13 +96,13 @@ def _run(
     start_gate = threading.Barrier(jobs + 1)
 
     def job(j: int) -> None:
-        buf = mmap.mmap(-1, block)  # page-aligned, as O_DIRECT needs
-        if write:
-            buf.write(os.urandom(min(block, 1 << 20)) * (block // min(block, 1 << 20)))
-        rng = random.Random(seed + j)
-        base = j * per_job
-        start_gate.wait()
         try:
+            buf = mmap.mmap(-1, block)  # page-aligned, as O_DIRECT needs
+            if write:
+                buf.write(os.urandom(min(block, 1 << 20)) * (block // min(block, 1 << 20)))
+            rng = random.Random(seed + j)
+            base = j * per_job
+            start_gate.wait()
             for k in range(per_job // block):
                 offset = base + k * block if sequential else rng.randrange(size // block) * block
                 if write:
@@ -99,19 +111,26 @@ def _run(
                     os.preadv(fd, [buf], offset)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             errors.append(exc)
+            start_gate.abort()  # a job that fails must never leave the others at the gate
 
-    threads = [threading.Thread(target=job, args=(j,)) for j in range(jobs)]
-    for t in threads:
-        t.start()
-    start_gate.wait()
-    began = time.perf_counter()
-    for t in threads:
-        t.join()
-    if write:
-        os.fsync(fd)
-    seconds = time.perf_counter() - began
-    os.close(fd)
+    # Daemon threads: a SIGTERM or Ctrl-C must not wait for a long test to finish.
+    threads = [threading.Thread(target=job, args=(j,), daemon=True) for j in range(jobs)]
+    try:
+        for t in threads:
+            t.start()
+        with contextlib.suppress(threading.BrokenBarrierError):  # a job failed: see errors
+            start_gate.wait()
+        began = time.perf_counter()
+        for t in threads:
+            t.join()
+        if write and not errors:
+            os.fsync(fd)
+        seconds = time.perf_counter() - began
+    finally:
+        os.close(fd)
     if errors:
+        if isinstance(errors[0], OSError):
+            raise errors[0]  # the caller names the folder (a full disk, a read-only one)
         raise StokerError(f"{path}: {errors[0]}") from errors[0]
     return per_job * jobs, seconds, used_direct
 
@@ -123,25 +142,88 @@ def bench_storage(
     blocks: tuple[int, ...] = (1 << 20, 4096),
     jobs: tuple[int, ...] = (1, 4),
     direct: bool = True,
-    tests: tuple[str, ...] = ("seq-write", "seq-read", "rand-read", "rand-write"),
+    tests: tuple[str, ...] = TESTS,
     keep: bool = False,
 ) -> list[StorageResult]:
     """Measure a folder; returns one result per test, block size and job count."""
     folder = Path(target)
     if not folder.is_dir():
         raise StokerError(f"{folder} is not a folder: give the mount point or folder to measure")
-    if any(b % ALIGN for b in blocks):
-        raise StokerError(f"block sizes must be multiples of {ALIGN} bytes (O_DIRECT): {blocks}")
+    _check(folder, size, blocks, jobs)
     path = folder / f".stoker-bench-{os.getpid()}"
     results: list[StorageResult] = []
     try:
-        fill(path, size)
-        for test, block, n, cache in _cases(tests, blocks, jobs):
-            results.append(measure(path, test, block=block, jobs=n, cache=cache, direct=direct))
+        with _sigterm_as_exit():
+            fill(path, size)
+            for test, block, n, cache in _cases(tests, blocks, jobs):
+                results.append(measure(path, test, block=block, jobs=n, cache=cache, direct=direct))
+    except OSError as exc:
+        raise _disk_error(folder, exc) from exc
     finally:
         if not keep:
-            path.unlink(missing_ok=True)
+            # A read-only or broken file system fails here too: the error raised above counts.
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
     return results
+
+
+def _check(folder: Path, size: int, blocks: tuple[int, ...], jobs: tuple[int, ...]) -> None:
+    """Refuse what would measure nothing, divide by zero or fill the disk."""
+    from ..units import format_bytes
+
+    if not blocks or any(b <= 0 or b % ALIGN for b in blocks):
+        raise StokerError(
+            f"--block {', '.join(map(str, blocks)) or 'none'}: each must be a positive "
+            f"multiple of {ALIGN} bytes (O_DIRECT), e.g. 4KiB or 1MiB"
+        )
+    if not jobs or any(n < 1 for n in jobs):
+        raise StokerError(f"--jobs {', '.join(map(str, jobs)) or 'none'}: each must be 1 or more")
+    need = max(blocks) * max(jobs)
+    if size < need:
+        shown = format_bytes(size) if size > 0 else size
+        raise StokerError(
+            f"--size {shown}: the test file must hold at least one block per job "
+            f"({format_bytes(need)} for --block {format_bytes(max(blocks))} x --jobs "
+            f"{max(jobs)}); use e.g. --size 1GiB"
+        )
+    free = shutil.disk_usage(folder).free
+    if size > free * FREE_MARGIN:
+        raise StokerError(
+            f"--size {format_bytes(size)} does not fit in {folder}: {format_bytes(free)} free "
+            f"(the test file may take {FREE_MARGIN:.0%} of it); use a smaller --size"
+        )
+
+
+def _disk_error(folder: Path, exc: OSError) -> StokerError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StokerError(f"no space left in {folder} for the test file: use a smaller --size")
+    if exc.errno == errno.EROFS:
+        return StokerError(f"{folder} is on a read-only file system: measure a writable folder")
+    return StokerError(f"cannot measure {folder}: {exc.strerror or exc}")
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM (``timeout``, a scheduler) raises SystemExit, so the test file is removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def skipped(tests: tuple[str, ...], blocks: tuple[int, ...]) -> list[str]:
+    """The tests no block runs: sequential ones need a block >= 64 KiB, random ones a smaller."""
+    big = any(b >= SEQUENTIAL_MIN for b in blocks)
+    small = any(b < SEQUENTIAL_MIN for b in blocks)
+    return [t for t in tests if (big if t.startswith("seq") else small) is False]
 
 
 def measure(
@@ -186,7 +268,7 @@ def _cases(
     for test in tests:
         sequential = test.startswith("seq")
         for block in blocks:
-            if (block >= 64 << 10) != sequential:
+            if (block >= SEQUENTIAL_MIN) != sequential:
                 continue
             for n in jobs:
                 for cache in ("-",) if test.endswith("write") else ("cold", "warm"):

@@ -9,10 +9,14 @@ plan lists every replaced figure beside the catalog's. The file is JSON:
      "allreduce": [... `stoker bench allreduce --json` rows, one VM ...]}
 
 ``nvme`` may also be ``{"read": "20 GB/s", "write": "12 GB/s"}`` and ``allreduce``
-``{"busbw": "450 GB/s"}``. From storage rows the best cold sequential read and the best
-sequential write are taken; from all-reduce rows, the busbw at the largest message size (the
-catalog's published figure is the 8 GB one). The all-reduce was run across one VM's GPUs, so it
-becomes the VM size's ``scaleup_busbw_measured``: the bandwidth of the plan's scale-up level.
+``{"busbw": "450 GB/s"}``; the whole file may be the raw output of ``stoker bench allreduce
+--json`` (the ``allreduce`` value may be too). A sweep from one rank is refused (busbw is 0
+there); one from CPU ranks (gloo) is used with a warning: it does not measure the GPU fabric.
+
+From storage rows the best cold sequential read and the best sequential write are taken;
+from all-reduce rows, the busbw at the largest message size (the catalog's published figure is
+the 8 GB one). The all-reduce was run across one VM's GPUs, so it becomes the VM size's
+``scaleup_busbw_measured``: the bandwidth of the plan's scale-up level.
 """
 
 from __future__ import annotations
@@ -38,6 +42,10 @@ class Calibration:
     catalog_bps: float | None
     measured_bps: float
     source: str  # the file and what in it
+    warning: str | None = None  # why the figure may not mean what the catalog's does
+
+
+_KEYS = ("vm", "nvme", "allreduce")
 
 
 def read_measured(path: str | Path) -> dict[str, Any]:
@@ -55,40 +63,66 @@ def read_measured(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"--measured {path}: cannot be read: {exc.strerror}") from exc
     if not isinstance(data, dict):
         raise SpecError(f"--measured {path}: expected an object with nvme and/or allreduce")
-    unknown = set(data) - {"vm", "nvme", "allreduce"}
+    if _is_sweep(data):  # the raw output of `stoker bench allreduce --json`
+        data = {"allreduce": data}
+    unknown = set(data) - set(_KEYS)
     if unknown:
         raise SpecError(
-            f"--measured {path}: unknown keys {sorted(unknown)}; use vm, nvme, allreduce"
+            f"--measured {path}: unknown keys {sorted(unknown)}; use {', '.join(_KEYS)}"
         )
+    if "nvme" not in data and "allreduce" not in data:
+        raise SpecError(f"--measured {path}: nothing measured; give nvme and/or allreduce")
     return data
 
 
+def _is_sweep(data: Any) -> bool:
+    return isinstance(data, dict) and "rows" in data and "world_size" in data
+
+
 def _rate(value: Any, where: str) -> float:
+    # bool is an int to Python: `true` must not read as 1 B/s.
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise SpecError(f"{where}: {value!r} is not a rate (e.g. '20 GB/s')")
     try:
         rate = float(parse_rate(value)) if isinstance(value, str) else float(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise SpecError(f"{where}: {value!r} is not a rate (e.g. '20 GB/s')") from exc
     if not 0 < rate < math.inf:
         raise SpecError(f"{where}: {value!r} is not a rate above zero; measure it again")
     return rate
 
 
+def _field(row: Any, key: str, where: str) -> Any:
+    if not isinstance(row, dict):
+        raise SpecError(f"{where}: {row!r} is not a row of `stoker bench ... --json`")
+    if key not in row:
+        raise SpecError(f"{where}: no {key!r} in {row!r}")
+    return row[key]
+
+
 def _storage(rows: Any, where: str) -> dict[str, float]:
     if isinstance(rows, dict):
-        return {
-            f"nvme_{k}": _rate(v, f"{where}.{k}") for k, v in rows.items() if k in ("read", "write")
-        }
+        unknown = set(rows) - {"read", "write"}
+        if unknown or not rows:
+            raise SpecError(
+                f"{where}: unknown keys {sorted(unknown)}; use read and/or write"
+                if unknown
+                else f"{where}: empty; use read and/or write (e.g. '20 GB/s')"
+            )
+        return {f"nvme_{k}": _rate(v, f"{where}.{k}") for k, v in rows.items()}
+    if not isinstance(rows, list):
+        raise SpecError(
+            f"{where}: expected the rows of `stoker bench storage --json` or "
+            '{"read": "20 GB/s", "write": "12 GB/s"}'
+        )
     out: dict[str, float] = {}
-    reads = [
-        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-read mb_per_s")
-        for r in rows
-        if r.get("test") == "seq-read" and r.get("cache") == "cold"
-    ]
-    writes = [
-        _rate(r["mb_per_s"] * 1e6, f"{where}: seq-write mb_per_s")
-        for r in rows
-        if r.get("test") == "seq-write"
-    ]
+    reads, writes = [], []
+    for i, r in enumerate(rows):
+        test = _field(r, "test", f"{where}[{i}]")
+        if (test, r.get("cache")) == ("seq-read", "cold") or test == "seq-write":
+            mbps = _field(r, "mb_per_s", f"{where}[{i}]")
+            rate = _rate(mbps * 1e6 if _number(mbps) else mbps, f"{where}[{i}] mb_per_s")
+            (reads if test == "seq-read" else writes).append(rate)
     if reads:
         out["nvme_read"] = max(reads)
     if writes:
@@ -100,14 +134,48 @@ def _storage(rows: Any, where: str) -> dict[str, float]:
     return out
 
 
-def _allreduce(rows: Any, where: str) -> float:
-    if isinstance(rows, dict):
-        return _rate(rows.get("busbw"), f"{where}.busbw")
-    ours = [r for r in rows if r.get("collective", "all_reduce").replace("-", "_") == "all_reduce"]
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _allreduce(data: Any, where: str) -> tuple[float, str | None]:
+    """The busbw at the largest all-reduce size, and a warning when it is not the GPU fabric's."""
+    warning = None
+    if _is_sweep(data):
+        ranks, backend, device = data["world_size"], data.get("backend"), data.get("device")
+        if not _number(ranks) or ranks < 2:
+            raise SpecError(
+                f"{where}: measured on {ranks} rank(s), where an all-reduce moves nothing "
+                "(busbw 0); run it with one rank per GPU (torchrun --nproc-per-node 8)"
+            )
+        if "nccl" not in str(backend) or str(device).startswith("cpu"):
+            warning = (
+                f"the all-reduce busbw was measured with {backend} on {device}: CPU ranks do not "
+                "measure the GPU fabric; run `stoker bench allreduce` with NCCL on the GPUs"
+            )
+        data = data["rows"]
+    elif isinstance(data, dict):
+        if set(data) != {"busbw"}:
+            raise SpecError(f"{where}: unknown keys {sorted(set(data) - {'busbw'})}; use busbw")
+        return _rate(data["busbw"], f"{where}.busbw"), None
+    if not isinstance(data, list):
+        raise SpecError(
+            f"{where}: expected the output of `stoker bench allreduce --json`, its rows, or "
+            '{"busbw": "450 GB/s"}'
+        )
+    ours = []
+    for i, r in enumerate(data):
+        _field(r, "size", f"{where}[{i}]")  # a row at all
+        if str(r.get("collective", "all_reduce")).replace("-", "_") == "all_reduce":
+            size = _field(r, "size", f"{where}[{i}]")
+            if not _number(size):
+                raise SpecError(f"{where}[{i}].size: {size!r} is not a number of bytes")
+            ours.append((size, i, r))
     if not ours:
         raise SpecError(f"{where}: no all-reduce rows from `stoker bench allreduce --json`")
-    largest = max(ours, key=lambda r: r["size"])
-    return _rate(largest["busbw_bps"] if "busbw_bps" in largest else largest["busbw"], where)
+    _, i, largest = max(ours, key=lambda x: x[0])
+    key = "busbw_bps" if "busbw_bps" in largest else "busbw"
+    return _rate(_field(largest, key, f"{where}[{i}]"), f"{where}[{i}].{key}"), warning
 
 
 def calibrate(
@@ -116,21 +184,30 @@ def calibrate(
     """The catalog with ``vm_size``'s figures replaced by the file's, and what was replaced."""
     data = read_measured(path)
     vm_name = data.get("vm") or vm_size
-    if vm_name != vm_size:
+    if not isinstance(vm_name, str):
+        raise SpecError(f"--measured {path}: vm: {vm_name!r} is not a VM size name")
+    # IMDS and the portal write "Standard_ND96isr_H100_v5"; the catalog drops the prefix.
+    if vm_name.lower().removeprefix("standard_") != vm_size.lower():
         raise SpecError(f"--measured {path} was taken on {vm_name}; the job runs on {vm_size}")
     vm = catalog.vm[vm_size]
     measured: dict[str, float] = {}
+    warnings: dict[str, str | None] = {}
     if "nvme" in data:
         measured |= _storage(data["nvme"], f"--measured {path}: nvme")
     if "allreduce" in data:
-        measured["scaleup_busbw_measured"] = _allreduce(
+        name = "scaleup_busbw_measured"
+        measured[name], warnings[name] = _allreduce(
             data["allreduce"], f"--measured {path}: allreduce"
         )
     # The catalog's counterpart of a one-VM busbw is the published one (the benchmarking guide).
     counterpart = {"scaleup_busbw_measured": "allreduce_busbw_measured"}
     rows = [
         Calibration(
-            name, getattr(vm, counterpart.get(name, name)), value, f"{Path(path).name}: {name}"
+            name,
+            getattr(vm, counterpart.get(name, name)),
+            value,
+            f"{Path(path).name}: {name}",
+            warnings.get(name),
         )
         for name, value in measured.items()
     ]
