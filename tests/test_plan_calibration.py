@@ -117,9 +117,10 @@ def test_raw_bench_allreduce_output_is_a_calibration_file(tmp_path: Path, wrappe
 def test_useless_allreduce_measurements_are_refused_or_flagged(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"measured on 1 rank\(s\).*nproc-per-node"):
         plan_job(SPEC, measured=_file(tmp_path, _sweep(ranks=1)))
-    (row,) = plan_job(SPEC, measured=_file(tmp_path, _sweep(2, "gloo", "cpu"))).calibration
+    cpu = plan_job(SPEC, measured=_file(tmp_path, _sweep(2, "gloo", "cpu")))
+    (row,) = cpu.calibration
     assert row.warning is not None and "gloo on cpu" in row.warning
-    assert "GPU fabric" in row.warning
+    assert "GPU fabric" in row.warning and row.warning in cpu.warnings  # shown with the plan's
     with pytest.raises(SpecError, match=r"busbw: True is not a rate"):
         plan_job(SPEC, measured=_file(tmp_path, {"allreduce": {"busbw": True}}))
 

@@ -46,4 +46,5 @@ def plan_job(
             raise SpecError(f"{spec}: {exc}") from exc
         raise
     plan.calibration = rows
+    plan.warnings += [row.warning for row in rows if row.warning]  # e.g. a CPU (gloo) sweep
     return plan
