@@ -3,6 +3,7 @@ under torchrun whose busbw is recomputed by hand from the time it reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -158,3 +159,25 @@ def test_a_size_too_large_to_allocate_names_the_option() -> None:
     op = mc._Op("all_reduce", None, True, True)
     with pytest.raises(StokerError, match=r"cannot allocate .* use a smaller --maxbytes"):
         mc._buffers(op, 1 << 50, "cpu", 2, 0)
+
+
+def test_wrong_results_fail_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#wrong above 0 exited 0, though nccl-tests counts it a failure, whatever the speed."""
+    from azurite import free_port
+
+    for name, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    real = mc.sweep
+
+    def one_wrong(*args: object, **kwargs: object) -> mc.SweepResult:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        rows = (*result.rows[:-1], dataclasses.replace(result.rows[-1], wrong=3))
+        return dataclasses.replace(result, rows=rows)
+
+    monkeypatch.setattr(mc, "sweep", one_wrong)
+    app = typer.Typer()
+    app.command()(allreduce)
+    run = CliRunner().invoke(app, ["-b", "8", "-e", "64", "--iters", "1", "--warmup", "0"])
+    assert run.exit_code == 1 and "3 wrong elements (#wrong)" in run.output, run.output

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._output import command, emit_json, stdout
+from ._output import command, emit_json, stderr, stdout
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -69,10 +69,11 @@ def allreduce(
     import torch.distributed as dist
 
     try:
+        leader = dist.get_rank() == 0
         result = mc.sweep(names, sizes, iters, warmup, across=across)  # type: ignore[arg-type]
         if vm:
             result = mc.with_plan(result, vm, cat)
-        if dist.get_rank() == 0:
+        if leader:
             if json_out:
                 emit_json(result.to_dict())
             else:
@@ -83,6 +84,14 @@ def allreduce(
     finally:
         if started:
             dist.destroy_process_group()
+    wrong = sum(row.wrong for row in result.rows)
+    if wrong:  # nccl-tests' #wrong: the collective gave wrong results, whatever its speed
+        if leader:
+            stderr.print(
+                f"error: {wrong:,} wrong elements (#wrong): this fabric's results are not to be "
+                "trusted; run stoker doctor"
+            )
+        raise typer.Exit(1)
 
 
 def _table(result: SweepResult, name: str) -> Table:
