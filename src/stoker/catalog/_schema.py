@@ -116,6 +116,15 @@ class BlobTier(Entry):
     price_archive_gb_month: float | None = Field(default=None, ge=0)
     price_region: str | None = None
 
+    @classmethod
+    def access_tiers(cls) -> tuple[str, ...]:
+        """The access tiers the catalog can price: ``("hot", "cool", "cold", "archive")``."""
+        return tuple(
+            name.removeprefix("price_").removesuffix("_gb_month")
+            for name in cls.model_fields
+            if name.startswith("price_") and name.endswith("_gb_month")
+        )
+
 
 class LustreSku(Entry):
     name: str
