@@ -198,6 +198,59 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
         with pytest.raises(CheckpointError, match="negative"):
             ckpt.save(-1, {})
 
+    with pytest.raises(CheckpointError, match="keep_every=0: give a step interval of 1 or more"):
+        Checkpointer(tmp_path, keep_every=0)
+    with pytest.raises(CheckpointError, match="durable_keep_last=0"):
+        Checkpointer(tmp_path, durable_keep_last=0)
+    with Checkpointer(tmp_path) as ckpt:
+        with pytest.raises(CheckpointError, match="blob_tier=banana: .* hot, cool, cold, archive"):
+            ckpt.costs(blob_tier="banana")
+        with pytest.raises(CheckpointError, match="fast_usd_per_gb_month=-1"):
+            ckpt.costs(fast_usd_per_gb_month=-1)
+        with pytest.raises(CheckpointError, match="durable_usd_per_gb_month=nan"):
+            ckpt.costs(durable_usd_per_gb_month=float("nan"))
+
+
+def test_a_mistyped_path_is_never_verified_listed_or_pruned(tmp_path: Path) -> None:
+    """verify() of nothing used to return ok with zero steps, so a typo passed as verified."""
+    with Checkpointer(tmp_path / "typo") as ckpt:
+        for call in (ckpt.verify, ckpt.list, ckpt.prune):
+            with pytest.raises(CheckpointError, match="no such folder, so no checkpoint here"):
+                call()
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "empty").mkdir()
+    with Checkpointer(tmp_path / "empty") as ckpt:
+        assert ckpt.list() == [] and ckpt.prune() == {"fast": []}  # empty, but there
+        with pytest.raises(CheckpointError, match="no committed checkpoint to verify on fast"):
+            ckpt.verify()
+        with pytest.raises(CheckpointError, match="step 7 is not committed on fast"):
+            ckpt.verify(7)
+
+
+def test_a_checkpointer_saving_into_a_new_folder_is_not_refused(tmp_path: Path) -> None:
+    with Checkpointer(tmp_path / "new" / "run") as ckpt:
+        ckpt.save(1, _state(1))
+        assert isinstance(ckpt.list(), list)  # not refused while the write is in flight
+        ckpt.wait()
+        assert [i.step for i in ckpt.list()] == [1]
+        assert ckpt.verify().ok and ckpt.prune() == {"fast": []}
+
+
+def test_pull_leaves_nothing_behind_when_the_durable_copy_is_damaged(tmp_path: Path) -> None:
+    durable = tmp_path / "durable"
+    with Checkpointer(tmp_path / "fast", durable) as ckpt:
+        ckpt.save(1, _state(1))
+        ckpt.save(2, _state(2))
+    shard = durable / step_dir(2) / "shard-00000-of-00001.bin"
+    data = bytearray(shard.read_bytes())
+    data[-40] ^= 1
+    shard.write_bytes(bytes(data))
+    with Checkpointer(tmp_path / "new", durable) as ckpt:
+        with pytest.raises(CorruptCheckpointError, match=r"step 2 .* committed there: 1 \(pull"):
+            ckpt.pull()
+        assert not (tmp_path / "new").exists()
+        assert ckpt.pull(1)[0] == 1
+
 
 SAVER = textwrap.dedent(
     """

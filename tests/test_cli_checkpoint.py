@@ -89,7 +89,8 @@ def test_pull_brings_the_newest_step_to_an_empty_fast_tier(blob_env: str, tmp_pa
         restored = ckpt.load()
     assert restored.step == 30 and restored.tier == "fast"
     missing = runner.invoke(app, ["checkpoint", "pull", durable, str(fast), "--step", "99"])
-    assert missing.exit_code == 2 and "holds no step 99" in missing.stderr
+    assert missing.exit_code == 2 and "holds no committed step 99" in missing.stderr
+    assert missing.stderr.startswith("error: ")  # no blank line left by the progress bar
 
 
 def test_interval_follows_young_daly_and_schedules_saves(tmp_path: Path) -> None:
@@ -129,5 +130,130 @@ def test_maybe_save_never_starts_a_save_while_it_cannot_know_the_interval(
 
 
 def test_verify_of_a_folder_with_no_checkpoint_is_an_error(tmp_path: Path) -> None:
-    out = runner.invoke(app, ["checkpoint", "verify", str(tmp_path / "typo")])
+    (tmp_path / "empty").mkdir()  # (a folder that does not exist: see the test below)
+    out = runner.invoke(app, ["checkpoint", "verify", str(tmp_path / "empty")])
     assert out.exit_code == 2 and "no committed checkpoint to verify" in out.stderr, out.output
+
+
+# ---------------------------------------------------------------- errors a shell user can act on
+
+
+def _local(tmp_path: Path, steps: tuple[int, ...] = (10, 20, 30)) -> tuple[Path, Path]:
+    """A fast folder and a durable folder (no Azurite needed) holding ``steps``."""
+    fast, durable = tmp_path / "fast", tmp_path / "durable"
+    with Checkpointer(fast, durable, keep_last=5) as ckpt:
+        for step in steps:
+            ckpt.save(step, {"w": torch.full((1 << 12,), float(step))})
+    return fast, durable
+
+
+def _flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-40] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("verb", ["ls", "prune", "verify"])
+def test_a_missing_fast_folder_is_an_error_not_an_empty_listing(verb: str, tmp_path: Path) -> None:
+    out = runner.invoke(app, ["checkpoint", verb, str(tmp_path / "typo")])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.startswith("error: fast tier ") and "check the path" in out.stderr
+    assert "Traceback" not in out.output and not (tmp_path / "typo").exists()
+
+
+def test_an_empty_folder_lists_nothing_and_a_new_vm_lists_the_durable_tier(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    empty = runner.invoke(app, ["checkpoint", "ls", str(tmp_path / "empty"), "--json"])
+    assert empty.exit_code == 0 and json.loads(empty.stdout)["checkpoints"] == []
+    _, durable = _local(tmp_path)
+    new_vm = str(tmp_path / "new-vm")  # no fast folder yet: what is on the durable tier?
+    out = runner.invoke(app, ["checkpoint", "ls", new_vm, "--durable", str(durable), "--json"])
+    assert out.exit_code == 0, out.output
+    assert [c["step"] for c in json.loads(out.stdout)["checkpoints"]] == [30, 20, 10]
+
+
+def test_pull_of_a_damaged_step_exits_1_names_the_step_option_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    _, durable = _local(tmp_path)
+    _flip(durable / step_dir(30) / "shard-00000-of-00001.bin")
+    fast = tmp_path / "new-vm"
+    out = runner.invoke(app, ["checkpoint", "pull", str(durable), str(fast)])
+    assert out.exit_code == 1, out.output
+    assert out.stderr.startswith("error: step 30 on the durable tier")  # no blank line first
+    assert "committed there: 20, 10 (pull one with --step N)" in out.stderr
+    assert "fallback" not in out.stderr and "Traceback" not in out.output
+    assert not fast.exists()  # nothing half-written
+    older = runner.invoke(app, ["checkpoint", "pull", str(durable), str(fast), "--step", "20"])
+    assert older.exit_code == 0, older.output
+
+
+def test_pull_over_an_existing_fast_folder_removes_only_its_own_step(tmp_path: Path) -> None:
+    fast, durable = _local(tmp_path, (10,))
+    with Checkpointer(tmp_path / "other", durable, keep_last=5) as ckpt:
+        ckpt.save(20, {"w": torch.zeros(8)})
+    _flip(durable / step_dir(20) / "shard-00000-of-00001.bin")
+    out = runner.invoke(app, ["checkpoint", "pull", str(durable), str(fast)])
+    assert out.exit_code == 1, out.output
+    assert sorted(p.name for p in fast.iterdir()) == ["latest.json", step_dir(10)]
+
+
+def test_pull_from_an_unreachable_durable_tier_says_so_with_the_stores_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stoker.checkpoint._tier import Tier
+    from stoker.errors import StoreError
+
+    def unreachable(self: Tier) -> dict:
+        raise StoreError(f"listing {self.store}: Cannot connect to host 127.0.0.1:1")
+
+    monkeypatch.setattr(Tier, "steps", unreachable)
+    out = runner.invoke(app, ["checkpoint", "pull", "az://acct/ckpts/run1", str(tmp_path / "f")])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.startswith("error: could not reach the durable tier az://acct/ckpts/run1")
+    assert "Cannot connect to host 127.0.0.1:1" in out.stderr and "holds no" not in out.stderr
+    assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["ls", "--blob-tier", "banana"], "--blob-tier banana: not a Blob access tier; choose one"),
+        (["ls", "--fast-price", "-1"], "--fast-price -1.0: give the tier's price"),
+        (["prune", "--keep-every", "0"], "--keep-every 0: give a step interval of 1 or more"),
+        (["prune", "--keep-last", "0"], "--keep-last 0: keep at least the newest checkpoint"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_option(args: list[str], says: str, tmp_path: Path) -> None:
+    fast, _ = _local(tmp_path, (1, 2))
+    out = runner.invoke(app, ["checkpoint", args[0], str(fast), *args[1:]])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.startswith(f"error: {says}"), out.stderr
+    assert "_" not in out.stderr.split(":")[1]  # an option, not a parameter name
+    if "--blob-tier" in args:
+        assert "hot, cool, cold, archive" in out.stderr
+    assert [i.step for i in Checkpointer(fast).list()] == [2, 1]  # nothing pruned
+
+
+def test_verify_prints_each_problem_on_one_line_when_piped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # what a pipe gets
+    fast, durable = _local(tmp_path)
+    _flip(fast / step_dir(20) / "shard-00000-of-00001.bin")
+    out = runner.invoke(app, ["checkpoint", "verify", str(fast), "--durable", str(durable)])
+    assert out.exit_code == 1, out.output
+    line = (
+        "fast step 20 shard-00000-of-00001.bin: hash differs from the manifest: the file is corrupt"
+    )
+    assert line in out.stdout.splitlines()
+    assert out.stderr == ""  # the progress bar left a blank line here
+
+
+def test_ls_help_lists_the_blob_tiers_and_the_price_unit() -> None:
+    from stoker.catalog import BlobTier
+
+    out = runner.invoke(app, ["checkpoint", "ls", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    assert ", ".join(BlobTier.access_tiers()[:-1]) + " or archive" in out.stdout
+    assert "USD per GB-month" in out.stdout and "0 or more" in out.stdout

@@ -244,7 +244,17 @@ def test_cli_refresh_writes_the_output_file(price_server, tmp_path):
     assert _no_tmp_left(out.parent)
     written = tomllib.loads(out.read_text("utf-8"))
     assert written["vm"]["ND96isr_H100_v5"]["price_per_hour"] == 90.0
-    rows = {r["vm_size"]: r for r in json.loads(result.stdout)}
+    data = json.loads(result.stdout)
+    # what the refresh did is in the JSON too, not only on stderr
+    assert data["refresh"] == {
+        "path": str(out),
+        "region": "eastus",
+        "written": 2,
+        "not_found": [
+            v for v in load_catalog().vm if v not in ("ND96isr_H100_v5", "ND96amsr_A100_v4")
+        ],
+    }
+    rows = {r["vm_size"]: r for r in data["prices"]}
     assert rows["ND96isr_H100_v5"]["price_per_hour"] == 90.0
     assert rows["ND96isr_H100_v5"]["date"] == _today().isoformat()
     assert rows["ND96isr_H100_v5"]["source"] == f"retail-api-{_today().isoformat()}"
@@ -259,7 +269,9 @@ def test_cli_refresh_defaults_to_the_prices_file(price_server, isolated_env):
     result = CliRunner().invoke(app, ["catalog", "prices", "--refresh", "--json"])
     assert result.exit_code == 0, result.output
     assert isolated_env.is_file()
-    rows = {r["vm_size"]: r for r in json.loads(result.stdout)}
+    data = json.loads(result.stdout)
+    assert data["refresh"]["path"] == str(isolated_env) and data["refresh"]["written"] == 2
+    rows = {r["vm_size"]: r for r in data["prices"]}
     assert rows["ND96isr_H100_v5"]["price_per_hour"] == 90.0
     # the prices file is now the first layer of every load
     assert load_catalog().vm["ND96isr_H100_v5"].price_per_hour == 90.0
@@ -290,3 +302,23 @@ def test_cli_prices_without_refresh_lists_the_catalog(price_server):
         "verified": None,
     }
     assert price_server.requests == []  # no refresh, no network
+
+
+def test_price_rows_are_the_catalogs_and_a_zero_price_is_a_price():
+    """The rows were built in the CLI, where ``if vm.price_per_hour`` took 0.0 for missing."""
+    cat = load_catalog()
+    rows = {r["vm_size"]: r for r in cat.vm_prices()}
+    assert rows["ND96asr_v4"]["source"] is None and "ND96asr_v4" in cat.unpriced_vms()
+    free = cat.vm["ND96isr_H100_v5"].model_copy(update={"price_per_hour": 0.0})
+    cat = cat.model_copy(update={"vm": {**cat.vm, "ND96isr_H100_v5": free}})
+    row = next(r for r in cat.vm_prices() if r["vm_size"] == "ND96isr_H100_v5")
+    assert row["price_per_hour"] == 0.0 and row["source"] is not None and row["date"] is not None
+    assert "ND96isr_H100_v5" not in cat.unpriced_vms()
+
+
+@pytest.mark.parametrize("sub", ["prices", "sources"])
+def test_json_options_say_what_they_print(sub):
+    result = CliRunner().invoke(app, ["catalog", sub, "--help"])
+    assert result.exit_code == 0
+    line = next(x for x in result.stdout.splitlines() if "--json" in x)
+    assert "JSON" in line.split("--json", 1)[1]

@@ -116,6 +116,15 @@ class BlobTier(Entry):
     price_archive_gb_month: float | None = Field(default=None, ge=0)
     price_region: str | None = None
 
+    @classmethod
+    def access_tiers(cls) -> tuple[str, ...]:
+        """The access tiers the catalog can price: ``("hot", "cool", "cold", "archive")``."""
+        return tuple(
+            name.removeprefix("price_").removesuffix("_gb_month")
+            for name in cls.model_fields
+            if name.startswith("price_") and name.endswith("_gb_month")
+        )
+
 
 class LustreSku(Entry):
     name: str
@@ -206,6 +215,31 @@ class Catalog(BaseModel):
                     "date": source.date.isoformat(),
                     "verified": source.verified,
                 }
+
+    def vm_prices(self) -> list[dict[str, object]]:
+        """Each VM size's hourly price with its region, source, date and whether the source is
+        verified: the rows of ``stoker catalog prices``. A size with no public price has
+        ``None`` in every field but its name."""
+        rows: list[dict[str, object]] = []
+        for name, vm in self.vm.items():
+            priced = vm.price_per_hour is not None  # 0.0 is a price, not a missing one
+            key = vm.source_of("price_per_hour") if priced else None
+            source = self.sources[key] if key is not None else None
+            rows.append(
+                {
+                    "vm_size": name,
+                    "price_per_hour": vm.price_per_hour,
+                    "region": vm.price_region,
+                    "source": key,
+                    "date": source.date.isoformat() if source else None,
+                    "verified": source.verified if source else None,
+                }
+            )
+        return rows
+
+    def unpriced_vms(self) -> list[str]:
+        """The VM sizes with no public price in the catalog (a plan's cost leaves them out)."""
+        return [name for name, vm in self.vm.items() if vm.price_per_hour is None]
 
     @model_validator(mode="after")
     def _every_figure_sourced(self) -> Catalog:

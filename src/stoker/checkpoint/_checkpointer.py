@@ -27,8 +27,16 @@ from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
-from ._ops import CheckReport, Progress, TierCost, pull_step, tier_price, verify_tiers
-from ._retention import abandoned, to_delete
+from ._ops import (
+    CheckReport,
+    Progress,
+    TierCost,
+    check_prices,
+    pull_step,
+    tier_price,
+    verify_tiers,
+)
+from ._retention import abandoned, check_retention, to_delete
 from ._shardfile import Snapshot, take_snapshot, write_snapshot
 from ._tier import Tier
 
@@ -75,8 +83,7 @@ class Checkpointer:
         durable_keep_last: int | None = None,
         mtbf: float | str | None = None,
     ) -> None:
-        if keep_last < 1:
-            raise CheckpointError(f"keep_last={keep_last}: keep at least the newest checkpoint")
+        check_retention(keep_last, keep_every, durable_keep_last)
         self.keep_last, self.keep_every = keep_last, keep_every
         self.durable_keep_last = durable_keep_last or keep_last
         self.mtbf = mtbf
@@ -365,15 +372,18 @@ class Checkpointer:
         complete one go too); returns the steps deleted (or, dry, to delete) per tier."""
         self._open()
         self.wait()
+        self._require_checkpoints()
         out = {"fast": self._prune(self.fast, self.keep_last, dry_run)}
         if self.durable is not None:
             out["durable"] = self._prune(self.durable, self.durable_keep_last, dry_run)
         return out
 
     def verify(self, step: int | None = None, progress: Progress | None = None) -> CheckReport:
-        """Re-hash every file of every committed step (or ``step``) on every tier."""
+        """Re-hash every file of every committed step (or ``step``) on every tier. Raises
+        ``CheckpointError`` when there is nothing to verify (a mistyped path must not pass)."""
         self._open()
         self.wait()
+        self._require_checkpoints()
         return verify_tiers(self.tiers, step, progress)
 
     def pull(self, step: int | None = None, progress: Progress | None = None) -> tuple[int, int]:
@@ -391,7 +401,14 @@ class Checkpointer:
         fast_usd_per_gb_month: float | None = None,
         durable_usd_per_gb_month: float | None = None,
     ) -> list[TierCost]:
-        """What the kept checkpoints cost per month on each tier (catalog prices)."""
+        """What the kept checkpoints cost per month on each tier: the catalog's Blob price for
+        the access tier ``blob_tier`` (hot, cool, cold or archive), or the USD per GB-month
+        given for a tier."""
+        check_prices(
+            blob_tier=blob_tier,
+            fast_usd_per_gb_month=fast_usd_per_gb_month,
+            durable_usd_per_gb_month=durable_usd_per_gb_month,
+        )
         out = []
         for tier, override in (
             (self.fast, fast_usd_per_gb_month),
@@ -410,8 +427,11 @@ class Checkpointer:
         return [self.fast] + ([self.durable] if self.durable is not None else [])
 
     def list(self) -> list[CheckpointInfo]:
-        """Every step on any tier, newest first, with its state on each tier."""
+        """Every step on any tier, newest first, with its state on each tier. A fast folder that
+        does not exist is an error (a mistyped path), unless the durable tier holds steps; an
+        existing empty folder lists nothing."""
         self._open()
+        self._require_checkpoints()
         infos: dict[int, CheckpointInfo] = {}
         for tier in self.tiers:
             for step, listing in tier.steps().items():
@@ -446,6 +466,20 @@ class Checkpointer:
             fallback=fallback,
             map_location=map_location,
             trusted=trusted,
+        )
+
+    def _require_checkpoints(self) -> None:
+        """Refuse to read or prune a fast folder that does not exist: it is a mistyped path,
+        not an empty tier. Not once this Checkpointer has saved (the save creates the folder),
+        nor with a durable tier that holds steps (a new VM, before ``pull``)."""
+        assert self.fast.posix is not None
+        if self.last_save is not None or self.fast.posix.root.is_dir():
+            return
+        if self.durable is not None and self.durable.steps():
+            return
+        also = " and the durable tier holds no step" if self.durable is not None else ""
+        raise CheckpointError(
+            f"{self.fast}: no such folder{also}, so no checkpoint here; check the path"
         )
 
     def _open(self) -> None:

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CheckpointError, StokerError, UntrustedStateError
+from ..errors import CheckpointError, CorruptCheckpointError, StokerError, UntrustedStateError
 from ._group import Group
 from ._manifest import CheckpointManifest, shard_name
 from ._shardfile import read_verified, restore
@@ -86,6 +86,11 @@ def load_newest(
             raise error or CheckpointError(
                 f"step {s}: another rank's state needs load(trusted=True) (see its error)"
             )
+        if not fallback and isinstance(error, CorruptCheckpointError):
+            # the advice belongs to load; a pull of the same bytes says what it can do instead
+            raise CorruptCheckpointError(
+                f"{error} (load(fallback=True) takes the previous verified checkpoint)"
+            ) from error
         if not fallback:
             raise error or CheckpointError(
                 f"step {s}: another rank could not load its shard (see that rank's error)"

@@ -3,11 +3,15 @@ of every committed step, bring a step back from the durable tier, and price what
 
 from __future__ import annotations
 
+import contextlib
+import math
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import CheckpointError, StokerError
+from ..errors import CheckpointError, CorruptCheckpointError, StokerError
 from ._load import committed_steps, fetch
+from ._manifest import MANIFEST
 from ._tier import Tier
 
 Progress = Callable[[str, int], None]  # (what, bytes done with it)
@@ -51,8 +55,11 @@ def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None)
                     report.problems.append(Problem(tier.name, s, record.name, str(exc)))
                 if progress:
                     progress(f"{tier.name} step {s} {record.name}", record.size)
-    if step is not None and report.steps == 0:
-        raise CheckpointError(f"step {step} is not committed on any tier")
+    if report.steps == 0:  # a mistyped folder or step must not pass as verified
+        where = ", ".join(str(t) for t in tiers)
+        if step is not None:
+            raise CheckpointError(f"step {step} is not committed on {where}; check the step")
+        raise CheckpointError(f"no committed checkpoint to verify on {where}; check the path")
     return report
 
 
@@ -60,21 +67,65 @@ def pull_step(
     durable: Tier, fast: Tier, step: int | None, progress: Progress | None
 ) -> tuple[int, int]:
     """Copy a committed step (the newest by default) from the durable tier to the fast tier,
-    verified, and commit it there; returns (step, bytes)."""
-    found = committed_steps([durable], step)
-    if not found:
-        what = f"step {step}" if step is not None else "a committed checkpoint"
-        raise CheckpointError(f"{durable} holds no {what}")
-    s = max(found)
+    verified, and commit it there; returns (step, bytes). On any failure nothing of the step
+    is left on the fast tier; a damaged durable copy raises ``CorruptCheckpointError``, which
+    names the older committed steps."""
+    try:
+        listing = durable.steps()
+    except StokerError as exc:
+        raise CheckpointError(
+            f"could not reach the {durable}, so nothing was pulled: {exc}"
+        ) from exc
+    committed = sorted(s for s, found in listing.items() if found.committed)
+    if step is not None and step not in committed:
+        raise CheckpointError(f"the {durable} holds no committed step {step}{_older(committed)}")
+    if not committed:
+        raise CheckpointError(f"the {durable} holds no committed checkpoint; check the path")
+    s = step if step is not None else committed[-1]
     manifest = durable.manifest(s)
-    assert manifest is not None
+    if manifest is None:  # deleted between the listing and now (a prune elsewhere)
+        raise CheckpointError(f"step {s} left the {durable} while it was being pulled")
     newest_fast = max(committed_steps([fast]), default=-1)
-    for record in manifest.files:
-        fetch(durable, fast, s, record.name, manifest)
-        if progress:
-            progress(record.name, record.size)
-    fast.commit(manifest, pointer=s > newest_fast)
+    assert fast.posix is not None
+    had_root, had_step = fast.posix.root.is_dir(), fast.path(s, MANIFEST).parent.is_dir()
+    try:
+        for record in manifest.files:
+            try:
+                fetch(durable, fast, s, record.name, manifest)
+            except CorruptCheckpointError as exc:
+                raise CorruptCheckpointError(
+                    f"step {s} on the {durable} is damaged: {record.name} does not match its "
+                    f"manifest, so nothing of step {s} was kept on the {fast}"
+                    f"{_older([c for c in committed if c < s])}"
+                ) from exc
+            if progress:
+                progress(record.name, record.size)
+        fast.commit(manifest, pointer=s > newest_fast)
+    except BaseException:
+        _drop_pulled(fast, s, had_root, had_step)
+        raise
     return s, manifest.bytes
+
+
+def _older(steps: list[int]) -> str:
+    if not steps:
+        return "; it holds no other committed step"
+    shown = ", ".join(str(s) for s in sorted(steps, reverse=True)[:5])
+    return f"; committed there: {shown} (pull one with step=N)"
+
+
+def _drop_pulled(fast: Tier, step: int, had_root: bool, had_step: bool) -> None:
+    """Remove what a failed pull wrote: its step folder (or, in a folder that was already
+    there, the partial files), and the fast folder itself if the pull created it empty."""
+    folder = fast.path(step, MANIFEST).parent
+    if not had_step:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        for partial in folder.glob("*.stoker-partial"):
+            partial.unlink(missing_ok=True)
+    if not had_root:
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()  # only if empty
 
 
 @dataclass
@@ -90,6 +141,23 @@ class TierCost:
         if self.usd_per_gb_month is None:
             return None
         return self.bytes / 1e9 * self.usd_per_gb_month
+
+
+def check_prices(blob_tier: str, **usd_per_gb_month: float | None) -> None:
+    """Refuse a Blob access tier the catalog does not price, and a negative or non-finite
+    price (each error names the parameter)."""
+    from ..catalog import BlobTier
+
+    tiers = BlobTier.access_tiers()
+    if blob_tier not in tiers:
+        raise CheckpointError(
+            f"blob_tier={blob_tier}: not a Blob access tier; choose one of {', '.join(tiers)}"
+        )
+    for name, price in usd_per_gb_month.items():
+        if price is not None and not (math.isfinite(price) and price >= 0):
+            raise CheckpointError(
+                f"{name}={price}: give the tier's price in USD per GB-month, 0 or more"
+            )
 
 
 def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[float | None, str]:

@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
+from ..errors import CheckpointError
+
+
+def check_retention(keep_last: int, keep_every: int | None, durable_keep_last: int | None) -> None:
+    """Refuse a policy that would keep nothing, or that reads as something it is not (a
+    ``keep_every`` of 0 would keep no extra step, not every one)."""
+    if keep_last < 1:
+        raise CheckpointError(f"keep_last={keep_last}: keep at least the newest checkpoint (1)")
+    if durable_keep_last is not None and durable_keep_last < 1:
+        raise CheckpointError(
+            f"durable_keep_last={durable_keep_last}: keep at least the newest checkpoint (1)"
+        )
+    if keep_every is not None and keep_every < 1:
+        raise CheckpointError(
+            f"keep_every={keep_every}: give a step interval of 1 or more, or leave it out to "
+            "keep no extra steps"
+        )
+
 
 def to_delete(
     committed: list[int], keep_last: int, keep_every: int | None, protect: set[int] = frozenset()

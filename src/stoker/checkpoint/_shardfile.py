@@ -218,7 +218,7 @@ def read_verified(path: Path, size: int, xxh3: str) -> mmap.mmap:
     if digest.hexdigest() != xxh3:
         raise CorruptCheckpointError(
             f"{path}: hash {digest.hexdigest()} does not match the manifest's {xxh3}; the file "
-            "is corrupt (load(fallback=True) takes the previous verified checkpoint)"
+            "is corrupt"
         )
     return buffer
 

@@ -93,7 +93,7 @@ def catalog(
             str(row["date"]),
         )
     stdout.print(table)
-    missing = [name for name, vm in cat.vm.items() if vm.price_per_hour is None]
+    missing = cat.unpriced_vms()
     if missing:
         stderr.print(
             f"no public price in the catalog for: {', '.join(missing)} "
@@ -106,7 +106,9 @@ def catalog(
 def sources(
     ctx: typer.Context,
     catalog_files: CatalogOpt = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="The sources as JSON, keyed by source name.")
+    ] = False,
 ) -> None:
     """List the catalog's sources with their dates."""
     from rich.table import Table
@@ -140,7 +142,14 @@ def prices(
         Path | None,
         typer.Option(help="Override file to write (default: ~/.config/stoker/prices.toml)."),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="The prices as a JSON list of rows; with --refresh, an object "
+            '{"refresh": {"path", "region", "written", "not_found"}, "prices": [rows]}.',
+        ),
+    ] = False,
     catalog_files: CatalogOpt = None,
 ) -> None:
     """Show VM prices and their sources; --refresh updates them from the Retail Prices API."""
@@ -148,37 +157,38 @@ def prices(
 
     layers = _layers(ctx, catalog_files)
     cat = load_catalog(layers)
+    refreshed = None
     if refresh:
         path = output or default_prices_path()
         found = refresh_prices(list(cat.vm), region, path)
+        not_found = [name for name in cat.vm if name not in found]
+        refreshed = {
+            "path": str(path),
+            "region": region,
+            "written": len(found),
+            "not_found": not_found,
+        }
         stderr.print(
             f"wrote {len(found)} prices for {region} to {path}; "
-            f"{len(cat.vm) - len(found)} sizes not listed there"
+            f"{len(not_found)} sizes not listed there"
         )
         cat = load_catalog([*layers, *([path] if output else [])])
-    rows = []
-    for name, vm in cat.vm.items():
-        src = cat.sources[vm.source_of("price_per_hour")] if vm.price_per_hour else None
-        rows.append(
-            {
-                "vm_size": name,
-                "price_per_hour": vm.price_per_hour,
-                "region": vm.price_region,
-                "source": vm.source_of("price_per_hour") if src else None,
-                "date": src.date.isoformat() if src else None,
-                "verified": src.verified if src else None,
-            }
-        )
+    rows = cat.vm_prices()
     if json_out:
-        emit_json(rows)
+        emit_json(rows if refreshed is None else {"refresh": refreshed, "prices": rows})
         return
     from rich.table import Table
 
     table = Table("VM size", "$/hour", "region", "source", "date")
     for r in rows:
-        price = f"{r['price_per_hour']:.2f}" if r["price_per_hour"] else "no public price"
+        per_hour = r["price_per_hour"]
+        price = "no public price" if per_hour is None else f"{per_hour:.2f}"
         flag = " (unverified)" if r["verified"] is False else ""
         table.add_row(
-            r["vm_size"], price, r["region"] or "-", (r["source"] or "-") + flag, r["date"] or "-"
+            str(r["vm_size"]),
+            price,
+            str(r["region"] or "-"),
+            str(r["source"] or "-") + flag,
+            str(r["date"] or "-"),
         )
     stdout.print(table)

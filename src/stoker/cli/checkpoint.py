@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
-from ..errors import CheckpointError
+from ..errors import CorruptCheckpointError, StokerError
 from ._output import command, emit_json, stderr, stdout
 
 app = typer.Typer(
@@ -22,6 +25,37 @@ Durable = Annotated[str | None, typer.Option(help="The durable tier, e.g. az://a
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+# The library's errors name its parameters ("keep_last=0: ..."); a shell user typed options.
+OPTIONS = {
+    "keep_last": "--keep-last",
+    "keep_every": "--keep-every",
+    "step": "--step",
+    "blob_tier": "--blob-tier",
+    "fast_usd_per_gb_month": "--fast-price",
+}
+_PARAMETER = re.compile(r"\b(" + "|".join(OPTIONS) + r")=")
+
+
+def _checkpoint_command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A command whose library errors name options, not parameters; a damaged checkpoint
+    (``CorruptCheckpointError``) exits 1, as a failed check does, and any other error 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except StokerError as exc:
+            text = _PARAMETER.sub(lambda m: OPTIONS[m[1]] + " ", str(exc))
+            if isinstance(exc, CorruptCheckpointError):
+                stderr.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
+                raise typer.Exit(1) from None
+            if text == str(exc):
+                raise
+            raise type(exc)(text) from exc
+
+    return command(wrapper)
+
+
 def _open(fast: str, durable: str | None, **retention: Any) -> Any:
     from ..checkpoint import Checkpointer
 
@@ -30,8 +64,9 @@ def _open(fast: str, durable: str | None, **retention: Any) -> Any:
 
 @contextmanager
 def _progress(total: int | None, label: str, quiet: bool) -> Iterator[Any]:
-    """A rich bar fed by the library's (what, bytes) callback; nothing when printing JSON."""
-    if quiet:
+    """A rich bar fed by the library's (what, bytes) callback; nothing when printing JSON or
+    when stderr is not a terminal (a transient bar there leaves a blank line behind)."""
+    if quiet or not stderr.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
@@ -53,13 +88,22 @@ def _money(value: float | None) -> str:
 
 
 @app.command("ls")
-@command
+@_checkpoint_command
 def ls(
     fast: Fast,
     durable: Durable = None,
-    blob_tier: Annotated[str, typer.Option(help="Blob access tier to price.")] = "hot",
+    blob_tier: Annotated[
+        str,
+        typer.Option(
+            help="Blob access tier to price the durable tier at: hot, cool, cold or archive."
+        ),
+    ] = "hot",
     fast_price: Annotated[
-        float | None, typer.Option(help="USD per GB-month of the fast tier, if it is billed.")
+        float | None,
+        typer.Option(
+            help="Price of the fast tier in USD per GB-month (GB = 10^9 bytes), 0 or more, "
+            "e.g. 0.08; default: not priced (a folder is billed with its VM or volume)."
+        ),
     ] = None,
     json_out: Json = False,
 ) -> None:
@@ -95,7 +139,7 @@ def ls(
 
 
 @app.command("verify")
-@command
+@_checkpoint_command
 def verify(
     fast: Fast,
     durable: Durable = None,
@@ -107,14 +151,15 @@ def verify(
         total = sum(i.bytes for i in ckpt.list() if step is None or i.step == step)
         with _progress(total * len(ckpt.tiers), "verify", json_out) as progress:
             report = ckpt.verify(step, progress)
-    if not report.steps:  # a mistyped folder or step must not pass as "ok"
-        where = f"step {step} of {fast}" if step is not None else f"{fast}"
-        raise CheckpointError(f"{where}: no committed checkpoint to verify; check the path")
     if json_out:
         emit_json(asdict(report) | {"ok": report.ok})
     else:
         for p in report.problems:
-            stdout.print(f"[red]{p.tier} step {p.step} {p.file}[/]: {p.what}", highlight=False)
+            stdout.print(  # one line per problem, however long, for grep
+                f"[red]{p.tier} step {p.step} {p.file}[/]: {escape(p.what)}",
+                highlight=False,
+                soft_wrap=True,
+            )
         verdict = "[green]ok[/]" if report.ok else f"[red]{len(report.problems)} problem(s)[/]"
         stdout.print(f"{report.steps} step copies, {report.files} files checked: {verdict}")
     if not report.ok:
@@ -122,13 +167,16 @@ def verify(
 
 
 @app.command("prune")
-@command
+@_checkpoint_command
 def prune(
     fast: Fast,
     durable: Durable = None,
-    keep_last: Annotated[int, typer.Option(help="Keep this many newest steps per tier.")] = 3,
+    keep_last: Annotated[
+        int, typer.Option(help="Keep this many newest steps per tier (1 or more).")
+    ] = 3,
     keep_every: Annotated[
-        int | None, typer.Option(help="Also keep every step that is a multiple of this.")
+        int | None,
+        typer.Option(help="Also keep every step that is a multiple of this (1 or more)."),
     ] = None,
     dry_run: Annotated[bool, typer.Option(help="Say what would go; delete nothing.")] = False,
     json_out: Json = False,
@@ -146,7 +194,7 @@ def prune(
 
 
 @app.command("pull")
-@command
+@_checkpoint_command
 def pull(
     durable: Annotated[str, typer.Argument(help="The durable tier, e.g. az://acct/ckpts/run1.")],
     fast: Fast,
