@@ -257,3 +257,28 @@ def test_ls_help_lists_the_blob_tiers_and_the_price_unit() -> None:
     assert out.exit_code == 0
     assert ", ".join(BlobTier.access_tiers()[:-1]) + " or archive" in out.stdout
     assert "USD per GB-month" in out.stdout and "0 or more" in out.stdout
+
+
+def test_verify_counts_a_durable_tier_it_could_not_list_as_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It logged a warning, checked the fast tier alone and said ok."""
+    from stoker.checkpoint._tier import Tier
+    from stoker.errors import StoreError
+
+    with Checkpointer(tmp_path / "f") as ckpt:
+        ckpt.save(1, {"x": torch.ones(3)})
+    steps = Tier.steps
+
+    def durable_unreachable(self: Tier) -> dict:
+        if self.name == "durable":
+            raise StoreError(f"listing {self.store}: Cannot connect to host 127.0.0.1:1")
+        return steps(self)
+
+    monkeypatch.setattr(Tier, "steps", durable_unreachable)
+    args = ["checkpoint", "verify", str(tmp_path / "f"), "--durable", str(tmp_path / "d")]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 1, out.output
+    assert "durable: not checked: listing" in out.stdout and "1 problem(s)" in out.stdout
+    report = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert report["ok"] is False and report["problems"][0]["step"] is None

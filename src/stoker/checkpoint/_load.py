@@ -28,14 +28,20 @@ class Restored:
     tier: str  # where this rank's shard was read: "fast" or "durable"
 
 
-def committed_steps(tiers: list[Tier], step: int | None = None) -> dict[int, list[Tier]]:
-    """Step -> the tiers (fastest first) where it is committed."""
+def committed_steps(
+    tiers: list[Tier], step: int | None = None, unreachable: list[tuple[Tier, str]] | None = None
+) -> dict[int, list[Tier]]:
+    """Step -> the tiers (fastest first) where it is committed. A tier that cannot be listed
+    is left out (a durable tier out of reach must not block a local load), and added to
+    ``unreachable`` with the reason when the caller keeps count."""
     found: dict[int, list[Tier]] = {}
     for tier in tiers:
         try:
             steps = tier.steps()
-        except StokerError as exc:  # a durable tier out of reach must not block a local load
-            log.warning("%s; loading from the other tiers", exc)
+        except StokerError as exc:
+            log.warning("%s; going on with the other tiers", exc)
+            if unreachable is not None:
+                unreachable.append((tier, str(exc)))
             continue
         for s, listing in steps.items():
             if listing.committed and (step is None or s == step):

@@ -20,7 +20,7 @@ Progress = Callable[[str, int], None]  # (what, bytes done with it)
 @dataclass
 class Problem:
     tier: str
-    step: int
+    step: int | None  # None: the tier as a whole (it could not be listed)
     file: str
     what: str
 
@@ -38,9 +38,14 @@ class CheckReport:
 
 
 def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None) -> CheckReport:
-    """Hash every file of every committed step (or ``step``) on every tier; name each mismatch."""
+    """Hash every file of every committed step (or ``step``) on every tier; name each mismatch.
+    A tier that cannot be listed is a problem too: what was not checked must not pass."""
     report = CheckReport()
-    for s, holders in sorted(committed_steps(tiers, step).items(), reverse=True):
+    unreachable: list[tuple[Tier, str]] = []
+    committed = committed_steps(tiers, step, unreachable)
+    for tier, why in unreachable:
+        report.problems.append(Problem(tier.name, None, "", f"not checked: {why}"))
+    for s, holders in sorted(committed.items(), reverse=True):
         for tier in holders:
             report.steps += 1
             manifest = tier.manifest(s)
@@ -55,7 +60,7 @@ def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None)
                     report.problems.append(Problem(tier.name, s, record.name, str(exc)))
                 if progress:
                     progress(f"{tier.name} step {s} {record.name}", record.size)
-    if report.steps == 0:  # a mistyped folder or step must not pass as verified
+    if report.steps == 0 and not unreachable:  # a mistyped folder or step must not pass
         where = ", ".join(str(t) for t in tiers)
         if step is not None:
             raise CheckpointError(f"step {step} is not committed on {where}; check the step")

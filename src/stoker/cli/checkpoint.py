@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator
@@ -148,15 +149,20 @@ def verify(
 ) -> None:
     """Re-hash every file of every committed step on every tier; exit 1 on any mismatch."""
     with _open(fast, durable) as ckpt:
-        total = sum(i.bytes for i in ckpt.list() if step is None or i.step == step)
-        with _progress(total * len(ckpt.tiers), "verify", json_out) as progress:
+        total = None  # the bar's size; a tier that cannot be listed is verify's to report
+        with contextlib.suppress(StokerError):
+            total = len(ckpt.tiers) * sum(
+                i.bytes for i in ckpt.list() if step is None or i.step == step
+            )
+        with _progress(total, "verify", json_out) as progress:
             report = ckpt.verify(step, progress)
     if json_out:
         emit_json(asdict(report) | {"ok": report.ok})
     else:
         for p in report.problems:
             stdout.print(  # one line per problem, however long, for grep
-                f"[red]{p.tier} step {p.step} {p.file}[/]: {escape(p.what)}",
+                f"[red]{p.tier}{'' if p.step is None else f' step {p.step} {p.file}'}[/]: "
+                f"{escape(p.what)}",
                 highlight=False,
                 soft_wrap=True,
             )
