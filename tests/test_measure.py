@@ -19,7 +19,17 @@ MiB = 1 << 20
 
 
 def test_storage_runs_every_case_and_cleans_up(tmp_path: Path) -> None:
-    results = bench_storage(tmp_path, size=8 * MiB, blocks=(MiB, 4096), jobs=(1, 2))
+    heard: list[tuple[str, int, int]] = []
+    results = bench_storage(
+        tmp_path, size=8 * MiB, blocks=(MiB, 4096), jobs=(1, 2), progress=lambda *a: heard.append(a)
+    )
+    # the fill, then each test as it starts: what runs, steps done, steps in all
+    assert [(done, total) for _, done, total in heard] == [
+        (i, len(results) + 1) for i in range(len(results) + 1)
+    ]
+    assert heard[0][0].startswith("writing the") and "seq-read 1,048,576 B x 2 job(s), cold" in [
+        what for what, _, _ in heard
+    ]
     cases = {(r.test, r.block, r.jobs, r.cache) for r in results}
     assert ("seq-read", MiB, 2, "cold") in cases and ("seq-read", MiB, 2, "warm") in cases
     assert ("rand-read", 4096, 1, "cold") in cases and ("rand-write", 4096, 2, "-") in cases

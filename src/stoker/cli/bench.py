@@ -36,13 +36,22 @@ def storage(
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
-    with stderr.status(f"measuring {target} ({size} test file)"):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    columns = ["{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=stderr, transient=True, disable=json_out) as bar:
+        task = bar.add_task(f"measuring {target}")
+
+        def show(what: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{target}: {what}", completed=done, total=total)
+
         results = bench_storage(
             target,
             size=int(parse_bytes(size)),
             blocks=blocks,
             jobs=tuple(jobs or [1, 4]),
             direct=direct,
+            progress=show,
         )
     for test in skipped(TESTS, blocks):
         kind = "64 KiB or more" if test.startswith("seq") else "under 64 KiB"

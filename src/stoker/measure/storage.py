@@ -23,7 +23,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -144,8 +144,10 @@ def bench_storage(
     direct: bool = True,
     tests: tuple[str, ...] = TESTS,
     keep: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[StorageResult]:
-    """Measure a folder; returns one result per test, block size and job count."""
+    """Measure a folder; returns one result per test, block size and job count. ``progress``
+    hears (what runs now, steps done, steps in all) before each step: the fill, then each test."""
     folder = Path(target)
     if not folder.is_dir():
         raise StokerError(f"{folder} is not a folder: give the mount point or folder to measure")
@@ -154,8 +156,14 @@ def bench_storage(
     results: list[StorageResult] = []
     try:
         with _sigterm_as_exit():
+            cases = _cases(tests, blocks, jobs)
+            if progress:
+                progress(f"writing the {size:,}-byte test file", 0, len(cases) + 1)
             fill(path, size)
-            for test, block, n, cache in _cases(tests, blocks, jobs):
+            for done, (test, block, n, cache) in enumerate(cases, 1):
+                if progress:
+                    what = f"{test} {block:,} B x {n} job(s){'' if cache == '-' else ', ' + cache}"
+                    progress(what, done, len(cases) + 1)
                 results.append(measure(path, test, block=block, jobs=n, cache=cache, direct=direct))
     except OSError as exc:
         raise _disk_error(folder, exc) from exc
