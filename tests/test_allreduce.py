@@ -181,3 +181,30 @@ def test_wrong_results_fail_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     app.command()(allreduce)
     run = CliRunner().invoke(app, ["-b", "8", "-e", "64", "--iters", "1", "--warmup", "0"])
     assert run.exit_code == 1 and "3 wrong elements (#wrong)" in run.output, run.output
+
+
+def test_the_sweep_reports_its_steps_and_checks_across_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API twin refused a bad `across` only in the CLI (it averaged 'med'), and the sweep
+    showed no progress."""
+    import torch.distributed as dist
+
+    from azurite import free_port
+
+    for name, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    assert mc.init_from_env()
+    try:
+        with pytest.raises(StokerError, match="--across 'med'"):
+            mc.sweep(["all_reduce"], [8, 64], 1, 0, across="med")  # type: ignore[arg-type]
+        heard: list[tuple[str, int, int]] = []
+        result = mc.sweep(
+            ["all_reduce", "all_gather"], [8, 64], 1, 0, progress=lambda *a: heard.append(a)
+        )
+        assert [(done, total) for _, done, total in heard] == [(0, 4), (1, 4), (2, 4), (3, 4)]
+        assert heard[0][0] == "all_reduce 8 B" and len(result.rows) == 4
+    finally:
+        dist.destroy_process_group()

@@ -7,6 +7,8 @@ Run under torchrun, one process per GPU (or per CPU rank with gloo); rank 0 prin
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -58,8 +60,6 @@ def allreduce(
     from ..measure import collectives as mc
     from ..units import parse_bytes
 
-    if across not in ("max", "avg"):
-        raise StokerError("--across: max or avg")
     names = mc.parse_collectives(op or mc.COLLECTIVES)  # bad options fail before the sweep
     sizes = mc.sweep_sizes(int(parse_bytes(min_size)), int(parse_bytes(max_size)), factor)
     cat = load_catalog(catalog or ()) if vm else None
@@ -70,7 +70,15 @@ def allreduce(
 
     try:
         leader = dist.get_rank() == 0
-        result = mc.sweep(names, sizes, iters, warmup, across=across)  # type: ignore[arg-type]
+        with _bar(not leader or json_out) as progress:
+            result = mc.sweep(
+                names,
+                sizes,
+                iters,
+                warmup,
+                across=across,  # type: ignore[arg-type]
+                progress=progress,
+            )
         if vm:
             result = mc.with_plan(result, vm, cat)
         if leader:
@@ -92,6 +100,24 @@ def allreduce(
                 "trusted; run stoker doctor"
             )
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _bar(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """Rank 0's bar of the sweep's steps (every rank runs them in step)."""
+    if quiet:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    columns = ["{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task("sweep")
+
+        def show(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what, completed=done, total=total)
+
+        yield show
 
 
 def _table(result: SweepResult, name: str) -> Table:

@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -127,10 +128,12 @@ def sweep(
     *,
     across: Literal["max", "avg"] = "max",
     group: Any = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> SweepResult:
     """Time each collective at each size. Every rank of ``group`` must call it with the same
     arguments; every rank gets the same result (times are reduced across ranks). ``device``
-    defaults to the current CUDA device with nccl, else the CPU; ``sizes`` to 8 B .. 128 MiB x 4."""
+    defaults to the current CUDA device with nccl, else the CPU; ``sizes`` to 8 B .. 128 MiB x 4.
+    ``progress`` hears (what runs now, steps done, steps in all) before each step."""
     import torch
     import torch.distributed as dist
 
@@ -138,23 +141,31 @@ def sweep(
         raise StokerError(f"no process group: call init_process_group() first, or run {LAUNCH}")
     if iters < 1 or warmup < 0:
         raise StokerError("--iters must be at least 1 and --warmup at least 0")
+    if across not in ("max", "avg"):
+        raise StokerError(f"--across {across!r}: max (the slowest rank) or avg (nccl-tests')")
     backend = str(dist.get_backend(group))
     dev = torch.device(device) if device is not None else _default_device(backend)
     ranks = dist.get_world_size(group)
     rows: list[Row] = []
     methods: dict[str, str] = {}
     unsupported: dict[str, str] = {}
-    for name in parse_collectives(collectives):
+    names = parse_collectives(collectives)
+    sizes = sizes or sweep_sizes()
+    done, total = 0, len(names) * len(sizes)
+    for name in names:
         op = _pick(name, dev, ranks, group)
         if isinstance(op, str):
             unsupported[name] = op
             continue
         methods[name] = op.method
         seen: set[int] = set()
-        for size in sizes or sweep_sizes():
+        for size in sizes:
             count, nbytes = nccl_count(name, size, ranks)
+            done += 1
             if nbytes in seen:  # small sizes round up to the same buffer
                 continue
+            if progress:
+                progress(f"{name} {nbytes:,} B", done - 1, total)
             seen.add(nbytes)
             seconds, wrong = _time(op, count, dev, iters, warmup, across, group)
             rows.append(make_row(name, nbytes, ranks, seconds, wrong))
