@@ -72,8 +72,12 @@ def test_loader_au_is_compute_over_total(resnet: str) -> None:
     assert slow.utilization is not None
     assert 0.9 <= slow.utilization <= 1.0 / (1.0 + slow.wait_s) + 1e-3
     assert slow.first_batch_s is not None and slow.mb_per_s > 0
-    busy = run_loader(resnet, "resnet50", steps=2, workers=1, compute_s=0.0)
+    heard: list[tuple[str, int, int]] = []
+    busy = run_loader(
+        resnet, "resnet50", steps=2, workers=1, compute_s=0.0, progress=lambda *a: heard.append(a)
+    )
     assert busy.utilization == 0.0 and not busy.passed
+    assert heard == [("x1, step", 1, 2), ("x1, step", 2, 2)]  # what the CLI's bar shows
 
 
 def test_loader_search_and_limits(resnet: str) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ._bars import steps_bar
 from ._output import command, emit_json, stderr, stdout
 from .bench_allreduce import allreduce as _allreduce
 
@@ -36,15 +37,7 @@ def storage(
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    columns = ["{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=stderr, transient=True, disable=json_out) as bar:
-        task = bar.add_task(f"measuring {target}")
-
-        def show(what: str, done: int, total: int) -> None:
-            bar.update(task, description=f"{target}: {what}", completed=done, total=total)
-
+    with steps_bar(str(target), quiet=json_out) as show:
         results = bench_storage(
             target,
             size=int(parse_bytes(size)),
@@ -100,7 +93,8 @@ def loader(
         with stderr.status(f"writing {generate} {workload} samples to {data}"):
             lb.generate(workload, data, generate)
     options = dict(accelerator=accelerator, steps=steps, workers=workers, cache=cache)
-    with stderr.status(f"emulating {workload} on {accelerator}"):
+    with steps_bar(f"{workload} on {accelerator}", quiet=json_out) as show:
+        options["progress"] = show
         capped = None
         if search:
             best, runs, capped = lb.most_accelerators(data, workload, **options)  # type: ignore[arg-type]

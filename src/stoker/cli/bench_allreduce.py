@@ -7,13 +7,12 @@ Run under torchrun, one process per GPU (or per CPU rank with gloo); rank 0 prin
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ._bars import steps_bar
 from ._output import command, emit_json, stderr, stdout
 
 if TYPE_CHECKING:
@@ -70,7 +69,7 @@ def allreduce(
 
     try:
         leader = dist.get_rank() == 0
-        with _bar(not leader or json_out) as progress:
+        with steps_bar("sweep", quiet=not leader or json_out) as progress:
             result = mc.sweep(
                 names,
                 sizes,
@@ -100,24 +99,6 @@ def allreduce(
                 "trusted; run stoker doctor"
             )
         raise typer.Exit(1)
-
-
-@contextlib.contextmanager
-def _bar(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """Rank 0's bar of the sweep's steps (every rank runs them in step)."""
-    if quiet:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    columns = ["{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=stderr, transient=True) as bar:
-        task = bar.add_task("sweep")
-
-        def show(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what, completed=done, total=total)
-
-        yield show
 
 
 def _table(result: SweepResult, name: str) -> Table:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,10 @@ def run_loader(
     workers: int = 2,
     cache: str | None = None,
     compute_s: float | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> LoaderResult:
-    """One epoch (or ``steps`` steps) of emulated training on ``data`` (stoker shards)."""
+    """One epoch (or ``steps`` steps) of emulated training on ``data`` (stoker shards).
+    ``progress`` hears (what runs, steps done, steps in all) after each step."""
     from ..stream import StreamingDataset, StreamingLoader
 
     p = preset(workload)
@@ -141,11 +144,14 @@ def run_loader(
     loader = StreamingLoader(ds, batch, num_workers=workers, collate_fn=_sizes)
     began, done, nbytes, after_first = time.perf_counter(), 0, 0, None
     ended = began
+    total_steps = min(steps or len(loader), len(loader)) if progress else 0
     for sizes in loader:
         nbytes += sum(sizes)
         time.sleep(compute_s)  # the emulated accelerators compute in parallel
         ended = time.perf_counter()  # the last compute's end: teardown after it does not count
         done += 1
+        if progress:
+            progress(f"x{accelerators}, step", done, total_steps)
         if done == 1:
             after_first = ended  # MLPerf leaves the first step out
         if steps is not None and done >= steps:
