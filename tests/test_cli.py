@@ -89,6 +89,11 @@ def test_plan_two_specs_without_compare_is_an_error(runner):
     assert "--compare" in result.stderr
 
 
+def test_plan_json_and_markdown_together_is_an_error(runner):
+    result = runner.invoke(app, ["plan", PRETRAIN, "--json", "--markdown"])
+    assert result.exit_code == 2 and "pick one output" in result.stderr
+
+
 def test_plan_compare_needs_two(runner):
     result = runner.invoke(app, ["plan", "--compare", PRETRAIN])
     assert result.exit_code == 2

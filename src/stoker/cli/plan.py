@@ -35,6 +35,8 @@ def plan(
     from ..errors import SpecError
     from ..plan import plan_job, render
 
+    if json_out and markdown_out:
+        raise SpecError("--json and --markdown: pick one output")
     if len(specs) > 1 and not compare:
         raise SpecError("several specs given: add --compare to show them side by side")
     if compare and len(specs) < 2:
