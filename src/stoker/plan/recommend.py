@@ -137,6 +137,7 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         need = "high-throughput training data"
         reason = (
             f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
+            f"{_count(d.requests_per_s)} reads/s, {d.read_as}; "
             f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; "
             f"stall {fd(stall)} per step"
         )
@@ -176,6 +177,19 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
             f"the GPU waits {fd(stall)} per step on data "
             f"({_pct(stall / plan.step.total_s)} of the step){hint}"
         )
+    if stall > 0 and _request_bound(ch.limited_by):
+        fix = (
+            "pack the samples into shards (`stoker shards write`, then data.packed = true)"
+            if "one object per sample" in d.read_as
+            else "read larger ranges (a larger data.shard_size)"
+        )
+        accounts = ", spread the data over more accounts (data.blob_accounts)"
+        rec.warnings.append(
+            f"{ch.name} is capped by its request rate ({ch.limited_by}) at "
+            f"{_count(d.requests_per_s)} reads/s needed: {fix}"
+            + (accounts if ch.tier == "blob" else "")
+            + ", or choose a faster tier (data.tier)"
+        )
     if plan.kind == "data-prep" and stall > 0:
         asked = d.bytes_per_step / d.required_bps
         more = "Blob accounts (data.blob_accounts)" if "Blob" in ch.limited_by else "VMs"
@@ -187,6 +201,14 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
     if not ch.fits:
         rec.warnings.append(f"{ch.name} cannot hold the data: " + "; ".join(ch.notes))
     return rec
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _request_bound(limited_by: str) -> bool:
+    return "requests" in limited_by or "IOPS" in limited_by
 
 
 def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:

@@ -60,6 +60,9 @@ class DataPlan:
     epochs: float
     chosen: TierChoice
     options: list[TierChoice]
+    requests_per_s: float = 0.0  # read requests (GETs, file IOs) the job makes to keep up
+    request_bytes: float = 0.0  # bytes per request: a sample, or a range of a shard
+    read_as: str = ""  # how the loader reads: packed shards or one object per sample
 
 
 @dataclass
