@@ -216,7 +216,8 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
     reason = (
-        f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)}{durable}; "
+        f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)} from "
+        f"{ck.writer_vms} VM{'s' if ck.writer_vms > 1 else ''} ({ck.writers}){durable}; "
         f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
         f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)} "
         f"(Llama 3 reported > {_pct(cat.reliability.effective_training_fraction)} at 16,384 GPUs)"

@@ -85,6 +85,9 @@ class CheckpointPlan:
     goodput_at_optimal: float
     volume: TierChoice | None = None  # a Lustre or NetApp volume for checkpoints alone
     interval_set_s: float | None = None  # checkpoints.interval from the spec; None for auto
+    writer_ranks: int = 1  # ranks that write a checkpoint: all with FSDP, one replica with DDP
+    writer_vms: int = 1  # VMs those ranks sit on; only their NICs and NVMe write
+    writers: str = ""  # the assumption, in words
 
 
 @dataclass
