@@ -8,6 +8,7 @@ from ..units import format_bytes as fb
 from ..units import format_duration as fd
 from ..units import format_rate as fr
 from . import datapath as dpth
+from .inference import COLD_START_TARGET_S
 from .result import InterconnectPlan, Plan, Recommendation
 
 # Below this a plan says so: Llama 3 reported > 90 % effective training time at 16,384 GPUs.
@@ -319,14 +320,35 @@ def _model_cache(plan: Plan) -> Recommendation:
         "nvme": "local NVMe (warm restart)",
     }
     names["files"] += f" of {fb(inf.files_share_bytes)}"
+    names["netapp"] += f" of {fb(inf.netapp_volume_bytes)}"
     times = "; ".join(f"{names[k]} {fd(v)}" for k, v in inf.cold_start_s.items())
-    return Recommendation(
+    sharing = (
+        f"; the {inf.replicas_per_vm} replicas on each VM share its frontend NIC and NVMe"
+        if inf.replicas_per_vm > 1
+        else ""
+    )
+    rec = Recommendation(
         "model cache for inference",
         names[inf.chosen],
         f"{fb(inf.model_bytes, binary=False)} model x {inf.replicas} replicas",
-        f"cold start with every replica loading at once: {times}; keep a "
-        "copy on each VM's NVMe for restarts (stoker cache pull)",
+        f"cold start with every replica loading at once (shared caches sized to load the fleet "
+        f"in {fd(COLD_START_TARGET_S)}){sharing}: {times}; keep a copy on each VM's NVMe for "
+        "restarts (stoker cache pull)",
     )
+    if inf.replicas > inf.replicas_that_fit:
+        per_vm = inf.replicas_that_fit // plan.nodes
+        rec.warnings.append(
+            f"{inf.replicas} replicas of a {fb(inf.model_bytes, binary=False)} model need "
+            f"{fb(inf.replicas_per_vm * inf.model_bytes, binary=False)} of GPU memory per VM "
+            f"for the weights alone; a VM has {fb(inf.vm_gpu_memory_bytes, binary=False)}: "
+            + (
+                f"at most {inf.replicas_that_fit} replicas fit on {plan.nodes} VM"
+                f"{'s' if plan.nodes > 1 else ''} ({per_vm} per VM), before any KV cache"
+                if per_vm
+                else "one replica does not fit on one VM; spread it over VMs or quantize"
+            )
+        )
+    return rec
 
 
 def _scratch_bulk_team(plan: Plan, vm: VmSize, cat: Catalog) -> list[Recommendation]:

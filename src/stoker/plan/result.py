@@ -140,6 +140,10 @@ class InferencePlan:
     cold_start_s: dict[str, float]
     chosen: str
     files_share_bytes: float  # premium share sized for the cold-start target
+    netapp_volume_bytes: float = 0.0  # Premium volume sized for the same target
+    replicas_per_vm: int = 1  # they share the VM's frontend NIC and NVMe for a cold start
+    replicas_that_fit: int = 0  # whose weights fit the VMs' GPU memory (weights alone)
+    vm_gpu_memory_bytes: float = 0.0  # GPU memory of one VM
 
 
 @dataclass
