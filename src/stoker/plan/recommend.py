@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from ..catalog import Catalog, VmSize
 from ..units import format_bytes as fb
-from ..units import format_duration as fd
 from ..units import format_rate as fr
 from . import datapath as dpth
+from ._format import duration as fd
+from ._format import gpus
 from .inference import COLD_START_TARGET_S
 from .result import InterconnectPlan, Plan, Recommendation
 
@@ -49,10 +50,15 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     ic = plan.interconnect
     assert ic is not None
     step = plan.step.total_s if plan.step else 0.0
-    reason = (
+    exchange = (
         f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
         f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
-        f"{fr(ic.busbw_bps)} (one VM: {fr(ic.single_vm_busbw_bps)}"
+        f"{fr(ic.busbw_bps)}"
+        if ic.busbw_bps > 0
+        else "no gradient exchange between data-parallel ranks"
+    )
+    reason = (
+        f"{exchange} (one VM: {fr(ic.single_vm_busbw_bps)}"
         + (
             f", published {fr(ic.single_vm_busbw_published_bps)}"
             if ic.single_vm_busbw_published_bps
@@ -67,8 +73,8 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     )
     rec = Recommendation(
         "GPU-to-GPU interconnect",
-        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} inside the VM; no InfiniBand needed",
-        f"{plan.nodes} VM(s), {plan.gpus} GPUs",
+        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} {_within(plan)}; no InfiniBand needed",
+        f"{plan.nodes} VM(s), {gpus(plan.gpus)}",
         reason,
     )
     if ic.needs_infiniband and not vm.has_infiniband:
@@ -108,6 +114,11 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             + ("" if ic.sharp or not _on_infiniband(ic) else ", or try SHARP")
         )
     return rec
+
+
+def _within(plan: Plan) -> str:
+    """A multi-VM NVLink domain (GB200 NVL72) spans VMs; elsewhere no IB means one VM."""
+    return "inside the VM" if plan.nodes == 1 else f"across the {plan.nodes} VMs' NVLink domain"
 
 
 def _checkpoints_held(plan: Plan) -> float:
@@ -251,7 +262,7 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     if ck.goodput < LOW_GOODPUT:
         rec.warnings.append(
             f"goodput is only {_pct(ck.goodput)}: with a failure every {fd(ck.job_mtbf_s)} "
-            f"(reliability.gpu_mtbf / {plan.gpus} GPUs), checkpoints, lost work and "
+            f"(reliability.gpu_mtbf / {gpus(plan.gpus)}), checkpoints, lost work and "
             f"{fd(ck.restart_s)} restarts eat the rest; split the job or use fewer GPUs, "
             "shorten reliability.restart_time, or checkpoint faster (async, a faster tier)"
         )
