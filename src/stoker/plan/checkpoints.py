@@ -7,6 +7,7 @@ Lustre file system); a dearer tier is chosen only when it buys half a point of g
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..catalog import Catalog
 from ..errors import SpecError
@@ -31,6 +32,20 @@ def checkpoint_size(spec: JobSpec) -> float:
     raise SpecError("checkpoints.size: give the checkpoint size, or workload.params to derive it")
 
 
+def checkpoint_writers(spec: JobSpec, s: Shape) -> tuple[int, int, str]:
+    """(ranks, VMs, why) that write one checkpoint. FSDP shards the state over every rank. DDP
+    replicates it, so one replica's tp x pp ranks write it whole (as DCP deduplicates it, or
+    rank 0 with torch.save; assumed), from as few VMs as hold those ranks."""
+    w = spec.workload
+    if w.sharding == "fsdp":
+        ranks, why = s.gpus_used, "FSDP: each rank writes its shard"
+    else:
+        ranks = w.tp * w.pp
+        who = "rank writes" if ranks == 1 else f"{ranks} ranks write"
+        why = f"DDP: one replica's {who} the whole state, assumed"
+    return ranks, min(s.nodes, math.ceil(ranks / s.vm.gpus)), why + "; workload.sharding"
+
+
 # A volume sized for checkpoints alone aims to take one in this long.
 CHECKPOINT_OWN_VOLUME_WRITE_S = 120.0
 GOODPUT_WORTH_PAYING_FOR = 0.005
@@ -41,22 +56,27 @@ def checkpoint_plan(
 ) -> CheckpointPlan:
     """The checkpoint tier with the best goodput (or the one the spec names)."""
     size = checkpoint_size(spec)
-    nics = s.nodes * s.vm.frontend_nic
+    ranks, vms, _ = checkpoint_writers(spec, s)
+    nics = vms * s.vm.frontend_nic  # only the VMs that hold writing ranks send
     blob_in = cat.blob[spec.data.blob_tier].ingress
     to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
     # A Lustre the data already uses takes the checkpoints too (data_plan sized it for them);
     # otherwise the checkpoints get a volume of their own, sized to write one in 2 minutes.
-    own = dpth.DataNeed(size, CHECKPOINT_OWN_VOLUME_WRITE_S, size * spec.checkpoints.keep, s.nodes)
+    own = dpth.DataNeed(size, CHECKPOINT_OWN_VOLUME_WRITE_S, size * spec.checkpoints.keep, vms)
     volumes = {
         "lustre": dpth.as_choice(dpth.cheapest_lustre(own, s.vm, cat, to_blob)),
         "netapp": dpth.as_choice(dpth.netapp_option(own, s.vm, cat, "Ultra")),
     }
     if data.chosen.tier == "lustre":
         volumes["lustre"] = data.chosen
+
+    def shared(volume: float | None) -> float | None:
+        return None if volume is None else min(volume, nics)
+
     write = {
-        "nvme": s.nodes * s.vm.nvme_write if s.vm.nvme_write else None,
-        "lustre": volumes["lustre"].deliverable_bps,
-        "netapp": volumes["netapp"].deliverable_bps,
+        "nvme": vms * s.vm.nvme_write if s.vm.nvme_write else None,
+        "lustre": shared(volumes["lustre"].deliverable_bps),
+        "netapp": shared(volumes["netapp"].deliverable_bps),
         "blob": to_blob,
     }
     upload = {
@@ -112,7 +132,9 @@ def _checkpoint_on(
         host_bw = ck.host_copy_bw_per_gpu or next(
             (bw for gpu, bw in _HOST_COPY_BPS.items() if gpu in s.vm.gpu), _HOST_COPY_DEFAULT_BPS
         )
-        blocking, in_flight = size / s.gpus / host_bw, recoverable_s
+        # Each writing rank copies its part to host memory, all at once.
+        ranks, _, _ = checkpoint_writers(spec, s)
+        blocking, in_flight = size / ranks / host_bw, recoverable_s
     gpu_mtbf = spec.reliability.gpu_mtbf
     mtbf = rel.job_mtbf(cat.reliability.gpu_mtbf if gpu_mtbf is None else gpu_mtbf, s.gpus)
     restart = spec.reliability.restart_time
@@ -129,6 +151,7 @@ def _checkpoint_on(
         interval, basis = ck.interval, "set in the spec"
     waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
     best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
+    ranks, vms, why = checkpoint_writers(spec, s)
     return CheckpointPlan(
         size,
         ck.keep,
@@ -147,4 +170,7 @@ def _checkpoint_on(
         1 - waste,
         1 - best,
         interval_set_s=None if ck.interval == "auto" else ck.interval,
+        writer_ranks=ranks,
+        writer_vms=vms,
+        writers=why,
     )

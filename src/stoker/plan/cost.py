@@ -7,6 +7,7 @@ is reported beside the list of what is missing, so nobody reads a partial sum as
 from __future__ import annotations
 
 from ..catalog import Catalog
+from ..units import format_bytes
 from .result import CheckpointPlan, CostItem, CostPlan, DataPlan, InferencePlan, RunPlan
 from .shape import Shape
 from .spec import JobSpec
@@ -101,7 +102,8 @@ def cost_plan(
             f"Blob ({spec.data.blob_tier}, hot) for {' and '.join(held)}",
             wall_s / 3600,
             _times(blob.price_hot_gb_month, stored / 1e9 * months),
-            f"{stored / 1e12:.3g} TB" + ("" if blob.price_hot_gb_month else "; no public price"),
+            format_bytes(stored, binary=False)
+            + ("" if blob.price_hot_gb_month else "; no public price"),
         )
     )
     idle = None

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..catalog import Catalog, LustreSku, VmSize
+from ..units import format_bytes
 from .result import TierChoice
 
 TIB = 2**40
@@ -19,6 +20,10 @@ MIB = 2**20
 
 # Local NVMe is filled to at most this share, leaving room for scratch and checkpoints.
 NVME_USABLE = 0.8
+# stoker's stores read an object in ranged GETs of this size (store/_download.py RANGE).
+GET_RANGE_BYTES = 16 * MIB
+# SMB and NFS clients read at most 1 MiB per IO (assumed: Azure Files counts one IO per read).
+FILE_IO_BYTES = 1 * MIB
 
 
 @dataclass(frozen=True)
@@ -27,11 +32,32 @@ class DataNeed:
     ideal_step_s: float  # compute + exposed communication
     dataset_bytes: float
     nodes: int
+    # Bytes per read request (a sample, or a range of a shard); None: large sequential reads,
+    # where no request or IOPS limit binds (checkpoints, model loads).
+    request_bytes: float | None = None
 
     @property
     def rate(self) -> float:
         """Bytes/s the whole job must read to never wait on data."""
         return self.bytes_per_step / self.ideal_step_s if self.ideal_step_s > 0 else 0.0
+
+    @property
+    def requests_per_s(self) -> float | None:
+        return None if self.request_bytes is None else self.rate / self.request_bytes
+
+    @property
+    def small_reads(self) -> bool:
+        return self.request_bytes is not None and self.request_bytes < FILE_IO_BYTES
+
+
+def format_request(size_bytes: float) -> str:
+    """A read's size in the units it was likely written in: '10 kB', '16 MiB'."""
+    return format_bytes(size_bytes, binary=size_bytes % 1024 == 0)
+
+
+def read_request_bytes(sample_bytes: float, packed: bool, shard_bytes: float) -> float:
+    """Bytes per GET: a sample when each is its own object, else a range of a shard."""
+    return min(shard_bytes, GET_RANGE_BYTES) if packed else sample_bytes
 
 
 @dataclass
@@ -84,6 +110,37 @@ def blob_egress(cat: Catalog, tier: str, accounts: int) -> float | None:
     return None if egress is None else egress * accounts
 
 
+def blob_request_cap(
+    cat: Catalog, tier: str, accounts: int, request_bytes: float | None
+) -> float | None:
+    """Bytes/s the account request limit allows at this GET size. The per-blob limit (500/s)
+    does not bind: a sample object is read once an epoch, a shard by one loader at a time."""
+    per_s = cat.blob[tier].requests_per_s
+    return None if per_s is None or request_bytes is None else per_s * accounts * request_bytes
+
+
+def blob_read_rate(
+    cat: Catalog, tier: str, accounts: int, request_bytes: float | None = None
+) -> float | None:
+    """What Blob can send: account egress, or less when the request limit binds."""
+    rate, _ = _cap(
+        {
+            "egress": blob_egress(cat, tier, accounts),
+            "requests": blob_request_cap(cat, tier, accounts, request_bytes),
+        }
+    )
+    return rate
+
+
+def _unchecked_requests(option: TierOption, need: DataNeed) -> None:
+    """A tier with no published IOPS figure: say the small-read rate was not checked."""
+    if need.small_reads:
+        option.notes.append(
+            f"{need.requests_per_s:,.0f} reads/s of {format_request(need.request_bytes or 0)}: "
+            "no published IOPS figure for this tier, so the request rate is not checked"
+        )
+
+
 def _cap(values: dict[str, float | None]) -> tuple[float | None, str]:
     known = {k: v for k, v in values.items() if v is not None}
     if not known:
@@ -93,9 +150,14 @@ def _cap(values: dict[str, float | None]) -> tuple[float | None, str]:
 
 
 def blob_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str, accounts: int) -> TierOption:
+    requests = cat.blob[tier].requests_per_s
     deliverable, limit = _cap(
         {
             f"Blob account egress x {accounts}": blob_egress(cat, tier, accounts),
+            f"Blob requests ({requests or 0:,}/s per account x {accounts}, "
+            f"{format_request(need.request_bytes or 0)} per GET)": blob_request_cap(
+                cat, tier, accounts, need.request_bytes
+            ),
             "the VMs' frontend NICs": need.nodes * vm.frontend_nic,
         }
     )
@@ -132,9 +194,10 @@ def nvme_option(need: DataNeed, vm: VmSize, cat: Catalog, blob_rate: float | Non
     )
     if not fits:
         option.notes.append(
-            f"a VM's shard does not fit: needs {shard:.3g} B of "
-            f"{vm.local_nvme * NVME_USABLE:.3g} B usable NVMe"
+            f"a VM's shard does not fit: needs {format_bytes(shard)} of "
+            f"{format_bytes(vm.local_nvme * NVME_USABLE)} usable NVMe"
         )
+    _unchecked_requests(option, need)
     return option
 
 
@@ -178,6 +241,7 @@ def lustre_option(
     )
     if size > sku.max_size:
         option.notes.append("above the self-service maximum: ask Azure support for this size")
+    _unchecked_requests(option, need)
     return option
 
 
@@ -207,16 +271,13 @@ def _shared_volume(
     tier: str,
     name: str,
     size: float,
-    throughput: float,
-    sized_by: str,
+    caps: dict[str, float | None],
     max_size: float,
     price: float | None,
     sku: str,
 ) -> TierOption:
-    """A NetApp volume or Files share: its own throughput, capped by the VMs' NICs."""
-    deliverable, limit = _cap(
-        {sized_by: throughput, "the VMs' frontend NICs": need.nodes * vm.frontend_nic}
-    )
+    """A NetApp volume or Files share: its own limits, capped by the VMs' NICs."""
+    deliverable, limit = _cap({**caps, "the VMs' frontend NICs": need.nodes * vm.frontend_nic})
     return TierOption(
         tier,
         name,
@@ -236,18 +297,19 @@ def netapp_option(need: DataNeed, vm: VmSize, cat: Catalog, level: str) -> TierO
     size = min(max(need.dataset_bytes, by_rate, lvl.min_size), lvl.max_size)
     throughput = min(size / TIB * lvl.throughput_per_tib, lvl.max_throughput)
     price = None if lvl.price_per_tib_month is None else lvl.price_per_tib_month * size / TIB / 730
-    return _shared_volume(
+    option = _shared_volume(
         need,
         vm,
         "netapp",
         lvl.name,
         size,
-        throughput,
-        "volume size x MiB/s per TiB",
+        {"volume size x MiB/s per TiB": throughput},
         lvl.max_size,
         price,
         level,
     )
+    _unchecked_requests(option, need)
+    return option
 
 
 def files_throughput(size_bytes: float, cat: Catalog, tier: str = "premium_v1") -> float:
@@ -257,24 +319,35 @@ def files_throughput(size_bytes: float, cat: Catalog, tier: str = "premium_v1") 
     return min(t.base_throughput + per_gib * size_bytes / GIB, t.max_throughput)
 
 
+def files_iops(size_bytes: float, cat: Catalog, tier: str = "premium_v1") -> float:
+    """Provisioned v1: 3,000 + 1 IOPS per GiB, capped at 100,000."""
+    t = cat.files[tier]
+    return min(t.base_iops + (t.iops_per_gib or 0.0) * size_bytes / GIB, t.max_iops)
+
+
 def files_option(need: DataNeed, vm: VmSize, cat: Catalog, tier: str = "premium_v1") -> TierOption:
     t = cat.files[tier]
     per_gib = t.throughput_per_gib or 0.0
-    by_rate = (usable_rate(need, vm) - t.base_throughput) / per_gib * GIB if per_gib else 0.0
-    size = min(max(need.dataset_bytes, by_rate, t.min_size), t.max_size)
+    usable = usable_rate(need, vm)
+    by_rate = (usable - t.base_throughput) / per_gib * GIB if per_gib else 0.0
+    io = None if need.request_bytes is None else min(need.request_bytes, FILE_IO_BYTES)
+    # Sized for the IOPS the reads need too, as for the throughput.
+    by_iops = (usable / io - t.base_iops) / t.iops_per_gib * GIB if io and t.iops_per_gib else 0.0
+    size = min(max(need.dataset_bytes, by_rate, by_iops, t.min_size), t.max_size)
+    caps: dict[str, float | None] = {
+        "share size (provisioned v1 formula)": files_throughput(size, cat, tier)
+    }
+    if io is not None:  # reading a dataset: IOPS and one file's rate may bind
+        caps[f"share IOPS ({files_iops(size, cat, tier):,.0f} of {format_request(io)})"] = (
+            files_iops(size, cat, tier) * io
+        )
+        readers = need.nodes * vm.gpus
+        if t.per_file_throughput:
+            caps[f"one file's rate x {readers} readers (one per GPU, assumed)"] = (
+                readers * t.per_file_throughput
+            )
     price = None if t.price_per_gib_month is None else t.price_per_gib_month * size / GIB / 730
-    return _shared_volume(
-        need,
-        vm,
-        "files",
-        t.name,
-        size,
-        files_throughput(size, cat, tier),
-        "share size (provisioned v1 formula)",
-        t.max_size,
-        price,
-        tier,
-    )
+    return _shared_volume(need, vm, "files", t.name, size, caps, t.max_size, price, tier)
 
 
 # Simplest first: read in place from Blob, then stage to the VMs' own NVMe, then a shared tier.

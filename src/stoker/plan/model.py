@@ -12,6 +12,7 @@ import math
 
 from ..catalog import Catalog
 from ..errors import SpecError
+from ..units import format_bytes as fb
 from . import datapath as dpth
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
@@ -94,7 +95,8 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
 
 def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> DataPlan:
     d = spec.data
-    blob_rate = dpth.blob_egress(cat, d.blob_tier, d.blob_accounts)
+    # Staging from Blob is bound by the same GETs as reading in place.
+    blob_rate = dpth.blob_read_rate(cat, d.blob_tier, d.blob_accounts, need.request_bytes)
     if d.lustre_sku != "auto" and d.lustre_sku not in cat.lustre:
         raise SpecError(
             f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; known: auto, {', '.join(cat.lustre)}"
@@ -127,6 +129,21 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         spec.workload.epochs,
         dpth.as_choice(chosen),
         [dpth.as_choice(o) for o in options],
+        need.requests_per_s or 0.0,
+        need.request_bytes or 0.0,
+        _read_as(spec, need.request_bytes or 0.0),
+    )
+
+
+def _read_as(spec: JobSpec, request_bytes: float) -> str:
+    """How the loader reads the dataset, and whether the spec says so or the plan assumes it."""
+    d = spec.data
+    if not d.packed:
+        return "one object per sample (data.packed = false)"
+    said = "set" if {"packed", "shard_size"} & d.model_fields_set else "assumed"
+    return (
+        f"samples packed in {fb(d.shard_size)} shards, read in "
+        f"{dpth.format_request(request_bytes)} ranges (data.packed: {said})"
     )
 
 
@@ -145,12 +162,13 @@ def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     exposed = ic.exposed_s if ic else 0.0
     sample = w.sample_size or (w.seq_len or 0) * w.bytes_per_token
     dataset = _dataset_bytes(spec, sample)
+    request = dpth.read_request_bytes(sample, spec.data.packed, spec.data.shard_size)
     if training:
-        need = dpth.DataNeed(w.global_batch * sample, compute + exposed, dataset, s.nodes)
+        need = dpth.DataNeed(w.global_batch * sample, compute + exposed, dataset, s.nodes, request)
     elif spec.run.length is None:
         raise SpecError("run.length: a data-prep job needs the time it may take")
     else:  # read everything once and write it back once, spread over the run
-        need = dpth.DataNeed(2 * dataset * w.epochs, spec.run.length, dataset, s.nodes)
+        need = dpth.DataNeed(2 * dataset * w.epochs, spec.run.length, dataset, s.nodes, request)
     data = data_plan(spec, cat, s, need)
     step_guess = compute + exposed + (data.chosen.stall_per_step_s or 0.0)
     ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if training else None

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from ..catalog import Catalog, VmSize
 from ..units import format_bytes as fb
-from ..units import format_duration as fd
 from ..units import format_rate as fr
 from . import datapath as dpth
+from ._format import duration as fd
+from ._format import gpus
+from .inference import COLD_START_TARGET_S
 from .result import InterconnectPlan, Plan, Recommendation
 
 # Below this a plan says so: Llama 3 reported > 90 % effective training time at 16,384 GPUs.
@@ -48,10 +50,15 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     ic = plan.interconnect
     assert ic is not None
     step = plan.step.total_s if plan.step else 0.0
-    reason = (
+    exchange = (
         f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
         f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
-        f"{fr(ic.busbw_bps)} (one VM: {fr(ic.single_vm_busbw_bps)}"
+        f"{fr(ic.busbw_bps)}"
+        if ic.busbw_bps > 0
+        else "no gradient exchange between data-parallel ranks"
+    )
+    reason = (
+        f"{exchange} (one VM: {fr(ic.single_vm_busbw_bps)}"
         + (
             f", published {fr(ic.single_vm_busbw_published_bps)}"
             if ic.single_vm_busbw_published_bps
@@ -66,8 +73,8 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     )
     rec = Recommendation(
         "GPU-to-GPU interconnect",
-        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} inside the VM; no InfiniBand needed",
-        f"{plan.nodes} VM(s), {plan.gpus} GPUs",
+        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} {_within(plan)}; no InfiniBand needed",
+        f"{plan.nodes} VM(s), {gpus(plan.gpus)}",
         reason,
     )
     if ic.needs_infiniband and not vm.has_infiniband:
@@ -109,6 +116,11 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     return rec
 
 
+def _within(plan: Plan) -> str:
+    """A multi-VM NVLink domain (GB200 NVL72) spans VMs; elsewhere no IB means one VM."""
+    return "inside the VM" if plan.nodes == 1 else f"across the {plan.nodes} VMs' NVLink domain"
+
+
 def _checkpoints_held(plan: Plan) -> float:
     """Bytes of checkpoints the data's Lustre was sized to keep (see model.data_plan)."""
     ck = plan.checkpoints
@@ -137,6 +149,7 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         need = "high-throughput training data"
         reason = (
             f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
+            f"{_count(d.requests_per_s)} reads/s, {d.read_as}; "
             f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; "
             f"stall {fd(stall)} per step"
         )
@@ -176,6 +189,19 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
             f"the GPU waits {fd(stall)} per step on data "
             f"({_pct(stall / plan.step.total_s)} of the step){hint}"
         )
+    if stall > 0 and _request_bound(ch.limited_by):
+        fix = (
+            "pack the samples into shards (`stoker shards write`, then data.packed = true)"
+            if "one object per sample" in d.read_as
+            else "read larger ranges (a larger data.shard_size)"
+        )
+        accounts = ", spread the data over more accounts (data.blob_accounts)"
+        rec.warnings.append(
+            f"{ch.name} is capped by its request rate ({ch.limited_by}) at "
+            f"{_count(d.requests_per_s)} reads/s needed: {fix}"
+            + (accounts if ch.tier == "blob" else "")
+            + ", or choose a faster tier (data.tier)"
+        )
     if plan.kind == "data-prep" and stall > 0:
         asked = d.bytes_per_step / d.required_bps
         more = "Blob accounts (data.blob_accounts)" if "Blob" in ch.limited_by else "VMs"
@@ -189,12 +215,21 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
     return rec
 
 
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _request_bound(limited_by: str) -> bool:
+    return "requests" in limited_by or "IOPS" in limited_by
+
+
 def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     ck = plan.checkpoints
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
     reason = (
-        f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)}{durable}; "
+        f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)} from "
+        f"{ck.writer_vms} VM{'s' if ck.writer_vms > 1 else ''} ({ck.writers}){durable}; "
         f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
         f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)} "
         f"(Llama 3 reported > {_pct(cat.reliability.effective_training_fraction)} at 16,384 GPUs)"
@@ -227,7 +262,7 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     if ck.goodput < LOW_GOODPUT:
         rec.warnings.append(
             f"goodput is only {_pct(ck.goodput)}: with a failure every {fd(ck.job_mtbf_s)} "
-            f"(reliability.gpu_mtbf / {plan.gpus} GPUs), checkpoints, lost work and "
+            f"(reliability.gpu_mtbf / {gpus(plan.gpus)}), checkpoints, lost work and "
             f"{fd(ck.restart_s)} restarts eat the rest; split the job or use fewer GPUs, "
             "shorten reliability.restart_time, or checkpoint faster (async, a faster tier)"
         )
@@ -296,14 +331,35 @@ def _model_cache(plan: Plan) -> Recommendation:
         "nvme": "local NVMe (warm restart)",
     }
     names["files"] += f" of {fb(inf.files_share_bytes)}"
+    names["netapp"] += f" of {fb(inf.netapp_volume_bytes)}"
     times = "; ".join(f"{names[k]} {fd(v)}" for k, v in inf.cold_start_s.items())
-    return Recommendation(
+    sharing = (
+        f"; the {inf.replicas_per_vm} replicas on each VM share its frontend NIC and NVMe"
+        if inf.replicas_per_vm > 1
+        else ""
+    )
+    rec = Recommendation(
         "model cache for inference",
         names[inf.chosen],
         f"{fb(inf.model_bytes, binary=False)} model x {inf.replicas} replicas",
-        f"cold start with every replica loading at once: {times}; keep a "
-        "copy on each VM's NVMe for restarts (stoker cache pull)",
+        f"cold start with every replica loading at once (shared caches sized to load the fleet "
+        f"in {fd(COLD_START_TARGET_S)}){sharing}: {times}; keep a copy on each VM's NVMe for "
+        "restarts (stoker cache pull)",
     )
+    if inf.replicas > inf.replicas_that_fit:
+        per_vm = inf.replicas_that_fit // plan.nodes
+        rec.warnings.append(
+            f"{inf.replicas} replicas of a {fb(inf.model_bytes, binary=False)} model need "
+            f"{fb(inf.replicas_per_vm * inf.model_bytes, binary=False)} of GPU memory per VM "
+            f"for the weights alone; a VM has {fb(inf.vm_gpu_memory_bytes, binary=False)}: "
+            + (
+                f"at most {inf.replicas_that_fit} replicas fit on {plan.nodes} VM"
+                f"{'s' if plan.nodes > 1 else ''} ({per_vm} per VM), before any KV cache"
+                if per_vm
+                else "one replica does not fit on one VM; spread it over VMs or quantize"
+            )
+        )
+    return rec
 
 
 def _scratch_bulk_team(plan: Plan, vm: VmSize, cat: Catalog) -> list[Recommendation]:

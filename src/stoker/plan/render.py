@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..units import format_duration as fd
 from ..units import format_rate as fr
+from ._format import duration as fd
+from ._format import gpus, md_cell
 from .result import Plan
 
 
@@ -25,7 +27,7 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
     """The few numbers a reader wants first, as (label, value)."""
     rows = [
         ("job", f"{plan.name} ({plan.kind})"),
-        ("cluster", f"{plan.nodes} x {plan.vm_size} = {plan.gpus} GPUs, {plan.region}"),
+        ("cluster", f"{plan.nodes} x {plan.vm_size} = {gpus(plan.gpus)}, {plan.region}"),
     ]
     if plan.step and plan.run:
         rows += [
@@ -110,7 +112,7 @@ def rich_report(plan: Plan) -> Group:
     head.add_column(style="bold")
     head.add_column()
     for label, value in headline(plan):
-        head.add_row(label, value)
+        head.add_row(label, escape(value))  # a job name may hold '[': not markup
     parts: list = [Panel(head, title="stoker plan", expand=False)]
     split = _split_table(plan)
     if split:
@@ -164,7 +166,10 @@ def markdown(plan: Plan) -> str:
             f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |",
         ]
     lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
-    lines += [f"| {r.need} | {r.choice} | {r.size} | {r.reason} |" for r in plan.recommendations]
+    lines += [
+        "| " + " | ".join(md_cell(c) for c in (r.need, r.choice, r.size, r.reason)) + " |"
+        for r in plan.recommendations
+    ]
     lines += [
         "",
         f"## Cost ({plan.cost.currency})",
@@ -172,7 +177,7 @@ def markdown(plan: Plan) -> str:
         "| item | hours | cost | note |",
         "|---|---:|---:|---|",
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in cost_rows(plan)]
+    lines += ["| " + " | ".join(map(md_cell, row)) + " |" for row in cost_rows(plan)]
     if plan.calibration:
         lines += [
             "",
@@ -229,14 +234,14 @@ def rich_compare(plans: list[Plan]) -> Table:
     table = Table(title="stoker plan --compare", title_justify="left")
     table.add_column("")
     for plan in plans:
-        table.add_column(plan.name, justify="right")
+        table.add_column(escape(plan.name), justify="right")
     for row in compare_rows(plans):
         table.add_row(*row)
     return table
 
 
 def markdown_compare(plans: list[Plan]) -> str:
-    head = "| | " + " | ".join(p.name for p in plans) + " |"
+    head = "| | " + " | ".join(md_cell(p.name) for p in plans) + " |"
     rule = "|---|" + "---:|" * len(plans)
-    body = ["| " + " | ".join(row) + " |" for row in compare_rows(plans)]
+    body = ["| " + " | ".join(map(md_cell, row)) + " |" for row in compare_rows(plans)]
     return "\n".join([head, rule, *body, ""])

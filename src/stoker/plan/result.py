@@ -60,6 +60,9 @@ class DataPlan:
     epochs: float
     chosen: TierChoice
     options: list[TierChoice]
+    requests_per_s: float = 0.0  # read requests (GETs, file IOs) the job makes to keep up
+    request_bytes: float = 0.0  # bytes per request: a sample, or a range of a shard
+    read_as: str = ""  # how the loader reads: packed shards or one object per sample
 
 
 @dataclass
@@ -82,6 +85,9 @@ class CheckpointPlan:
     goodput_at_optimal: float
     volume: TierChoice | None = None  # a Lustre or NetApp volume for checkpoints alone
     interval_set_s: float | None = None  # checkpoints.interval from the spec; None for auto
+    writer_ranks: int = 1  # ranks that write a checkpoint: all with FSDP, one replica with DDP
+    writer_vms: int = 1  # VMs those ranks sit on; only their NICs and NVMe write
+    writers: str = ""  # the assumption, in words
 
 
 @dataclass
@@ -134,6 +140,10 @@ class InferencePlan:
     cold_start_s: dict[str, float]
     chosen: str
     files_share_bytes: float  # premium share sized for the cold-start target
+    netapp_volume_bytes: float = 0.0  # Premium volume sized for the same target
+    replicas_per_vm: int = 1  # they share the VM's frontend NIC and NVMe for a cold start
+    replicas_that_fit: int = 0  # whose weights fit the VMs' GPU memory (weights alone)
+    vm_gpu_memory_bytes: float = 0.0  # GPU memory of one VM
 
 
 @dataclass

@@ -105,6 +105,10 @@ class Data(_Section):
     lustre_sku: str = "auto"
     blob_tier: Literal["standard", "premium"] = "standard"
     blob_accounts: int = Field(default=1, gt=0)
+    packed: bool = Field(
+        default=True, description="samples packed into shards; false: one object per sample"
+    )
+    shard_size: Bytes = Field(default=64 * 2**20, description="bytes per shard when packed")
 
 
 def _duration_or_auto(value: object) -> object:
