@@ -3,10 +3,11 @@ _manifest.py for the names and the commit protocol)."""
 
 from __future__ import annotations
 
-from ._checkpointer import Checkpointer, CheckpointInfo, SaveStats
+from ._checkpointer import Checkpointer, SaveStats
+from ._costs import TierCost
 from ._interval import checkpoint_interval
 from ._load import Restored
-from ._ops import CheckReport, Problem, TierCost
+from ._ops import CheckpointInfo, CheckReport, Problem
 
 __all__ = [
     "CheckReport",

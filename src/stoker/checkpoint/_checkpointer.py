@@ -23,20 +23,13 @@ from typing import Any
 from ..errors import CheckpointError, StokerError
 from ..store._loop import IOLoop
 from ._at_exit import close_at_exit
+from ._costs import TierCost, tier_costs
 from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
-from ._ops import (
-    CheckReport,
-    Progress,
-    TierCost,
-    check_prices,
-    pull_step,
-    tier_price,
-    verify_tiers,
-)
-from ._retention import abandoned, check_retention, to_delete
+from ._ops import CheckpointInfo, CheckReport, Progress, list_steps, pull_step, verify_tiers
+from ._retention import check_retention, prune_tier
 from ._shardfile import Snapshot, take_snapshot, write_snapshot
 from ._tier import Tier
 
@@ -52,16 +45,6 @@ class SaveStats:
     fast_s: float | None = None  # save() call -> committed on the fast tier
     durable_s: float | None = None  # save() call -> committed on the durable tier
     started: float = field(default_factory=time.perf_counter, repr=False)
-
-
-@dataclass
-class CheckpointInfo:
-    step: int
-    bytes: int
-    world_size: int
-    kind: str
-    created: str
-    tiers: dict[str, str]  # tier name -> "complete" | "incomplete"
 
 
 class Checkpointer:
@@ -352,20 +335,9 @@ class Checkpointer:
             return self._prune_unlocked(tier, keep_last, dry_run)
 
     def _prune_unlocked(self, tier: Tier, keep_last: int, dry_run: bool) -> list[int]:
-        steps = tier.steps()
-        committed = [s for s, listing in steps.items() if listing.committed]
         with self._lock:
             protect = set(self._uploading) if tier is self.fast else set()
-        doomed = to_delete(committed, keep_last, self.keep_every, protect)
-        doomed += abandoned(
-            [s for s, listing in steps.items() if not listing.committed],
-            max(committed, default=None),
-            protect,
-        )
-        for step in [] if dry_run else doomed:
-            log.info("pruning step %d from %s", step, tier)
-            tier.delete_step(steps[step])
-        return doomed
+        return prune_tier(tier, keep_last, self.keep_every, protect, dry_run)
 
     def prune(self, *, dry_run: bool = False) -> dict[str, list[int]]:
         """Apply the retention policy to every tier now (incomplete steps older than the newest
@@ -404,22 +376,12 @@ class Checkpointer:
         """What the kept checkpoints cost per month on each tier: the catalog's Blob price for
         the access tier ``blob_tier`` (hot, cool, cold or archive), or the USD per GB-month
         given for a tier."""
-        check_prices(
-            blob_tier=blob_tier,
+        return tier_costs(
+            [(self.fast, fast_usd_per_gb_month), (self.durable, durable_usd_per_gb_month)],
+            blob_tier,
             fast_usd_per_gb_month=fast_usd_per_gb_month,
             durable_usd_per_gb_month=durable_usd_per_gb_month,
         )
-        out = []
-        for tier, override in (
-            (self.fast, fast_usd_per_gb_month),
-            (self.durable, durable_usd_per_gb_month),
-        ):
-            if tier is None:
-                continue
-            kept = sum(sum(listing.files.values()) for listing in tier.steps().values())
-            price, basis = tier_price(tier, blob_tier, override)
-            out.append(TierCost(tier.name, str(tier.store), kept, price, basis))
-        return out
 
     # ------------------------------------------------------------------ reading
     @property
@@ -432,18 +394,7 @@ class Checkpointer:
         existing empty folder lists nothing."""
         self._open()
         self._require_checkpoints()
-        infos: dict[int, CheckpointInfo] = {}
-        for tier in self.tiers:
-            for step, listing in tier.steps().items():
-                manifest = tier.manifest(step) if listing.committed else None
-                info = infos.setdefault(
-                    step, CheckpointInfo(step, sum(listing.files.values()), 0, "", "", {})
-                )
-                info.tiers[tier.name] = "complete" if manifest else "incomplete"
-                if manifest:
-                    info.bytes, info.world_size = manifest.bytes, manifest.world_size
-                    info.kind, info.created = manifest.kind, manifest.created
-        return [infos[s] for s in sorted(infos, reverse=True)]
+        return list_steps(self.tiers)
 
     def load(
         self,

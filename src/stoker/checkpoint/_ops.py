@@ -4,7 +4,6 @@ of every committed step, bring a step back from the durable tier, and price what
 from __future__ import annotations
 
 import contextlib
-import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,32 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+@dataclass
+class CheckpointInfo:
+    step: int
+    bytes: int
+    world_size: int
+    kind: str
+    created: str
+    tiers: dict[str, str]  # tier name -> "complete" | "incomplete"
+
+
+def list_steps(tiers: list[Tier]) -> list[CheckpointInfo]:
+    """Every step on any tier, newest first, with its state on each tier."""
+    infos: dict[int, CheckpointInfo] = {}
+    for tier in tiers:
+        for step, listing in tier.steps().items():
+            manifest = tier.manifest(step) if listing.committed else None
+            info = infos.setdefault(
+                step, CheckpointInfo(step, sum(listing.files.values()), 0, "", "", {})
+            )
+            info.tiers[tier.name] = "complete" if manifest else "incomplete"
+            if manifest:
+                info.bytes, info.world_size = manifest.bytes, manifest.world_size
+                info.kind, info.created = manifest.kind, manifest.created
+    return [infos[s] for s in sorted(infos, reverse=True)]
 
 
 def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None) -> CheckReport:
@@ -131,52 +156,3 @@ def _drop_pulled(fast: Tier, step: int, had_root: bool, had_step: bool) -> None:
     if not had_root:
         with contextlib.suppress(OSError):
             folder.parent.rmdir()  # only if empty
-
-
-@dataclass
-class TierCost:
-    tier: str
-    where: str
-    bytes: int
-    usd_per_gb_month: float | None
-    basis: str  # where the price comes from, or why there is none
-
-    @property
-    def usd_per_month(self) -> float | None:
-        if self.usd_per_gb_month is None:
-            return None
-        return self.bytes / 1e9 * self.usd_per_gb_month
-
-
-def check_prices(blob_tier: str, **usd_per_gb_month: float | None) -> None:
-    """Refuse a Blob access tier the catalog does not price, and a negative or non-finite
-    price (each error names the parameter)."""
-    from ..catalog import BlobTier
-
-    tiers = BlobTier.access_tiers()
-    if blob_tier not in tiers:
-        raise CheckpointError(
-            f"blob_tier={blob_tier}: not a Blob access tier; choose one of {', '.join(tiers)}"
-        )
-    for name, price in usd_per_gb_month.items():
-        if price is not None and not (math.isfinite(price) and price >= 0):
-            raise CheckpointError(
-                f"{name}={price}: give the tier's price in USD per GB-month, 0 or more"
-            )
-
-
-def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[float | None, str]:
-    """Price per GB-month of what a tier keeps: the caller's figure, else the catalog's Blob
-    price for Blob, else none (a local disk or a mount is billed with its VM or volume)."""
-    if override is not None:
-        return override, "given"
-    if str(tier.store).startswith("az://"):
-        from ..catalog import load_catalog
-
-        blob = load_catalog().blob["standard"]
-        price = getattr(blob, f"price_{blob_tier}_gb_month", None)
-        if price is None:
-            return None, f"no catalog price for Blob {blob_tier}"
-        source = blob.source_of("price_region")
-        return price, f"catalog: Blob {blob_tier}, {blob.price_region} ({source})"
-    return None, "a folder: billed with its VM or volume"

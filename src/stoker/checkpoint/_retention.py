@@ -1,8 +1,16 @@
-"""Which checkpoints a tier may delete. Pure: steps in, steps out."""
+"""Which checkpoints a tier may delete (pure: steps in, steps out), and deleting them."""
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 from ..errors import CheckpointError
+
+if TYPE_CHECKING:
+    from ._tier import Tier
+
+log = logging.getLogger("stoker.checkpoint")
 
 
 def check_retention(keep_last: int, keep_every: int | None, durable_keep_last: int | None) -> None:
@@ -42,3 +50,22 @@ def abandoned(incomplete: list[int], newest_committed: int | None, protect: set[
     if newest_committed is None:
         return []
     return [s for s in sorted(incomplete) if s < newest_committed and s not in protect]
+
+
+def prune_tier(
+    tier: Tier, keep_last: int, keep_every: int | None, protect: set[int], dry_run: bool
+) -> list[int]:
+    """Delete the tier's steps outside the policy, and incomplete ones a writer died on;
+    returns them (with ``dry_run``, only says which)."""
+    steps = tier.steps()
+    committed = [s for s, listing in steps.items() if listing.committed]
+    doomed = to_delete(committed, keep_last, keep_every, protect)
+    doomed += abandoned(
+        [s for s, listing in steps.items() if not listing.committed],
+        max(committed, default=None),
+        protect,
+    )
+    for step in [] if dry_run else doomed:
+        log.info("pruning step %d from %s", step, tier)
+        tier.delete_step(steps[step])
+    return doomed
