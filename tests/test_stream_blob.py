@@ -158,3 +158,16 @@ def test_emulator_restart_mid_epoch_keeps_the_cache_sound(
     assert sorted(got) == list(range(N))
     again = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
     assert sorted(_ids(again)) == list(range(N))  # every cached shard still verifies
+
+
+def test_shards_written_into_a_missing_container_create_it(blob_env: str, tmp_path: Path) -> None:
+    """As stage does; the write failed with an error that blamed the credentials."""
+    import random
+
+    account = blob_env.split("/")[2]
+    url = f"az://{account}/made-by-writer-{random.randrange(10**9)}/ds"
+    with ShardWriter(url, shard_size="4KiB") as w:
+        for i in range(10):
+            w.write(bytes([i]) * 1000)
+    ds = StreamingDataset(url, tmp_path / "cache", shuffle=False)
+    assert [ds[i][0] for i in range(10)] == list(range(10))

@@ -24,6 +24,8 @@ class Reporter:
     def file_done(self) -> None: ...
     def note(self, message: str) -> None: ...
     def finish(self, summary: dict[str, Any]) -> None: ...
+    def stop(self) -> None:
+        """A run that failed: take the bar down, so the error prints on a line of its own."""
 
 
 class JsonReporter(Reporter):
@@ -147,3 +149,6 @@ class RichReporter(Reporter):
 
     def finish(self, summary: dict[str, Any]) -> None:
         self.progress.stop()
+
+    def stop(self) -> None:
+        self.progress.stop()  # (shows the cursor again; stopping twice is harmless)

@@ -191,6 +191,7 @@ async def _stage(
         reporter.finish(summary.to_dict())
         return summary
     finally:
+        reporter.stop()
         manifest.close()
         await src.close()
         await dst.close()

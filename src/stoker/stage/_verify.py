@@ -143,6 +143,7 @@ async def _verify(
                     batch = []
             await asyncio.gather(*batch)
         finally:
+            reporter.stop()
             db.close()
             await src.close()
             await dst.close()

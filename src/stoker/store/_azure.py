@@ -104,9 +104,9 @@ def translate(exc: Exception, what: str) -> StoreError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "ContainerNotFound" in str(exc):
         return NoContainerError(
-            f"{what}: the container does not exist, and these credentials did not create it "
-            "(a container SAS cannot): create it (az storage container create), or use "
-            "credentials that may"
+            f"{what}: the container does not exist (stage and shards write create a missing "
+            "one when their credentials may; a container SAS may not): create it (az storage "
+            "container create), or use credentials that may"
         )
     if "ClientAuthenticationError" in {t.__name__ for t in type(exc).__mro__} or (
         "credential provider: ClientAuthenticationError" in str(exc)  # obstore's wrapping

@@ -45,6 +45,8 @@ class ShardWriter:
                 f"{self.out} cannot hold a dataset ({exc.strerror or exc}): give a new or empty "
                 "folder, or a URL"
             ) from exc
+        if existing is None:
+            self._io.run(self._store.create_root())  # a missing container, as stage does
         if existing is not None and not resume:
             self._io.close()
             raise StreamError(
