@@ -195,3 +195,25 @@ def test_array_datasets_refuse_another_layout_and_a_dtype_not_theirs(tmp_path: P
     with pytest.raises(StreamError, match=r"2.npy: rows are int64 \(5,\), but those of .*1.npy"):
         write_shards(src, tmp_path / "out", kind="npy")
     assert not (tmp_path / "out" / "index.json").exists()
+
+
+def test_npy_edge_cases_byte_orders_records_and_empty_rows(tmp_path: Path) -> None:
+    from stoker.stream import write_shards
+
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    np.save(mixed / "a.npy", np.arange(6, dtype="<i4").reshape(3, 2))
+    np.save(mixed / "b.npy", np.arange(6, 12, dtype=">i4").reshape(3, 2))  # same dtype, stored BE
+    write_shards(mixed, tmp_path / "m", kind="npy")
+    assert np.array_equal(StreamingDataset(tmp_path / "m", shuffle=False)[4], [8, 9])
+    records = tmp_path / "records"
+    records.mkdir()
+    np.save(records / "r.npy", np.array([(1, 2.5)], dtype=[("a", "<i4"), ("b", "<f8")]))
+    with pytest.raises(StreamError, match=r"r.npy: a structured \(record\) array"):
+        write_shards(records, tmp_path / "r", kind="npy")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    np.save(empty / "z.npy", np.zeros((4, 0), np.float32))
+    write_shards(empty, tmp_path / "z", kind="npy")
+    ds = StreamingDataset(tmp_path / "z", dtype=torch.float32, shuffle=False)
+    assert [b.shape for b in StreamingLoader(ds, 2)] == [(2, 0), (2, 0)] and ds[0].shape == (0,)

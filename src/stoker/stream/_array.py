@@ -28,11 +28,11 @@ class ArrayLayout:
     @classmethod
     def of(cls, sample: Any, number: int) -> ArrayLayout:
         array = _as_array(sample, number)
-        return cls(_native(array.dtype).str, array.shape)
+        return cls(native(array.dtype).str, array.shape)
 
     def encode(self, sample: Any, number: int) -> bytes:
         array = _as_array(sample, number)
-        layout = ArrayLayout(_native(array.dtype).str, array.shape)
+        layout = ArrayLayout(native(array.dtype).str, array.shape)
         if layout != self:
             raise StreamError(
                 f"sample {number} is a {layout} array, but the dataset's samples are {self}: "
@@ -55,11 +55,12 @@ def _as_array(sample: Any, number: int) -> np.ndarray:
             f"sample {number} is a {type(sample).__name__}, not a NumPy array: pass "
             "codec='pickle' (any Python object) to the writer"
         )
-    if sample.dtype.hasobject:
-        raise StreamError(f"sample {number} holds Python objects: use codec='pickle'")
+    if sample.dtype.hasobject or sample.dtype.names is not None:
+        kind = "Python objects" if sample.dtype.hasobject else "records (a structured dtype)"
+        raise StreamError(f"sample {number} holds {kind}: use codec='pickle'")
     return sample
 
 
-def _native(dtype: np.dtype) -> np.dtype:
+def native(dtype: np.dtype) -> np.dtype:
     """The dtype in this machine's byte order: the stored bytes are what torch reads."""
     return dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StreamError
-from ._array import ArrayLayout
+from ._array import ArrayLayout, native
 from ._index import DatasetIndex
 from ._writer import ShardWriter
 
@@ -91,9 +91,14 @@ def _npy(src: Path) -> Iterator[Any]:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         if array.ndim == 0:
             raise StreamError(f"{path}: a 0-d array has no rows; save samples along axis 0")
-        rows = ArrayLayout(array.dtype.str, array.shape[1:])
+        if array.dtype.names is not None:
+            raise StreamError(
+                f"{path}: a structured (record) array; save each field as an array of its own, "
+                "or write the rows with ShardWriter(codec='pickle')"
+            )
+        rows = ArrayLayout(native(array.dtype).str, array.shape[1:])  # stored native
         first = first or (path, rows)
-        if rows.shape != first[1].shape or np.dtype(rows.dtype) != np.dtype(first[1].dtype):
+        if rows != first[1]:
             raise StreamError(
                 f"{path}: rows are {rows}, but those of {first[0]} are {first[1]}; one dataset "
                 "holds rows of one dtype and shape: write the others to a dataset of their own"

@@ -101,6 +101,8 @@ def check_items(nbytes: int, dtype: torch.dtype, where: str) -> None:
 def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.Tensor:
     """One sample's bytes as a 1-D tensor of ``dtype`` (a copy: bytes are read-only)."""
     check_items(len(data), dtype, where)
+    if not data:  # (frombuffer refuses an empty buffer)
+        return torch.empty(0, dtype=dtype)
     return torch.frombuffer(bytearray(data), dtype=dtype)
 
 
@@ -116,6 +118,10 @@ def read_batch(
     for reader, i, _, size in samples:
         check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
     alloc = proc.alloc
+    if sizes == {0}:  # empty samples: nothing to read, and a 0-byte buffer has no dtype view
+        ds._count(samples=len(samples))
+        shape = [0 if n == -1 else n for n in ds.sample_shape]
+        return torch.empty((len(samples), *shape), dtype=ds.dtype)
     if len(sizes) == 1:
         size = sizes.pop()
         flat = alloc(size * len(samples))
