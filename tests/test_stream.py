@@ -317,6 +317,9 @@ def test_an_epoch_with_no_batch_says_why(tmp_path: Path) -> None:
             w.write(bytes([i]))
     with pytest.warns(StreamWarning, match=r"3 samples are fewer than 1 ranks x batch_size 4"):
         assert list(StreamingLoader(StreamingDataset(tmp_path / "few"), 4)) == []
+    with pytest.warns(StreamWarning, match="fewer than") as seen:  # workers: in this process
+        assert list(StreamingLoader(StreamingDataset(tmp_path / "few"), 4, num_workers=2)) == []
+    assert seen[0].filename == __file__  # attributed to the loop's line, not torch's
     padded = StreamingDataset(tmp_path / "few", drop_last=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -160,11 +160,12 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             batch_size=self.batch_size,
             drop_last=self.drop_last,
         )
-        if not len(batches) and self.position == 0 and worker == 0:
-            warnings.warn(self._no_batch(rank, world), StreamWarning, stacklevel=3)
+        if not len(batches) and self.position == 0 and worker == 0 and self.collate is None:
+            # (StreamingLoader warns itself, in the training process, not in a worker)
+            warnings.warn(self.no_batch(rank, world), StreamWarning, stacklevel=3)
         return worker_batches(batches, worker, workers)
 
-    def _no_batch(self, rank: int, world: int) -> str:
+    def no_batch(self, rank: int, world: int) -> str:
         if not self.index.samples:
             return f"{self.remote} holds no samples: this epoch reads nothing"
         return (

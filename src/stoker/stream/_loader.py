@@ -9,12 +9,13 @@ which any number of ranks and workers can continue from.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch.utils.data
 
-from ..errors import StreamError
+from ..errors import StreamError, StreamWarning
 from ._ahead import ahead
 from ._dataset import StreamingDataset, rank_and_world
 from ._metrics import StallMeter, StallMetrics
@@ -80,7 +81,9 @@ class StreamingLoader:
         )
 
     def __iter__(self) -> Iterator[Any]:
-        ds, (_, world) = self.dataset, rank_and_world()
+        ds, (rank, world) = self.dataset, rank_and_world()
+        if ds.position == 0 and len(self) == 0:  # here, in the loop's process, at its line
+            warnings.warn(ds.no_batch(rank, world), StreamWarning, stacklevel=2)
         asked = time.perf_counter()  # the first batch's wait includes starting the workers
         it = ahead(self.loader, self.read_ahead) if self.read_ahead else iter(self.loader)
         returned: float | None = None
