@@ -143,7 +143,8 @@ def test_stage_refuses_bad_settings_and_a_copy_into_its_source(tmp_path: Path) -
     _dataset(src)
     (tmp_path / "afile").write_text("x")
     for args, said in (
-        ([str(src), str(tmp_path / "o"), "--block-size", "1 KiB"], "use at least 64 KiB"),
+        ([str(src), str(tmp_path / "o"), "--block-size", "1 KiB"], "use 64 KiB to 4000 MiB"),
+        ([str(src), str(tmp_path / "o"), "--block-size", "10 GiB"], "use 64 KiB to 4000 MiB"),
         ([str(src), str(src / "copy")], "is inside"),
         ([str(src), str(src)], "is inside"),
         ([str(src), str(tmp_path / "afile")], "must be a folder this user can write"),

@@ -54,7 +54,7 @@ def stage(
     block_size: Annotated[
         int,
         typer.Option(
-            parser=size, metavar="SIZE", help="Range/block size, e.g. '8 MiB' (at least 64 KiB)."
+            parser=size, metavar="SIZE", help="Range/block size, e.g. '8 MiB' (64 KiB to 4000 MiB)."
         ),
     ] = "8 MiB",  # type: ignore[assignment]
     dry_run: Annotated[

@@ -30,6 +30,7 @@ from ._selection import Selection, check_source, is_utf8, nothing_listed, select
 from ._spool import clear_stale
 
 MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
+MAX_BLOCK = 4000 << 20  # Blob's largest block (Put Block, service version 2019-12-12 on)
 
 
 @dataclass
@@ -97,9 +98,10 @@ def stage(
         block_size = int(parse_bytes(block_size))
     if concurrency < 1:
         raise StageError(f"--concurrency {concurrency}: use 1 or more (default 32)")
-    if block_size < MIN_BLOCK:
+    if not MIN_BLOCK <= block_size <= MAX_BLOCK:
         raise StageError(
-            f"--block-size {block_size} bytes: use at least {MIN_BLOCK >> 10} KiB (default 8 MiB)"
+            f"--block-size {block_size:,} bytes: use {MIN_BLOCK >> 10} KiB to {MAX_BLOCK >> 20} "
+            "MiB (default 8 MiB)"
         )
     return asyncio.run(
         _stage(
