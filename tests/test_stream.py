@@ -315,7 +315,9 @@ def test_an_epoch_with_no_batch_says_why(tmp_path: Path) -> None:
     with ShardWriter(tmp_path / "few") as w:
         for i in range(3):
             w.write(bytes([i]))
-    with pytest.warns(StreamWarning, match=r"3 samples are fewer than 1 ranks x batch_size 4"):
+    with pytest.warns(
+        StreamWarning, match=r"3 samples are fewer than one global batch \(1 x batch_size 4\)"
+    ):
         assert list(StreamingLoader(StreamingDataset(tmp_path / "few"), 4)) == []
     with pytest.warns(StreamWarning, match="fewer than") as seen:  # workers: in this process
         assert list(StreamingLoader(StreamingDataset(tmp_path / "few"), 4, num_workers=2)) == []

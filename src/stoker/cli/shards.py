@@ -51,7 +51,11 @@ def write(
         from rich.progress import Progress, SpinnerColumn, TimeElapsedColumn
 
         columns = [SpinnerColumn(), "{task.description}", "{task.completed} samples"]
-        with Progress(*columns, TimeElapsedColumn(), console=stderr, transient=True) as bar:
+        # No bar where stderr is no terminal: a transient one leaves a blank line behind.
+        quiet = not stderr.is_terminal
+        with Progress(
+            *columns, TimeElapsedColumn(), console=stderr, transient=True, disable=quiet
+        ) as bar:
             task = bar.add_task(f"shards {out}")
             index = write_shards(
                 src,
@@ -72,4 +76,5 @@ def write(
         from ..units import format_bytes
 
         size = format_bytes(index.bytes)
-        stdout.print(f"{index.samples} samples in {len(index.shards)} shards ({size}) at {out}")
+        shards = f"{len(index.shards)} shard" + ("" if len(index.shards) == 1 else "s")
+        stdout.print(f"{index.samples:,} samples in {shards} ({size}) at {out}", soft_wrap=True)

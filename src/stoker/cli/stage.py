@@ -120,7 +120,7 @@ def stage(
             stdout.print(
                 f"copied {_files(summary.files_copied)}, "
                 f"{format_bytes(summary.bytes_copied)} in "
-                f"{format_duration(summary.seconds)} ({summary.mb_per_s:,.0f} MB/s); "
+                f"{format_duration(summary.seconds)} ({_rate(summary.mb_per_s)} MB/s); "
                 f"{summary.files_skipped} unchanged, {summary.files_deleted} deleted",
                 highlight=False,
                 soft_wrap=True,
@@ -180,6 +180,10 @@ def verify(
         )
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _rate(mb_per_s: float) -> str:
+    return f"{mb_per_s:,.0f}" if mb_per_s >= 10 else f"{mb_per_s:.2g}"
 
 
 def _files(n: int) -> str:

@@ -170,8 +170,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             return f"{self.remote} holds no samples: this epoch reads nothing"
         return (
             f"{self.remote}: rank {rank} of {world} gets no batch this epoch: the dataset's "
-            f"{self.index.samples} samples are fewer than {world} ranks x batch_size "
-            f"{self.batch_size}, and drop_last drops a partial batch: lower batch_size, or "
+            f"{self.index.samples} samples are fewer than one global batch ({world} x batch_size "
+            f"{self.batch_size}), and drop_last drops a partial batch: lower batch_size, or "
             "pass drop_last=False"
         )
 
