@@ -505,7 +505,7 @@ def test_no_credentials_at_all_is_one_clear_error_at_once(tmp_path: Path, verb: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_")}
     env["AZURE_TOKEN_CREDENTIALS"] = "EnvironmentCredential"  # no sign-in to be had here
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "stoker"), verb, "az://someacct/c/p", str(tmp_path)],
+        [str(Path(sys.executable).parent / "stoker"), verb, "az://someacct/cont/p", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
@@ -527,3 +527,9 @@ def test_a_connection_strings_endpoint_that_is_no_url_is_named(
     )
     with pytest.raises(StoreError, match=r"BlobEndpoint in AZURE_STORAGE_CONNECTION_STRING .*"):
         open_store("az://acct/cont/p")
+
+
+@pytest.mark.parametrize("name", ["UPPER", "ab", "x_y", "-ab", "a--b", "a" * 64])
+def test_a_container_name_azure_refuses_is_named_with_the_rule(name: str) -> None:
+    with pytest.raises(StoreError, match=rf"'{name}' is not a container name: use 3-63 lowercase"):
+        open_store(f"az://acct/{name}/prefix")

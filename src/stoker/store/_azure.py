@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -85,6 +86,7 @@ NO_CREDENTIALS = (
     "AZURE_STORAGE_SAS_TOKEN, put a SAS in the URL, or sign in (az login)"
 )
 STORAGE_SCOPE = "https://storage.azure.com/.default"
+CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*")
 # The REST version the SDK's calls ask for. The SDK's own default moves with each release, ahead of
 # what the Azurite emulator (3.35) accepts without --skipApiVersionCheck; the service accepts
 # older versions, and nothing here needs a newer one.
@@ -183,6 +185,11 @@ class BlobStore(Store):
     ) -> None:
         from obstore.store import AzureStore
 
+        if not CONTAINER_NAME.fullmatch(loc.bucket) and loc.bucket not in ("$root", "$web"):
+            raise StoreError(
+                f"{loc}: {loc.bucket!r} is not a container name: use 3-63 lowercase letters, "
+                "digits and single hyphens, starting and ending with a letter or digit"
+            )
         self.loc, self.auth = loc, auth
         self.block_size, self.concurrency = block_size, concurrency
         config: dict[str, Any] = {"account_name": auth.account, "endpoint": auth.endpoint}
