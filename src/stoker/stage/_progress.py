@@ -107,6 +107,9 @@ class RichReporter(Reporter):
             TimeRemainingColumn(),
             console=self.console,
             transient=False,
+            # Only on a terminal: piped, its last frame is a wrapped, cut-off line in the log
+            # (the summary line says it all; --json is for machines).
+            disable=not self.console.is_terminal,
         )
         self.files, self.total_files, self.total_bytes = 0, 0, 0
         self.description = redact(description)  # a URL's SAS must not reach the terminal
@@ -151,4 +154,6 @@ class RichReporter(Reporter):
         self.progress.stop()
 
     def stop(self) -> None:
+        if self.progress.live.is_started:  # a failed run: the bar goes, the error stands alone
+            self.progress.live.transient = True
         self.progress.stop()  # (shows the cursor again; stopping twice is harmless)
