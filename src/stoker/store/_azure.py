@@ -4,17 +4,17 @@ listing, because obstore's listing drops Content-MD5 and metadata that verificat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
+from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
 from ._base import LIST_BATCH, ObjectInfo, Store
-from ._credentials import AzureAuth, redact
+from ._credentials import AzureAuth
 from ._url import Location
 
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
@@ -38,17 +38,6 @@ def _md5_hex(value: str | None) -> str | None:
     if value and len(value) == 32 and all(c in "0123456789abcdef" for c in value.lower()):
         return value.lower()
     return None
-
-
-@contextlib.contextmanager
-def _translated(what: str) -> Iterator[None]:
-    """A client error inside becomes a redacted StoreError; stoker's own errors pass through."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise translate(exc, what) from exc
 
 
 def _etag(meta: Any) -> str:
@@ -79,46 +68,12 @@ def _content_md5(md5: str) -> Any:
     )
 
 
-NO_CREDENTIALS = (
-    "found no credentials: no connection string, key or SAS for this account, and no Azure AD "
-    "sign-in (managed identity, workload identity, Azure CLI) gave a token. Set "
-    "AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or "
-    "AZURE_STORAGE_SAS_TOKEN, put a SAS in the URL, or sign in (az login)"
-)
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*")
 # The REST version the SDK's calls ask for. The SDK's own default moves with each release, ahead of
 # what the Azurite emulator (3.35) accepts without --skipApiVersionCheck; the service accepts
 # older versions, and nothing here needs a newer one.
 API_VERSION = "2025-11-05"
-
-DENIED_HINT = (
-    "; check the credentials (for Blob: connection string, account key, SAS or Azure AD "
-    "sign-in) and that they allow this operation"
-)
-
-
-def translate(exc: Exception, what: str) -> StoreError:
-    """A StoreError with obstore's or the SDK's first line, secrets removed; an
-    AccessDeniedError when the service refused the credentials."""
-    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
-
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if "ContainerNotFound" in str(exc):
-        return NoContainerError(
-            f"{what}: the container does not exist (stage and shards write create a missing "
-            "one when their credentials may; a container SAS may not): create it (az storage "
-            "container create), or use credentials that may"
-        )
-    if "ClientAuthenticationError" in {t.__name__ for t in type(exc).__mro__} or (
-        "credential provider: ClientAuthenticationError" in str(exc)  # obstore's wrapping
-    ):
-        return AccessDeniedError(f"{what}: {NO_CREDENTIALS}")
-    if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or getattr(
-        exc, "status_code", None
-    ) in (401, 403):
-        return AccessDeniedError(f"{what}: {redact(first)}{DENIED_HINT}")
-    return StoreError(f"{what}: {redact(first)}")
 
 
 def _list_url(container_url: str, prefix: str, marker: str) -> str:
@@ -207,7 +162,7 @@ class BlobStore(Store):
             from azure.identity import DefaultAzureCredential
             from obstore.auth.azure import AzureCredentialProvider
 
-            _quiet_identity_logs()
+            quiet_identity_logs()
             provider = AzureCredentialProvider(credential=DefaultAzureCredential())
         self._store = AzureStore(
             loc.bucket,
@@ -234,7 +189,7 @@ class BlobStore(Store):
             else:
                 from azure.identity.aio import DefaultAzureCredential
 
-                _quiet_identity_logs()
+                quiet_identity_logs()
                 credential = self._aad = DefaultAzureCredential()
             self._container = ContainerClient(
                 self.auth.endpoint, self.loc.bucket, credential=credential, api_version=API_VERSION
@@ -250,7 +205,7 @@ class BlobStore(Store):
 
         container = self._sdk()
         marker = ""
-        with _translated(f"listing {self}"):
+        with translated(f"listing {self}"):
             await self._signed_in()
             while True:
                 request = HttpRequest(
@@ -292,7 +247,7 @@ class BlobStore(Store):
         from azure.core.exceptions import HttpResponseError, ResourceExistsError
 
         container = self._sdk()
-        with _translated(f"creating container {self.loc.bucket} at {self.auth.endpoint}"):
+        with translated(f"creating container {self.loc.bucket} at {self.auth.endpoint}"):
             await self._signed_in()
             try:
                 await container.create_container()
@@ -330,7 +285,7 @@ class BlobStore(Store):
     async def read_range(
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> bytes | memoryview:
-        with _translated(f"reading {self}/{key}"):
+        with translated(f"reading {self}/{key}"):
             return memoryview(await (await self._get(key, start, end, etag)).bytes_async())
 
     async def read_chunks(
@@ -341,7 +296,7 @@ class BlobStore(Store):
         into the page cache made a whole import use about twice the CPU (measured on 2 cores)."""
         if start >= end:
             return
-        with _translated(f"reading {self}/{key}"):
+        with translated(f"reading {self}/{key}"):
             result = await self._get(key, start, end, etag)
             if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
                 yield memoryview(await result.bytes_async())
@@ -423,13 +378,3 @@ class BlobStore(Store):
         if self._aad is not None:  # (its own HTTP sessions: the container does not close them)
             await self._aad.close()
             self._aad = None
-
-
-def _quiet_identity_logs() -> None:
-    """azure-identity logs its whole credential chain at WARNING on every failed attempt; the
-    failure reaches the user once, as stoker's error. A level the user set is kept."""
-    import logging
-
-    logger = logging.getLogger("azure.identity")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.ERROR)

@@ -11,7 +11,8 @@ import asyncio
 from typing import Any
 
 from ..errors import ChecksumError, SourceChangedError, StoreError
-from ._azure import MD5_METADATA, BlobStore, _md5_hex, _translated
+from ._azure import MD5_METADATA, BlobStore, _md5_hex
+from ._azure_errors import translated
 
 
 async def copy_blob(
@@ -24,7 +25,7 @@ async def copy_blob(
     source = src._sdk().get_blob_client(src.loc.prefix + key)
     blob = dst._sdk().get_blob_client(dst.loc.prefix + key)
     where = f"copying {src}/{key} to {dst}/{key}"
-    with _translated(where):
+    with translated(where):
         for attempt in range(2):
             try:
                 answer = await blob.start_copy_from_url(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ._azure import RETRY, translate
+from ._azure import RETRY
+from ._azure_errors import translate
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._url import Location
 
