@@ -54,6 +54,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StokerError
+from ._clocks import WallClock, pick_clock
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,56 +64,6 @@ PHASES = ("data", "copy", "compute", "exposed_comm", "checkpoint", "other")
 _DATA, _COPY, _COMPUTE, _COMM, _CKPT, _OTHER = range(6)
 _BATCH, _BATCH_S = 16, 1.0  # ended steps are read every 16 steps or every second
 _MAX_PENDING = 256  # GPU steps not yet read; past this the oldest is waited for
-
-
-class _WallClock:
-    kind = "wall clock"
-
-    mark = staticmethod(time.perf_counter)
-
-    def elapsed(self, a: float, b: float) -> float:
-        return b - a
-
-    def ready(self, marks: list[Any]) -> bool:
-        return True
-
-    def wait(self, marks: list[Any]) -> None:
-        pass
-
-    def release(self, marks: list[Any]) -> None:
-        pass
-
-
-class _CudaClock:
-    """CUDA events on the current stream, reused from a pool once read."""
-
-    kind = "CUDA events"
-
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        self._torch, self._device, self._free = torch, device, []
-
-    def mark(self) -> Any:
-        try:
-            event = self._free.pop()
-        except IndexError:
-            event = self._torch.cuda.Event(enable_timing=True)
-        event.record(self._torch.cuda.current_stream(self._device))
-        return event
-
-    def elapsed(self, a: Any, b: Any) -> float:
-        return a.elapsed_time(b) / 1e3
-
-    def ready(self, marks: list[Any]) -> bool:
-        return all(m.query() for m in marks)
-
-    def wait(self, marks: list[Any]) -> None:
-        for m in marks:
-            m.synchronize()
-
-    def release(self, marks: list[Any]) -> None:
-        self._free.extend(marks)
 
 
 class _Phase:
@@ -172,8 +123,8 @@ class Ledger:
         when available; "cpu" the wall clock. ``skip_first``: steps left out at the start."""
         if isinstance(skip_first, bool) or not isinstance(skip_first, int) or skip_first < 0:
             raise StokerError(f"Ledger(skip_first={skip_first!r}): use a whole number >= 0")
-        self._clock = _pick_clock(device)
-        self._wall = isinstance(self._clock, _WallClock)
+        self._clock = pick_clock(device)
+        self._wall = isinstance(self._clock, WallClock)
         self.skip_first = skip_first
         self._lock = threading.Lock()  # totals (read by snapshot) and the comm lists
         self._local = threading.local()  # each thread's open phase
@@ -394,19 +345,3 @@ class Ledger:
         )
         (console or Console()).print(table)
         return table
-
-
-def _pick_clock(device: Any) -> _WallClock | _CudaClock:
-    import torch
-
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise StokerError(f"Ledger({device!r}): not a torch device (use 'cpu' or 'cuda')") from exc
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise StokerError(f"Ledger({device!r}): no CUDA device here; use 'cpu' or None")
-        return _CudaClock(dev)
-    return _WallClock()
