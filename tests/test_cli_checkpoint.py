@@ -16,6 +16,7 @@ from stoker.checkpoint._manifest import step_dir
 from stoker.cli import app
 
 runner = CliRunner()
+CONN = "AZURE_STORAGE_CONNECTION_STRING"
 
 
 def _saved(fast: Path, durable: str, steps: tuple[int, ...] = (10, 20, 30)) -> None:
@@ -282,3 +283,32 @@ def test_verify_counts_a_durable_tier_it_could_not_list_as_a_problem(
     assert "durable: not checked: listing" in out.stdout and "1 problem(s)" in out.stdout
     report = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
     assert report["ok"] is False and report["problems"][0]["step"] is None
+
+
+def test_ls_with_the_durable_tier_out_of_reach_lists_the_fast_tier_and_exits_1(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was one error naming the durable tier: the steps on the local disk were not shown.
+    (Refused credentials stand for any listing that fails; a dead endpoint is retried first.)"""
+    import base64
+    import os
+    import re
+
+    fast, durable = tmp_path / "fast", f"{blob_env}/run1"
+    _saved(fast, durable, steps=(10, 20))
+    wrong = base64.b64encode(b"not the key").decode()
+    refused = re.sub("AccountKey=[^;]+", f"AccountKey={wrong}", os.environ[CONN])
+    monkeypatch.setenv(CONN, refused)
+    out = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable, "--json"])
+    assert out.exit_code == 1, out.output
+    data = json.loads(out.stdout)
+    assert [c["step"] for c in data["checkpoints"]] == [20, 10]
+    assert all(c["tiers"] == {"fast": "complete"} for c in data["checkpoints"])
+    assert list(data["unreachable"]) == ["durable"] and "403" in data["unreachable"]["durable"]
+    fast_cost, blob_cost = data["costs"]
+    assert fast_cost["bytes"] > 2 * (1 << 20) and blob_cost["bytes"] is None
+    assert blob_cost["usd_per_month"] is None and blob_cost["usd_per_gb_month"] == 0.0208
+    assert out.stderr.startswith("error: the durable tier could not be listed")
+    table = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable])
+    assert table.exit_code == 1, table.output
+    assert "complete" in table.stdout and "?" in table.stdout and "USD/month" in table.stdout

@@ -28,7 +28,7 @@ from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
-from ._ops import CheckpointInfo, CheckReport, Progress, list_steps, pull_step, verify_tiers
+from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_tiers
 from ._retention import check_retention, prune_tier
 from ._shardfile import Snapshot, take_snapshot, write_snapshot
 from ._tier import Tier
@@ -372,13 +372,16 @@ class Checkpointer:
         blob_tier: str = "hot",
         fast_usd_per_gb_month: float | None = None,
         durable_usd_per_gb_month: float | None = None,
+        listing: Listing | None = None,
     ) -> list[TierCost]:
         """What the kept checkpoints cost per month on each tier: the catalog's Blob price for
         the access tier ``blob_tier`` (hot, cool, cold or archive), or the USD per GB-month
-        given for a tier."""
+        given for a tier. ``listing``: a ``list()`` to price, so no tier is listed again (a
+        tier it could not list has ``bytes`` None)."""
         return tier_costs(
             [(self.fast, fast_usd_per_gb_month), (self.durable, durable_usd_per_gb_month)],
             blob_tier,
+            None if listing is None else listing.kept,
             fast_usd_per_gb_month=fast_usd_per_gb_month,
             durable_usd_per_gb_month=durable_usd_per_gb_month,
         )
@@ -388,10 +391,11 @@ class Checkpointer:
     def tiers(self) -> list[Tier]:
         return [self.fast] + ([self.durable] if self.durable is not None else [])
 
-    def list(self) -> list[CheckpointInfo]:
+    def list(self) -> Listing:
         """Every step on any tier, newest first, with its state on each tier. A fast folder that
         does not exist is an error (a mistyped path), unless the durable tier holds steps; an
-        existing empty folder lists nothing."""
+        existing empty folder lists nothing. A tier that cannot be listed is named in the
+        result's ``unreachable`` (tier -> why), and the other tiers are listed all the same."""
         self._open()
         self._require_checkpoints()
         return list_steps(self.tiers)

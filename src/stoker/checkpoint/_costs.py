@@ -14,13 +14,13 @@ from ._tier import Tier
 class TierCost:
     tier: str
     where: str
-    bytes: int
+    bytes: int | None  # None: the tier could not be listed
     usd_per_gb_month: float | None
     basis: str  # where the price comes from, or why there is none
 
     @property
     def usd_per_month(self) -> float | None:
-        if self.usd_per_gb_month is None:
+        if self.usd_per_gb_month is None or self.bytes is None:
             return None
         return self.bytes / 1e9 * self.usd_per_gb_month
 
@@ -60,16 +60,23 @@ def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[floa
 
 
 def tier_costs(
-    tiers: list[tuple[Tier | None, float | None]], blob_tier: str = "hot", **given: float | None
+    tiers: list[tuple[Tier | None, float | None]],
+    blob_tier: str = "hot",
+    kept: dict[str, int] | None = None,
+    **given: float | None,
 ) -> list[TierCost]:
-    """Each (tier, price given for it)'s kept bytes and price; ``given`` names the prices for
-    the errors (``fast_usd_per_gb_month=...``)."""
+    """Each (tier, price given for it)'s kept bytes and price. ``kept``: the bytes each tier
+    holds, from a listing already made (a tier missing from it is unknown), else each tier is
+    listed; ``given`` names the prices for the errors (``fast_usd_per_gb_month=...``)."""
     check_prices(blob_tier, **given)
     out = []
     for tier, override in tiers:
         if tier is None:
             continue
-        kept = sum(sum(listing.files.values()) for listing in tier.steps().values())
+        if kept is None:
+            held: int | None = sum(sum(f.files.values()) for f in tier.steps().values())
+        else:
+            held = kept.get(tier.name)
         price, basis = tier_price(tier, blob_tier, override)
-        out.append(TierCost(tier.name, str(tier.store), kept, price, basis))
+        out.append(TierCost(tier.name, str(tier.store), held, price, basis))
     return out

@@ -46,11 +46,33 @@ class CheckpointInfo:
     tiers: dict[str, str]  # tier name -> "complete" | "incomplete"
 
 
-def list_steps(tiers: list[Tier]) -> list[CheckpointInfo]:
-    """Every step on any tier, newest first, with its state on each tier."""
+class Listing(list[CheckpointInfo]):
+    """Steps newest first; ``kept``: tier name -> bytes of every file it holds;
+    ``unreachable``: tier name -> why it could not be listed (its steps are missing from the
+    list, so a caller must not read the list as complete)."""
+
+    def __init__(
+        self, infos: list[CheckpointInfo], kept: dict[str, int], unreachable: dict[str, str]
+    ) -> None:
+        super().__init__(infos)
+        self.kept, self.unreachable = kept, unreachable
+
+
+def list_steps(tiers: list[Tier]) -> Listing:
+    """Every step on any tier, newest first, with its state on each tier. A tier out of reach
+    (Blob down, credentials expired) does not hide what the others hold: it is named in the
+    listing's ``unreachable``."""
     infos: dict[int, CheckpointInfo] = {}
+    kept: dict[str, int] = {}
+    unreachable: dict[str, str] = {}
     for tier in tiers:
-        for step, listing in tier.steps().items():
+        try:
+            steps = tier.steps()
+        except StokerError as exc:
+            unreachable[tier.name] = str(exc)
+            continue
+        kept[tier.name] = sum(sum(listing.files.values()) for listing in steps.values())
+        for step, listing in steps.items():
             manifest = tier.manifest(step) if listing.committed else None
             info = infos.setdefault(
                 step, CheckpointInfo(step, sum(listing.files.values()), 0, "", "", {})
@@ -59,7 +81,7 @@ def list_steps(tiers: list[Tier]) -> list[CheckpointInfo]:
             if manifest:
                 info.bytes, info.world_size = manifest.bytes, manifest.world_size
                 info.kind, info.created = manifest.kind, manifest.created
-    return [infos[s] for s in sorted(infos, reverse=True)]
+    return Listing([infos[s] for s in sorted(infos, reverse=True)], kept, unreachable)
 
 
 def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None) -> CheckReport:

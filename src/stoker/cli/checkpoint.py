@@ -108,35 +108,52 @@ def ls(
     ] = None,
     json_out: Json = False,
 ) -> None:
-    """Every step on each tier (complete or not), and what keeping them costs per month."""
+    """Every step on each tier (complete or not), and what keeping them costs per month; exit 1
+    when a tier cannot be listed (what the others hold is shown all the same)."""
     from ..units import format_bytes
 
     with _open(fast, durable) as ckpt:
         infos = ckpt.list()
-        costs = ckpt.costs(blob_tier=blob_tier, fast_usd_per_gb_month=fast_price)
+        costs = ckpt.costs(blob_tier=blob_tier, fast_usd_per_gb_month=fast_price, listing=infos)
     if json_out:
         emit_json(
             {
                 "checkpoints": [asdict(i) for i in infos],
                 "costs": [asdict(c) | {"usd_per_month": c.usd_per_month} for c in costs],
+                "unreachable": infos.unreachable,
             }
         )
+        _fail_on_unreachable(infos.unreachable)
         return
     from rich.table import Table
 
     table = Table("step", "size", "ranks", "kind", "created", *[c.tier for c in costs])
     for i in infos:
-        states = [i.tiers.get(c.tier, "-") for c in costs]
+        states = [i.tiers.get(c.tier, "?" if c.tier in infos.unreachable else "-") for c in costs]
         row = [str(i.step), format_bytes(i.bytes), str(i.world_size or "-"), i.kind or "-"]
         table.add_row(*row, i.created or "-", *states)
     stdout.print(table)
     prices = Table("tier", "where", "kept", "USD/GB-month", "USD/month", "price basis")
     for c in costs:
         per_gb = "-" if c.usd_per_gb_month is None else f"{c.usd_per_gb_month:.4f}"
-        prices.add_row(
-            c.tier, c.where, format_bytes(c.bytes), per_gb, _money(c.usd_per_month), c.basis
-        )
+        kept = "?" if c.bytes is None else format_bytes(c.bytes)
+        prices.add_row(c.tier, c.where, kept, per_gb, _money(c.usd_per_month), c.basis)
     stdout.print(prices)
+    _fail_on_unreachable(infos.unreachable)
+
+
+def _fail_on_unreachable(unreachable: dict[str, str]) -> None:
+    """Exit 1 once what could be listed is shown: a script must not take a partial listing
+    for the whole."""
+    for tier, why in unreachable.items():
+        stderr.print(
+            f"[bold red]error:[/] the {tier} tier could not be listed, so its steps are "
+            f"missing above (?): {escape(why)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if unreachable:
+        raise typer.Exit(1)
 
 
 @app.command("verify")
