@@ -116,10 +116,12 @@ def test_maybe_save_never_starts_a_save_while_it_cannot_know_the_interval(
 ) -> None:
     """Steps shorter than a save's write: while the first save was being written the interval
     was unknown, which counted as 'save now', so every step saved (and waited for the last)."""
-    from stoker.checkpoint._checkpointer import Checkpointer as Ck
+    from stoker.checkpoint._pipeline import SavePipeline
 
-    write = Ck._write_fast
-    monkeypatch.setattr(Ck, "_write_fast", lambda self, *a: (time.sleep(0.5), write(self, *a)))
+    write = SavePipeline._write_fast
+    monkeypatch.setattr(
+        SavePipeline, "_write_fast", lambda self, *a: (time.sleep(0.5), write(self, *a))
+    )
     with Checkpointer(tmp_path / "f", mtbf="3h", keep_last=100) as ckpt:
         saved = [
             s for s in range(20) if ckpt.maybe_save(s, {"x": torch.zeros(4)}) or time.sleep(0.01)

@@ -7,33 +7,30 @@
 
 A failure in either thread is kept and raised at the next ``save`` or ``wait`` (never dropped).
 The next save waits for the previous write to release the buffer, so one save is in flight
-and memory stays at one copy of the state.
+and memory stays at one copy of the state. The threads are in _pipeline.py.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CheckpointError, StokerError
+from ..errors import CheckpointError
 from ..store._loop import IOLoop
 from ._at_exit import close_at_exit
 from ._costs import TierCost, tier_costs
 from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
-from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name, step_dir
+from ._manifest import CheckpointManifest, step_dir
 from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_tiers
-from ._retention import check_retention, prune_tier
-from ._shardfile import Snapshot, take_snapshot, write_snapshot
+from ._pipeline import SavePipeline
+from ._retention import check_retention
+from ._shardfile import Snapshot, take_snapshot
 from ._tier import Tier
 
-log = logging.getLogger("stoker.checkpoint")
 UPLOADS_BEHIND = 1  # unfinished uploads a save may leave behind it (besides its own)
 
 
@@ -80,14 +77,15 @@ class Checkpointer:
         self.durable = Tier("durable", durable, self._io) if durable is not None else None
         self.group = Group()
         self.last_save: SaveStats | None = None
-        self._measured: SaveStats | None = None  # the newest save whose write has finished
         self._snapshot: Snapshot | None = None
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-write")
-        self._uploader = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-upload")
-        self._pending: list[Future[None]] = []
-        self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
-        self._lock = threading.Lock()
-        self._prune_lock = threading.Lock()
+        self._pipeline = SavePipeline(
+            self.fast,
+            self.durable,
+            self.group,
+            keep_last=keep_last,
+            keep_every=keep_every,
+            durable_keep_last=self.durable_keep_last,
+        )
         self._closed = False
         self._newest: int | None = None  # the highest step on the fast tier or saved here
         close_at_exit(self)
@@ -106,14 +104,12 @@ class Checkpointer:
             self._check(wait_for_writes=True)  # the buffer is about to be reused
         except CheckpointError as exc:
             raise type(exc)(f"{exc}; step {step} was not saved either: save it again") from exc
-        self._wait_for_uploads(UPLOADS_BEHIND)
+        self._pipeline.wait_for_uploads(UPLOADS_BEHIND)
         self._snapshot = take_snapshot(state, reuse=self._snapshot)
         stats.bytes = self._snapshot.size
         stats.blocking_s = time.perf_counter() - stats.started
         self.last_save = stats
-        future = self._writer.submit(self._write_fast, stats, self._snapshot)
-        with self._lock:
-            self._pending.append(future)
+        self._pipeline.write(stats, self._snapshot)
         return stats
 
     def _check_step_grows(self, step: int) -> None:
@@ -143,26 +139,17 @@ class Checkpointer:
         ``step`` abandoned); returns the steps deleted."""
         self._open()
         self.wait()
-        gone: set[int] = set()
-        with self._prune_lock:
-            for tier in self.tiers:
-                for later, listing in tier.steps().items():
-                    if later > step:
-                        log.info("discarding step %d from %s", later, tier)
-                        tier.delete_step(listing)
-                        gone.add(later)
+        gone = self._pipeline.delete_after(step)
         if self.last_save and self.last_save.step > step:
             self.last_save = None
-        if self._measured and self._measured.step > step:
-            self._measured = None
         self._newest = None
-        return sorted(gone)
+        return gone
 
     @property
     def interval_s(self) -> float | None:
         """Young/Daly's interval from the newest finished save's measured blocking and write
         times and ``mtbf``; None until a save has finished, or without an MTBF."""
-        done = self._measured
+        done = self._pipeline.measured
         if self.mtbf is None or done is None or done.fast_s is None:
             return None
         return checkpoint_interval(done.blocking_s, done.durable_s or done.fast_s, mtbf=self.mtbf)
@@ -184,120 +171,18 @@ class Checkpointer:
     @property
     def busy(self) -> bool:
         """Whether a save is still being written or uploaded (does not block, raises nothing)."""
-        with self._lock:
-            return any(not f.done() for f in self._pending)
+        return self._pipeline.busy
 
     def wait(self) -> None:
         """Block until every save so far is committed on every tier; raise what failed."""
         self._check(wait_for_writes=True, wait_for_uploads=True)
 
     def _check(self, *, wait_for_writes: bool = False, wait_for_uploads: bool = False) -> None:
-        errors: list[BaseException] = []
-        while True:  # a finished write may queue an upload meanwhile: look again
-            with self._lock:
-                pending = list(self._pending)
-            waited = False
-            for future in pending:
-                is_upload = getattr(future, "stoker_upload", False)
-                if not future.done() and not (wait_for_uploads if is_upload else wait_for_writes):
-                    continue
-                waited = True
-                if (exc := future.exception()) is not None:
-                    errors.append(exc)
-                with self._lock:
-                    self._pending.remove(future)
-            if not waited:
-                break
-        if errors:
+        try:
+            self._pipeline.check(wait_for_writes=wait_for_writes, wait_for_uploads=wait_for_uploads)
+        except CheckpointError:
             self._newest = None  # a failed step may be saved again: look at the tier anew
-            first = errors[0]
-            shown = str(first) if isinstance(first, StokerError) else repr(first)
-            # Always a CheckpointError (a store's or a disk's error inside), so that one
-            # `except CheckpointError` catches every failed save.
-            kind = type(first) if isinstance(first, CheckpointError) else CheckpointError
-            raise kind(f"a background checkpoint save failed: {shown}") from first
-
-    def _write_fast(self, stats: SaveStats, snapshot: Snapshot) -> None:
-        name = shard_name(self.group.rank, self.group.world_size)
-        record, error = None, None
-        try:
-            partial = self.fast.partial(stats.step, name)
-            record = FileRecord(name, snapshot.size, write_snapshot(snapshot, partial))
-            self.fast.publish(stats.step, name)
-        except OSError as exc:
-            error = _write_error(exc, stats.step, self.fast)
-        # Every rank reports, failed or not, so that no rank waits forever for a dead one.
-        records = self.group.all_gather(record, "write")
-        if error is not None:
-            raise error
-        if None in records:
-            failed = [rank for rank, r in enumerate(records) if r is None]
-            raise CheckpointError(
-                f"step {stats.step}: rank(s) {failed} could not write their shard, so the step "
-                "was not committed; the previous checkpoint is intact"
-            )
-        manifest = CheckpointManifest(stats.step, self.group.world_size, records)
-        self._commit(self.fast, manifest)
-        stats.fast_s = time.perf_counter() - stats.started
-        self._measured = stats
-        self._queue_upload(stats, manifest, [name], gather=True)
-        if self.group.leader:
-            self._prune(self.fast, self.keep_last)
-
-    def _wait_for_uploads(self, most: int) -> None:
-        """Hold the caller until at most ``most`` uploads are unfinished. The fast tier keeps
-        every step until its upload is done, so with a durable tier slower than the saves it
-        would fill (and the durable copy fall ever further behind) without this."""
-        while True:
-            with self._lock:
-                uploads = [
-                    f for f in self._pending if getattr(f, "stoker_upload", False) and not f.done()
-                ]
-            if len(uploads) <= most:
-                return
-            uploads[0].exception()  # wait for the oldest (an error is reported by _check)
-
-    def _queue_upload(
-        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], *, gather: bool
-    ) -> None:
-        if self.durable is None:
-            return
-        with self._lock:
-            self._uploading.add(stats.step)
-        future = self._uploader.submit(self._upload, stats, manifest, names, gather)
-        future.stoker_upload = True  # type: ignore[attr-defined]
-        with self._lock:
-            self._pending.append(future)
-
-    def _commit(self, tier: Tier, manifest: CheckpointManifest) -> None:
-        # Rank 0 commits; on a node-local tier the other nodes must commit their own copy,
-        # so a rank that cannot see the manifest after everyone gathered writes it too.
-        if self.group.leader:
-            tier.commit(manifest)
-        self.group.all_gather(None, "write" if tier is self.fast else "upload")
-        if not self.group.leader and tier.posix is not None:
-            if not tier.path(manifest.step, MANIFEST).exists():
-                tier.commit(manifest)
-
-    def _upload(
-        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], gather: bool
-    ) -> None:
-        assert self.durable is not None
-        try:
-            for name in names:
-                source = self.fast.path(stats.step, name)
-                self.durable.upload(stats.step, name, source, manifest.file(name).size)
-            if gather:
-                self.group.all_gather(None, "upload")  # every shard is up before the commit
-            if self.group.leader:
-                self.durable.commit(manifest)
-                self._prune(self.durable, self.durable_keep_last)
-            stats.durable_s = time.perf_counter() - stats.started
-        finally:
-            with self._lock:
-                self._uploading.discard(stats.step)
-        if self.group.leader:  # the fast tier kept this step for the upload; now it may go
-            self._prune(self.fast, self.keep_last)
+            raise
 
     # ------------------------------------------------------------------ DCP
     def dcp_writer(self, step: int, **options: Any) -> Any:
@@ -323,31 +208,18 @@ class Checkpointer:
         """Commit a step whose files another writer (DCP's coordinator) put on the fast tier."""
         self.fast.commit(manifest)
         stats = self.last_save if self.last_save and self.last_save.step == manifest.step else None
-        stats = stats or SaveStats(manifest.step)
-        stats.bytes, stats.fast_s = manifest.bytes, time.perf_counter() - stats.started
-        self._measured = stats
-        self._queue_upload(stats, manifest, [f.name for f in manifest.files], gather=False)
-        self._prune(self.fast, self.keep_last)
+        self._pipeline.upload_external(stats or SaveStats(manifest.step), manifest)
 
     # ------------------------------------------------------------------ retention
-    def _prune(self, tier: Tier, keep_last: int, dry_run: bool = False) -> list[int]:
-        with self._prune_lock:  # the writer and the uploader both prune the fast tier
-            return self._prune_unlocked(tier, keep_last, dry_run)
-
-    def _prune_unlocked(self, tier: Tier, keep_last: int, dry_run: bool) -> list[int]:
-        with self._lock:
-            protect = set(self._uploading) if tier is self.fast else set()
-        return prune_tier(tier, keep_last, self.keep_every, protect, dry_run)
-
     def prune(self, *, dry_run: bool = False) -> dict[str, list[int]]:
         """Apply the retention policy to every tier now (incomplete steps older than the newest
         complete one go too); returns the steps deleted (or, dry, to delete) per tier."""
         self._open()
         self.wait()
         self._require_checkpoints()
-        out = {"fast": self._prune(self.fast, self.keep_last, dry_run)}
+        out = {"fast": self._pipeline.prune(self.fast, dry_run)}
         if self.durable is not None:
-            out["durable"] = self._prune(self.durable, self.durable_keep_last, dry_run)
+            out["durable"] = self._pipeline.prune(self.durable, dry_run)
         return out
 
     def verify(self, step: int | None = None, progress: Progress | None = None) -> CheckReport:
@@ -389,7 +261,7 @@ class Checkpointer:
     # ------------------------------------------------------------------ reading
     @property
     def tiers(self) -> list[Tier]:
-        return [self.fast] + ([self.durable] if self.durable is not None else [])
+        return self._pipeline.tiers
 
     def list(self) -> Listing:
         """Every step on any tier, newest first, with its state on each tier. A fast folder that
@@ -449,8 +321,7 @@ class Checkpointer:
         try:
             self.wait()
         finally:
-            self._writer.shutdown()
-            self._uploader.shutdown()
+            self._pipeline.shutdown()
             for tier in self.tiers:
                 tier.close()
             self._io.close()
@@ -460,15 +331,3 @@ class Checkpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _write_error(exc: OSError, step: int, tier: Tier) -> CheckpointError:
-    """Name the tier and say that nothing committed was touched; drop the partial file."""
-    if tier.posix is not None:
-        for partial in tier.path(step, "x").parent.glob("*.stoker-partial"):
-            partial.unlink(missing_ok=True)  # give the space back
-    why = "no space left" if exc.errno in (28, 122) else (exc.strerror or str(exc))
-    return CheckpointError(
-        f"step {step} was not saved: {why} on {tier} ({exc.filename or 'its folder'}); the "
-        "previous checkpoint is intact; free space (or lower keep_last) and save again"
-    )

@@ -1,0 +1,228 @@
+"""The background half of a save: the writer thread and the upload thread (the flow is drawn
+in _checkpointer.py).
+
+Every write and upload is a pending future until ``check`` collects it, so that a failure is
+raised in the training loop (never dropped). Every delete on a tier goes through here too, under
+one lock, and spares the steps still being uploaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from ..errors import CheckpointError, StokerError
+from ._group import Group
+from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name
+from ._retention import prune_tier
+from ._shardfile import Snapshot, write_snapshot
+from ._tier import Tier
+
+if TYPE_CHECKING:
+    from ._checkpointer import SaveStats
+
+log = logging.getLogger("stoker.checkpoint")
+
+
+class SavePipeline:
+    """Writes saves to ``fast``, uploads them to ``durable`` and applies the retention policy
+    after each commit."""
+
+    def __init__(
+        self,
+        fast: Tier,
+        durable: Tier | None,
+        group: Group,
+        *,
+        keep_last: int,
+        keep_every: int | None,
+        durable_keep_last: int,
+    ) -> None:
+        self.fast, self.durable, self.group = fast, durable, group
+        self.keep_last, self.keep_every = keep_last, keep_every
+        self.durable_keep_last = durable_keep_last
+        self.measured: SaveStats | None = None  # the newest save whose write has finished
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-write")
+        self._uploader = ThreadPoolExecutor(1, thread_name_prefix="stoker-ckpt-upload")
+        self._pending: list[Future[None]] = []
+        self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
+        self._lock = threading.Lock()
+        self._prune_lock = threading.Lock()
+
+    @property
+    def tiers(self) -> list[Tier]:
+        return [self.fast] + ([self.durable] if self.durable is not None else [])
+
+    # ------------------------------------------------------------------ queueing
+    def write(self, stats: SaveStats, snapshot: Snapshot) -> None:
+        """Write ``snapshot`` to the fast tier in the background, then upload it."""
+        future = self._writer.submit(self._write_fast, stats, snapshot)
+        with self._lock:
+            self._pending.append(future)
+
+    def upload_external(self, stats: SaveStats, manifest: CheckpointManifest) -> None:
+        """Time, upload and prune a step that another writer (DCP's coordinator) committed on
+        the fast tier."""
+        stats.bytes = manifest.bytes
+        self._after_fast_commit(stats, manifest, [f.name for f in manifest.files], gather=False)
+        self.prune(self.fast)
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return any(not f.done() for f in self._pending)
+
+    def check(self, *, wait_for_writes: bool = False, wait_for_uploads: bool = False) -> None:
+        """Collect the finished writes and uploads (waiting for those asked); raise the first
+        failure among them."""
+        errors: list[BaseException] = []
+        while True:  # a finished write may queue an upload meanwhile: look again
+            with self._lock:
+                pending = list(self._pending)
+            waited = False
+            for future in pending:
+                is_upload = getattr(future, "stoker_upload", False)
+                if not future.done() and not (wait_for_uploads if is_upload else wait_for_writes):
+                    continue
+                waited = True
+                if (exc := future.exception()) is not None:
+                    errors.append(exc)
+                with self._lock:
+                    self._pending.remove(future)
+            if not waited:
+                break
+        if errors:
+            first = errors[0]
+            shown = str(first) if isinstance(first, StokerError) else repr(first)
+            # Always a CheckpointError (a store's or a disk's error inside), so that one
+            # `except CheckpointError` catches every failed save.
+            kind = type(first) if isinstance(first, CheckpointError) else CheckpointError
+            raise kind(f"a background checkpoint save failed: {shown}") from first
+
+    def wait_for_uploads(self, most: int) -> None:
+        """Hold the caller until at most ``most`` uploads are unfinished. The fast tier keeps
+        every step until its upload is done, so with a durable tier slower than the saves it
+        would fill (and the durable copy fall ever further behind) without this."""
+        while True:
+            with self._lock:
+                uploads = [
+                    f for f in self._pending if getattr(f, "stoker_upload", False) and not f.done()
+                ]
+            if len(uploads) <= most:
+                return
+            uploads[0].exception()  # wait for the oldest (an error is reported by check)
+
+    def shutdown(self) -> None:
+        self._writer.shutdown()
+        self._uploader.shutdown()
+
+    # ------------------------------------------------------------------ the threads
+    def _write_fast(self, stats: SaveStats, snapshot: Snapshot) -> None:
+        name = shard_name(self.group.rank, self.group.world_size)
+        record, error = None, None
+        try:
+            partial = self.fast.partial(stats.step, name)
+            record = FileRecord(name, snapshot.size, write_snapshot(snapshot, partial))
+            self.fast.publish(stats.step, name)
+        except OSError as exc:
+            error = _write_error(exc, stats.step, self.fast)
+        # Every rank reports, failed or not, so that no rank waits forever for a dead one.
+        records = self.group.all_gather(record, "write")
+        if error is not None:
+            raise error
+        if None in records:
+            failed = [rank for rank, r in enumerate(records) if r is None]
+            raise CheckpointError(
+                f"step {stats.step}: rank(s) {failed} could not write their shard, so the step "
+                "was not committed; the previous checkpoint is intact"
+            )
+        manifest = CheckpointManifest(stats.step, self.group.world_size, records)
+        self._commit(self.fast, manifest)
+        self._after_fast_commit(stats, manifest, [name], gather=True)
+        if self.group.leader:
+            self.prune(self.fast)
+
+    def _after_fast_commit(
+        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], *, gather: bool
+    ) -> None:
+        """A step is committed on the fast tier: time it, and queue its upload."""
+        stats.fast_s = time.perf_counter() - stats.started
+        self.measured = stats
+        if self.durable is None:
+            return
+        with self._lock:
+            self._uploading.add(stats.step)
+        future = self._uploader.submit(self._upload, stats, manifest, names, gather)
+        future.stoker_upload = True  # type: ignore[attr-defined]
+        with self._lock:
+            self._pending.append(future)
+
+    def _commit(self, tier: Tier, manifest: CheckpointManifest) -> None:
+        # Rank 0 commits; on a node-local tier the other nodes must commit their own copy,
+        # so a rank that cannot see the manifest after everyone gathered writes it too.
+        if self.group.leader:
+            tier.commit(manifest)
+        self.group.all_gather(None, "write" if tier is self.fast else "upload")
+        if not self.group.leader and tier.posix is not None:
+            if not tier.path(manifest.step, MANIFEST).exists():
+                tier.commit(manifest)
+
+    def _upload(
+        self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], gather: bool
+    ) -> None:
+        assert self.durable is not None
+        try:
+            for name in names:
+                source = self.fast.path(stats.step, name)
+                self.durable.upload(stats.step, name, source, manifest.file(name).size)
+            if gather:
+                self.group.all_gather(None, "upload")  # every shard is up before the commit
+            if self.group.leader:
+                self.durable.commit(manifest)
+                self.prune(self.durable)
+            stats.durable_s = time.perf_counter() - stats.started
+        finally:
+            with self._lock:
+                self._uploading.discard(stats.step)
+        if self.group.leader:  # the fast tier kept this step for the upload; now it may go
+            self.prune(self.fast)
+
+    # ------------------------------------------------------------------ deleting
+    def prune(self, tier: Tier, dry_run: bool = False) -> list[int]:
+        """Apply the retention policy to ``tier``; returns the steps deleted (or, dry, to
+        delete)."""
+        keep_last = self.keep_last if tier is self.fast else self.durable_keep_last
+        with self._prune_lock:  # the writer and the uploader both prune the fast tier
+            with self._lock:
+                protect = set(self._uploading) if tier is self.fast else set()
+            return prune_tier(tier, keep_last, self.keep_every, protect, dry_run)
+
+    def delete_after(self, step: int) -> list[int]:
+        """Delete every step after ``step`` on every tier, and forget a measured save among
+        them; returns the steps deleted."""
+        gone: set[int] = set()
+        with self._prune_lock:
+            for tier in self.tiers:
+                for later, listing in tier.steps().items():
+                    if later > step:
+                        log.info("discarding step %d from %s", later, tier)
+                        tier.delete_step(listing)
+                        gone.add(later)
+        if self.measured and self.measured.step > step:
+            self.measured = None
+        return sorted(gone)
+
+
+def _write_error(exc: OSError, step: int, tier: Tier) -> CheckpointError:
+    """Name the tier and say that nothing committed was touched; drop the partial file."""
+    if tier.posix is not None:
+        for partial in tier.path(step, "x").parent.glob("*.stoker-partial"):
+            partial.unlink(missing_ok=True)  # give the space back
+    why = "no space left" if exc.errno in (28, 122) else (exc.strerror or str(exc))
+    return CheckpointError(
+        f"step {step} was not saved: {why} on {tier} ({exc.filename or 'its folder'}); the "
+        "previous checkpoint is intact; free space (or lower keep_last) and save again"
+    )
