@@ -70,3 +70,27 @@ def test_a_datasets_sas_shows_in_no_error_traceback_nor_warning(
     )
     assert out.exit_code == 2 and "holds 3 samples" in out.stderr, out.output
     _shows_none(out.output, forms)
+
+
+def test_what_the_cli_prints_of_a_sas_url_shows_no_signature(
+    azurite: Any, tmp_path: Path, terminal: None
+) -> None:
+    """shards write printed OUT as given (bar, summary line, --json "out"); bench drew its bar
+    and --generate status with the URL as given (a quick run may draw no frame of them)."""
+    url, forms = _sas_url(azurite)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"x" * 100)
+    shown = runner.invoke(app, ["shards", "write", str(src), url.format("plain")])
+    assert shown.exit_code == 0 and "1 samples in 1 shard" in shown.stdout, shown.output
+    as_json = runner.invoke(app, ["shards", "write", str(src), url.format("json"), "--json"])
+    assert as_json.exit_code == 0 and '"samples": 1' in as_json.stdout, as_json.output
+    generated = runner.invoke(
+        app,
+        ["bench", "loader", url.format("gen"), "--generate", "2", "--cache", str(tmp_path / "c")],
+    )
+    assert generated.exit_code == 2 and "holds 2 samples" in generated.stderr
+    storage = runner.invoke(app, ["bench", "storage", url.format("x"), "--size", "1MiB"])
+    assert storage.exit_code == 2 and "is not a folder" in storage.stderr
+    for out in (shown, as_json, generated, storage):
+        _shows_none(out.output, forms)
