@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stoker.cli import app
-from stoker.errors import StreamError, StreamWarning
+from stoker.errors import StoreError, StreamError, StreamWarning
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
 
 runner = CliRunner()
@@ -94,3 +94,27 @@ def test_what_the_cli_prints_of_a_sas_url_shows_no_signature(
     assert storage.exit_code == 2 and "is not a folder" in storage.stderr
     for out in (shown, as_json, generated, storage):
         _shows_none(out.output, forms)
+
+
+def test_a_url_with_a_password_is_refused_without_showing_it(
+    azurite: Any, tmp_path: Path, terminal: None
+) -> None:
+    """A user:password@ in a path-style URL was kept in the endpoint, so every message naming
+    the store showed it (and Azure AD was tried over plain HTTP)."""
+    password = "NotForTheLogs-8c1f"
+    name = azurite.container().container_name
+    url = f"http://user:{password}@127.0.0.1:{azurite.port}/devstoreaccount1/{name}/ds"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"x")
+    for argv in (
+        ["checkpoint", "ls", str(tmp_path / "fast"), "--durable", url],
+        ["shards", "write", str(src), url],
+        ["stage", str(src), url],
+    ):
+        out = runner.invoke(app, argv)
+        assert out.exit_code == 2 and "takes no user:password@" in out.stderr, out.output
+        assert password not in out.output
+    with pytest.raises(StoreError, match="no user:password@") as info:
+        StreamingDataset(url, tmp_path / "cache")
+    assert password not in "".join(traceback.format_exception(info.value))

@@ -11,11 +11,13 @@ _SECRETS: set[str] = set()
 
 
 def redact(text: str) -> str:
-    """``text`` with every known secret and any SAS signature replaced by ``***``."""
+    """``text`` with every known secret, any SAS signature and any URL's password replaced by
+    ``***``."""
     for secret in _SECRETS:
         if secret:
             text = text.replace(secret, "***")
-    return re.sub(r"(?i)(sig|AccountKey|SharedAccessSignature)=[^&;\s\"']+", r"\1=***", text)
+    text = re.sub(r"(?i)(sig|AccountKey|SharedAccessSignature)=[^&;\s\"']+", r"\1=***", text)
+    return re.sub(r"(://[^/\s:@]*:)[^/\s@]+@", r"\1***@", text)
 
 
 def remember(*secrets: str | None) -> None:
