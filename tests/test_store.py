@@ -241,6 +241,7 @@ def test_redact_removes_keys_and_signatures(monkeypatch: pytest.MonkeyPatch) -> 
     text = redact("GET https://a.blob.core.windows.net/c/k?sv=1&sig=abc%2Bdef%3D&se=2 failed")
     assert "abc" not in text and "sig=***" in text and "se=2" in text and "sv=1" in text
     assert "SharedAccessSignature=***" in redact("SharedAccessSignature=sv=1&sig=zz")
+    assert redact("at http://user:pa55word@host:1/a/b") == "at http://user:***@host:1/a/b"
 
 
 # ------------------------------------------------------------------------------ key safety

@@ -1,6 +1,7 @@
 """One exception tree for everything stoker tells a user.
 
-    StokerError   every error stoker raises on purpose; the CLI prints it, no traceback
+    StokerError   every error stoker raises on purpose; the CLI prints it, no traceback;
+                  its message never shows a secret (a SAS signature, a key: see _Redacted)
     ├── UnitError     a size, rate, duration or count that cannot be read ("400 Gbs")
     ├── SpecError     a job spec that is missing, unreadable or invalid (names file, field)
     ├── CatalogError  a catalog file or override that is invalid
@@ -26,8 +27,19 @@ with ``raise ... from exc`` so a debug run still shows the cause.
 
 from __future__ import annotations
 
+from ._redact import redact
 
-class StokerError(Exception):
+
+class _Redacted:
+    """A message with the secrets taken out as the exception or warning is made: many are built
+    from the URL the user gave, SAS and all, and str, repr, a traceback and a copy pickled from
+    a worker all read the message."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
+
+
+class StokerError(_Redacted, Exception):
     """Base of every error stoker raises for the user to act on."""
 
 
@@ -79,7 +91,7 @@ class StreamError(StokerError):
     """A shard dataset that cannot be written or read; names the shard and sample offset."""
 
 
-class StreamWarning(UserWarning):
+class StreamWarning(_Redacted, UserWarning):
     """A dataset that reads, but not as the user likely meant (an epoch with no batch)."""
 
 

@@ -42,8 +42,10 @@ def write(
     ] = False,
 ) -> None:
     """Write SRC as a shard dataset at OUT (index.json lists only complete shards)."""
+    from .._redact import redact
     from ..stream import write_shards
 
+    shown = redact(out)  # what is printed: a SAS in OUT must not reach the terminal or a log
     options = dict(kind=kind.value, keys=keys, shard_size=shard_size, compression=compression.value)
     if json_out:
         index = write_shards(src, out, resume=resume, **options)  # type: ignore[arg-type]
@@ -56,7 +58,7 @@ def write(
         with Progress(
             *columns, TimeElapsedColumn(), console=stderr, transient=True, disable=quiet
         ) as bar:
-            task = bar.add_task(f"shards {out}")
+            task = bar.add_task(f"shards {shown}")
             index = write_shards(
                 src,
                 out,
@@ -65,7 +67,7 @@ def write(
                 **options,  # type: ignore[arg-type]
             )
     summary = {
-        "out": out,
+        "out": shown,
         "samples": index.samples,
         "shards": len(index.shards),
         "bytes": index.bytes,
@@ -77,4 +79,4 @@ def write(
 
         size = format_bytes(index.bytes)
         shards = f"{len(index.shards)} shard" + ("" if len(index.shards) == 1 else "s")
-        stdout.print(f"{index.samples:,} samples in {shards} ({size}) at {out}", soft_wrap=True)
+        stdout.print(f"{index.samples:,} samples in {shards} ({size}) at {shown}", soft_wrap=True)

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from ..store._credentials import redact
+from .._redact import redact
 
 
 class Reporter:

@@ -3,8 +3,9 @@ interface. Nothing else in stoker opens a connection or builds a blob path."""
 
 from __future__ import annotations
 
+from .._redact import redact
 from ._base import ObjectInfo, Store
-from ._credentials import azure_auth, redact
+from ._credentials import azure_auth
 from ._posix import PosixStore
 from ._safety import check_key, safe_path
 from ._url import Location, parse_url

@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from .._redact import redact
 from ..errors import AccessDeniedError, NoContainerError, StoreError
-from ._credentials import redact
 
 NO_CREDENTIALS = (
     "found no credentials: no connection string, key or SAS for this account, and no Azure AD "

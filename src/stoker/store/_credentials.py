@@ -7,16 +7,16 @@
 4. otherwise Azure AD through ``DefaultAzureCredential`` (managed identity, CLI, workload id).
 
 Plain ``http://`` endpoints are refused unless the host is loopback or the caller allows it.
-Every secret found is registered with ``redact`` so no message ever shows it.
+Every secret found is registered (``stoker._redact``) so no message ever shows it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from .._redact import remember
 from ..errors import StoreError
 from ._url import Location, is_loopback
 
@@ -25,19 +25,6 @@ _DEV_ACCOUNT = "devstoreaccount1"
 _DEV_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
-_SECRETS: set[str] = set()
-
-
-def redact(text: str) -> str:
-    """``text`` with every known secret and any SAS signature replaced by ``***``."""
-    for secret in _SECRETS:
-        if secret:
-            text = text.replace(secret, "***")
-    return re.sub(r"(?i)(sig|AccountKey|SharedAccessSignature)=[^&;\s\"']+", r"\1=***", text)
-
-
-def _remember(*secrets: str | None) -> None:
-    _SECRETS.update(s for s in secrets if s and len(s) >= 8)
 
 
 @dataclass(frozen=True)
@@ -83,7 +70,7 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
         sas = env.get("AZURE_STORAGE_SAS_TOKEN")
     if loc.account == _DEV_ACCOUNT and not key and not sas:
         key = _DEV_KEY
-    _remember(key, sas, env.get("AZURE_STORAGE_CONNECTION_STRING"))
+    remember(key, sas, env.get("AZURE_STORAGE_CONNECTION_STRING"))
     from_conn = bool(endpoint) and not loc.endpoint
     endpoint = (endpoint or f"https://{loc.account}.blob.core.windows.net").rstrip("/")
     parts = urlsplit(endpoint)

@@ -7,7 +7,7 @@
     /path, ./path, file:///path                         POSIX (Lustre, NetApp, NVMe, Files)
 
 A SAS token in a URL is taken out at parse time and kept only in ``Location.sas``; ``str()``
-of a Location never shows it.
+of a Location never shows it. A URL with a user:password@ is refused without showing it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,13 @@ def parse_url(url: str | Path) -> Location:
     parts = urlsplit(text)
     scheme = parts.scheme.lower()
     segments = [s for s in parts.path.split("/") if s]
-    shown = f"{scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a SAS
+    host = parts.netloc.rpartition("@")[2]
+    shown = f"{scheme}://{host}{parts.path}"  # no query (a SAS), no user:password
+    if host != parts.netloc:  # Blob, S3 and GCS take no credentials there: they would show
+        raise StoreError(
+            f"{shown}: a storage URL takes no user:password@ (it was left out here); give "
+            "credentials as a SAS in the URL or in the environment (see the README)"
+        )
     # A '#' or '?' would cut the prefix short without a word: another prefix would be
     # copied, or, with --delete, emptied.
     if parts.fragment or "#" in text:

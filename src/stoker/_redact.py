@@ -1,0 +1,24 @@
+"""The secrets stoker has seen, and ``redact``, which takes them out of any text it shows.
+
+A module of its own, with no imports from stoker, so that ``errors`` can redact every message
+at construction and the store layer can register each secret it resolves."""
+
+from __future__ import annotations
+
+import re
+
+_SECRETS: set[str] = set()
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret, any SAS signature and any URL's password replaced by
+    ``***``."""
+    for secret in _SECRETS:
+        if secret:
+            text = text.replace(secret, "***")
+    text = re.sub(r"(?i)(sig|AccountKey|SharedAccessSignature)=[^&;\s\"']+", r"\1=***", text)
+    return re.sub(r"(://[^/\s:@]*:)[^/\s@]+@", r"\1***@", text)
+
+
+def remember(*secrets: str | None) -> None:
+    _SECRETS.update(s for s in secrets if s and len(s) >= 8)
