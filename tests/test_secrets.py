@@ -118,3 +118,25 @@ def test_a_url_with_a_password_is_refused_without_showing_it(
     with pytest.raises(StoreError, match="no user:password@") as info:
         StreamingDataset(url, tmp_path / "cache")
     assert password not in "".join(traceback.format_exception(info.value))
+
+
+def test_a_new_sas_for_the_same_dataset_reuses_its_cache(
+    azurite: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default cache folder was named by a hash of the URL as given, signature included:
+    each rotated SAS (they expire) downloaded the whole dataset again into a new folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    url, _ = _sas_url(azurite)
+    name = url.split("/")[-2]
+    with ShardWriter(url.format("ds")) as writer:
+        for i in range(3):
+            writer.write(b"sample %d" % i)
+    first = StreamingDataset(url.format("ds"))
+    assert sorted(first) == [b"sample 0", b"sample 1", b"sample 2"]
+    rotated = f"{azurite.endpoint}/{name}/ds?{azurite.sas(name, read=True, list=True)}"
+    assert rotated != url.format("ds")
+    second = StreamingDataset(rotated)
+    assert second.local == first.local and first.local is not None
+    assert (tmp_path / "xdg" / "stoker" / "stream") in first.local.parents
+    assert sorted(second) == [b"sample 0", b"sample 1", b"sample 2"]
+    assert second.stats()["cache_hits"] >= 1 and second.stats()["bytes_fetched"] == 0

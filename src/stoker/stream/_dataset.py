@@ -90,7 +90,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.sample_shape = sample_shape(self.index, dtype, self.remote) if dtype else (-1,)
         if local is None and not self.in_place:
             cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-            tag = hashlib.blake2b(self.remote.encode(), digest_size=8).hexdigest()
+            # Named by where the dataset is, not by the credentials in its URL: a SAS rotated
+            # when it expires must not fetch the whole dataset again into a new folder.
+            tag = hashlib.blake2b(str(store).encode(), digest_size=8).hexdigest()
             local = cache / "stoker" / "stream" / tag
         self.local = Path(local) if local is not None else None
         self.mp_context = _mp_context(self.in_place)
