@@ -530,6 +530,27 @@ def test_a_connection_strings_endpoint_that_is_no_url_is_named(
         open_store("az://acct/cont/p")
 
 
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        (
+            {"AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct;AccountKey=s3cr*t!key"},
+            "AccountKey",
+        ),
+        ({"AZURE_STORAGE_ACCOUNT": "acct", "AZURE_STORAGE_KEY": "s3cr*t!key"}, "AZURE_STORAGE_KEY"),
+    ],
+)
+def test_an_account_key_that_is_not_base64_is_named_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], named: str
+) -> None:
+    """It reached obstore: every request failed with a Rust dump, exit 1."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(StoreError, match=rf"^{named}.* is not an account key") as err:
+        open_store("az://acct/cont/p")
+    assert "s3cr" not in str(err.value)
+
+
 @pytest.mark.parametrize("name", ["UPPER", "ab", "x_y", "-ab", "a--b", "a" * 64])
 def test_a_container_name_azure_refuses_is_named_with_the_rule(name: str) -> None:
     with pytest.raises(StoreError, match=rf"'{name}' is not a container name: use 3-63 lowercase"):

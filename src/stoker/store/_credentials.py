@@ -12,6 +12,7 @@ Every secret found is registered (``stoker._redact``) so no message ever shows i
 
 from __future__ import annotations
 
+import binascii
 import os
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -56,6 +57,7 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
     env = os.environ
     conn = parse_connection_string(env.get("AZURE_STORAGE_CONNECTION_STRING", ""))
     key = sas = None
+    key_from = "AccountKey in AZURE_STORAGE_CONNECTION_STRING"
     endpoint = loc.endpoint
     if conn and conn.get("AccountName", loc.account) == loc.account:
         key, sas = conn.get("AccountKey"), conn.get("SharedAccessSignature")
@@ -66,11 +68,16 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
     if loc.sas:
         key, sas = None, loc.sas
     elif not key and not sas and env.get("AZURE_STORAGE_ACCOUNT", loc.account) == loc.account:
-        key = env.get("AZURE_STORAGE_KEY")
+        key, key_from = env.get("AZURE_STORAGE_KEY"), "AZURE_STORAGE_KEY"
         sas = env.get("AZURE_STORAGE_SAS_TOKEN")
     if loc.account == _DEV_ACCOUNT and not key and not sas:
         key = _DEV_KEY
     remember(key, sas, env.get("AZURE_STORAGE_CONNECTION_STRING"))
+    if key and not _is_base64(key):  # else every request fails deep in the client, a Rust dump
+        raise StoreError(
+            f"{key_from} is not an account key (keys are base64, e.g. 88 characters ending in "
+            "'=='): copy key1 or key2 from the storage account's Access keys"
+        )
     from_conn = bool(endpoint) and not loc.endpoint
     endpoint = (endpoint or f"https://{loc.account}.blob.core.windows.net").rstrip("/")
     parts = urlsplit(endpoint)
@@ -88,3 +95,11 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
             "mean it"
         )
     return AzureAuth(loc.account, endpoint, key, (sas or "").lstrip("?") or None)
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        binascii.a2b_base64(text.encode(), strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
