@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -263,3 +264,13 @@ def test_bad_options_are_named_by_their_option(tmp_path: Path) -> None:
         out = runner.invoke(app, [*verb, str(tmp_path / "src"), str(tmp_path / "dst"), *args])
         assert out.exit_code == 2 and f"'{option}'" in out.output, (args, out.output)
     assert not (tmp_path / "dst").exists()
+
+
+def test_the_summary_gives_a_small_copys_rate_in_readable_units(tmp_path: Path) -> None:
+    """Three bytes in ~0.1 s printed "(1.8e-05 MB/s)"."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_bytes(b"hi\n")
+    out = runner.invoke(app, ["stage", str(tmp_path / "src"), str(tmp_path / "dst")])
+    assert out.exit_code == 0, out.output
+    assert "copied 1 file, 3 B in " in out.stdout and "e-0" not in out.stdout
+    assert re.search(r"\(\d+(\.\d+)? (k?B)/s\)", out.stdout), out.stdout

@@ -82,7 +82,7 @@ def stage(
     """Copy SRC to DST: resumable after a crash, verified, only what changed."""
     from ..stage import JsonReporter, RichReporter
     from ..stage import stage as run_stage
-    from ..units import format_bytes, format_duration
+    from ..units import format_bytes, format_duration, format_rate
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
     with user_errors(json_lines=json_out):  # the lines' reader learns why they stopped
@@ -120,7 +120,7 @@ def stage(
             stdout.print(
                 f"copied {_files(summary.files_copied)}, "
                 f"{format_bytes(summary.bytes_copied)} in "
-                f"{format_duration(summary.seconds)} ({_rate(summary.mb_per_s)} MB/s); "
+                f"{format_duration(summary.seconds)} ({format_rate(summary.mb_per_s * 1e6)}); "
                 f"{summary.files_skipped} unchanged, {summary.files_deleted} deleted",
                 highlight=False,
                 soft_wrap=True,
@@ -180,10 +180,6 @@ def verify(
         )
     if not report.ok:
         raise typer.Exit(1)
-
-
-def _rate(mb_per_s: float) -> str:
-    return f"{mb_per_s:,.0f}" if mb_per_s >= 10 else f"{mb_per_s:.2g}"
 
 
 def _files(n: int) -> str:
