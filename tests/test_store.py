@@ -221,7 +221,9 @@ def test_plain_http_to_a_remote_host_is_refused(monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "127.5.6.7"])
-def test_plain_http_to_loopback_is_allowed(host: str) -> None:
+def test_plain_http_to_loopback_is_allowed(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "QWNjb3VudEtleQ==")
     auth = azure_auth(parse_url(f"http://{host}:10000/acct/cont"))
     assert auth.endpoint == f"http://{host}:10000/acct"
 
@@ -549,6 +551,15 @@ def test_an_account_key_that_is_not_base64_is_named_without_showing_it(
     with pytest.raises(StoreError, match=rf"^{named}.* is not an account key") as err:
         open_store("az://acct/cont/p")
     assert "s3cr" not in str(err.value)
+
+
+def test_plain_http_without_a_key_or_sas_says_azure_ad_needs_https(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Azure AD was tried over http: the SDK's ValueError came out as a traceback, exit 1."""
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    with pytest.raises(StoreError, match="no account key or SAS was found for account 'other'"):
+        open_store("http://127.0.0.1:10000/other/cont/p")
 
 
 @pytest.mark.parametrize("name", ["UPPER", "ab", "x_y", "-ab", "a--b", "a" * 64])

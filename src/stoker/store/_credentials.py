@@ -94,6 +94,13 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
             "network unencrypted; use https, or pass --allow-http (STOKER_ALLOW_HTTP=1) if you "
             "mean it"
         )
+    if parts.scheme == "http" and not key and not sas:
+        raise StoreError(
+            f"{endpoint} is plain HTTP and no account key or SAS was found for account "
+            f"{loc.account!r}: Azure AD sign-in works only over HTTPS. For the emulator, set "
+            "AZURE_STORAGE_CONNECTION_STRING (its account name must match the URL's), or add a "
+            "SAS to the URL"
+        )
     return AzureAuth(loc.account, endpoint, key, (sas or "").lstrip("?") or None)
 
 
