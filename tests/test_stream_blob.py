@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -87,6 +88,27 @@ def test_a_damaged_cached_copy_is_fetched_again(
     got = [bytes(sample) for batch in again for sample in batch]
     assert got == [bytes([i % 256]) * 2000 for i in range(N)]
     assert (again.metrics.cache_misses, again.metrics.skipped) == (1, 0)  # that shard, once
+
+
+def test_a_shard_evicted_by_another_job_as_it_lands_is_still_read(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs sharing a cache smaller than the dataset evict each other's shards, even one just
+    downloaded (their downloads in flight count against the limit). Three such jobs crashed
+    with FileNotFoundError when a shard went between its download and its open, twice."""
+    url, cache = f"{blob_env}/evicted", tmp_path / "cache"
+    _write(url)
+    replace = os.replace
+
+    def replace_then_evicted(src: object, dst: object) -> None:
+        replace(src, dst)  # type: ignore[arg-type]
+        if str(dst).startswith(str(cache)):
+            os.unlink(dst)  # type: ignore[arg-type]  # the other job's make_room, at that moment
+
+    monkeypatch.setattr(os, "replace", replace_then_evicted)
+    loader = StreamingLoader(StreamingDataset(url, cache, shuffle=False), 10, collate_fn=list)
+    assert _ids(loader) == list(range(N))
+    assert loader.metrics.cache_misses == len(loader.dataset.index.shards)  # none fetched twice
 
 
 READER = """

@@ -77,8 +77,8 @@ class ShardReader:
         self.compressed = bool(flags & ZSTD)
 
     @classmethod
-    def open(cls, name: str, path: str | os.PathLike[str], *, shuffled: bool) -> ShardReader:
-        fd = os.open(path, os.O_RDONLY)
+    def open(cls, name: str, fd: int, *, shuffled: bool) -> ShardReader:
+        """A reader of the shard open at ``fd``, which it takes over (and closes on error)."""
         try:
             # Shuffled reads are random: the kernel's read-ahead would only read what is not asked.
             advice = os.POSIX_FADV_RANDOM if shuffled else os.POSIX_FADV_SEQUENTIAL
