@@ -123,6 +123,25 @@ def test_workers_and_loader_deliver_each_sample_once_in_global_order(tmp_path: P
     assert _ids(_loader(ds)) != got  # epoch 1 is another order
 
 
+def test_torchs_dataloader_with_persistent_workers_follows_set_epoch(tmp_path: Path) -> None:
+    """A StreamingDataset in torch's own DataLoader: persistent workers keep the dataset they
+    started with, and read epoch 0 again and again whatever set_epoch said."""
+    import torch.utils.data
+
+    ds = StreamingDataset(_write(tmp_path / "ds"), seed=5)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=10, num_workers=2, persistent_workers=True, collate_fn=list
+    )
+    epochs = []
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        epochs.append(_ids(loader))
+    for epoch, got in enumerate(epochs):
+        order = epoch_order(ds.index.shard_sizes, seed=5, epoch=epoch, shuffle=True, block_shards=8)
+        assert sorted(got) == sorted(order.tolist())  # each sample once, from this epoch
+    assert len({tuple(got) for got in epochs}) == 3  # three orders, not one
+
+
 def test_resume_on_another_number_of_ranks_and_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -83,7 +83,6 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.dtype, self.read_threads = dtype, max(1, read_threads)
         limit = int(parse_bytes(cache_limit)) if isinstance(cache_limit, str) else cache_limit
         self.cache_limit = limit
-        self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self.collate: Callable[[list[Any]], Any] | None = None  # set by StreamingLoader
         store = open_store(self.remote)
         self.in_place = isinstance(store, PosixStore)
@@ -97,11 +96,23 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.local = Path(local) if local is not None else None
         self.mp_context = _mp_context(self.in_place)
         self.counters = self.mp_context.Array("q", len(COUNTERS))
+        # In shared memory: torch's persistent workers keep the dataset they started with, and
+        # must still read the epoch that set_epoch names.
+        self._epoch = self.mp_context.Value("q", 0, lock=False)
+        self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self._proc: ShardAccess | None = None
 
     # ------------------------------------------------------------------ sizes and state
     def __len__(self) -> int:
         return self.index.samples
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch.value)
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._epoch.value = epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Read ``epoch`` next, from its start; the epoch already under way (as a resumed

@@ -46,7 +46,8 @@ class StreamingLoader:
             raise StreamError(f"StreamingLoader batch_size={batch_size}: use 1 or more")
         if dataloader_options.get("persistent_workers"):
             raise StreamError(
-                "persistent_workers=True would keep workers on the epoch they started with; "
+                "persistent_workers=True would keep workers at the position they started from "
+                "(a resumed state would not reach them); "
                 "StreamingLoader restarts them each epoch (they start in well under a second)"
             )
         self.dataset = dataset
