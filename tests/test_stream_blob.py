@@ -112,6 +112,23 @@ def test_a_shard_evicted_by_another_job_as_it_lands_is_still_read(
     assert loader.metrics.cache_misses == len(loader.dataset.index.shards)  # none fetched twice
 
 
+def test_torchs_dataloader_says_how_to_start_workers_for_a_remote_dataset(
+    blob_env: str, tmp_path: Path
+) -> None:
+    """torch's DataLoader forks its workers, and the object store client hangs in a fork of a
+    process that has used it: the workers hung without a word."""
+    url = f"{blob_env}/forked"
+    _write(url)
+    ds = StreamingDataset(url, tmp_path / "cache")
+    forked = torch.utils.data.DataLoader(ds, batch_size=10, num_workers=1, timeout=60)
+    with pytest.raises(StreamError, match=r"multiprocessing_context=ds\.mp_context"):
+        next(iter(forked))
+    served = torch.utils.data.DataLoader(
+        ds, batch_size=10, num_workers=2, multiprocessing_context=ds.mp_context, collate_fn=list
+    )
+    assert sorted(_ids(served)) == list(range(N))  # as the error says, and it works
+
+
 READER = """
 import json, sys
 from stoker.stream import StreamingDataset, StreamingLoader

@@ -101,6 +101,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self._epoch = self.mp_context.Value("q", 0, lock=False)
         self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self._proc: ShardAccess | None = None
+        self._home = os.getpid()  # the process whose store client this dataset may use
 
     # ------------------------------------------------------------------ sizes and state
     def __len__(self) -> int:
@@ -242,11 +243,21 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     def _process(self) -> ShardAccess:
         # Stores, threads and maps do not survive fork: each process makes its own.
         if self._proc is None or self._proc.pid != os.getpid():
+            if not self.in_place and self._home != os.getpid():
+                raise StreamError(
+                    f"{self.remote}: this process is a fork of one that used the object store's "
+                    "client, which hangs in a fork (torch's DataLoader forks its workers): pass "
+                    "DataLoader(..., multiprocessing_context=ds.mp_context), a fork server, or "
+                    "use StreamingLoader, which does"
+                )
             self._proc = ShardAccess(self)
         return self._proc
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_proc": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__ |= state | {"_home": os.getpid()}  # a fresh process: its own client
 
 
 _WATCHING: list[int] = []  # the training process this worker watches, once watched
