@@ -193,6 +193,24 @@ def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
     assert loader.metrics.skipped == 1
 
 
+@pytest.mark.parametrize(
+    "where",
+    [12, 19, 23, 30, 24 + 8 * 5 + 3],  # flags, sample count (twice), first offset, an offset
+)
+def test_a_damaged_shard_header_or_table_is_named(tmp_path: Path, where: int) -> None:
+    """One flipped byte in a shard's header or sample table: the reader allocated what the
+    count said (MemoryError), or failed in pread or zstd, naming no shard."""
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[2].name
+    data = bytearray(shard.read_bytes())
+    data[where] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(StreamError, match=r"shard shard-000002.stk: .*damaged"):
+        for i in range(ds.index.first(2), ds.index.first(3)):
+            StreamingDataset(root, shuffle=False, on_corrupt="skip")[i]
+
+
 def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
     loader = _loader(StreamingDataset(_write(tmp_path / "ds")), batch=50)
     for _ in loader:
