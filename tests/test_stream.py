@@ -234,6 +234,31 @@ def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
     assert abs(float(line.rsplit(" ", 1)[1]) - m.utilization) < 1e-6
 
 
+def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank of a torchrun job calls serve_metrics(loader, 9400): all but the first died
+    with "port in use"."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
+    servers = []
+    try:
+        for rank in (0, 1):  # two ranks of one node, as torchrun sets them
+            monkeypatch.setenv("RANK", str(rank))
+            monkeypatch.setenv("LOCAL_RANK", str(rank))
+            servers.append(serve_metrics(loader, port, addr="127.0.0.1"))
+        assert [s.server_port for s in servers] == [port, port + 1]  # port + LOCAL_RANK
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port + 1}/metrics").read().decode()
+        assert 'stoker_loader_batches{job="",node=' in text and 'rank="1"' in text
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
 def test_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StreamError, match="has no index.json"):
         StreamingDataset(tmp_path)
