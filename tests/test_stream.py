@@ -247,6 +247,7 @@ def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
     loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
     servers = []
     try:
+        monkeypatch.setenv("WORLD_SIZE", "2")
         for rank in (0, 1):  # two ranks of one node, as torchrun sets them
             monkeypatch.setenv("RANK", str(rank))
             monkeypatch.setenv("LOCAL_RANK", str(rank))
@@ -279,6 +280,23 @@ def test_clear_errors(tmp_path: Path) -> None:
             StreamingLoader(ds, 4, **option)
     with pytest.raises(StreamError, match="batch_size=0"):
         StreamingLoader(ds, 0)
+    for option in ("sampler", "batch_sampler", "generator"):  # StreamingDataset has none
+        with pytest.raises(StreamError, match=r"shuffle=, seed=, drop_last="):
+            StreamingLoader(ds, 4, **{option: None})
+
+
+@pytest.mark.parametrize(
+    "env", [{"RANK": "2", "WORLD_SIZE": "2"}, {"RANK": "1"}, {"WORLD_SIZE": "0"}, {"RANK": "x"}]
+)
+def test_a_rank_or_world_size_set_wrong_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """They failed in numpy (IndexError), in a division (ZeroDivisionError) or in int()."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
+    with pytest.raises(StreamError, match=r"RANK=.*, WORLD_SIZE=.*: .*torchrun"):
+        _ids(loader)
 
 
 def test_shuffle_mixes_shards_within_each_batch(tmp_path: Path) -> None:

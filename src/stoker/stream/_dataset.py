@@ -44,7 +44,13 @@ def rank_and_world() -> tuple[int, int]:
 
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    if not (rank.isdigit() and world.isdigit() and int(rank) < int(world)):
+        raise StreamError(
+            f"RANK={rank}, WORLD_SIZE={world}: a rank is a whole number from 0 to WORLD_SIZE - 1; "
+            "launch with torchrun, which sets both, or start torch.distributed first"
+        )
+    return int(rank), int(world)
 
 
 class StreamingDataset(torch.utils.data.IterableDataset):
