@@ -3,6 +3,7 @@
     python examples/train_stream.py --source .demo/fast --data .demo/shards      # a folder
     python examples/train_stream.py --source .demo/fast --emulator               # Blob (Azurite)
     python examples/train_stream.py ... --compute-ms 20                          # emulated GPU
+    torchrun --nproc-per-node 2 examples/train_stream.py --source ... --emulator # two ranks
 
 Writes SOURCE's files as shards to DATA (or to a container in a local Azurite started from
 node_modules), then trains a small model on them: each sample's first 256 bytes in, their
@@ -11,6 +12,8 @@ mean out. The loader's state is saved with the model through stoker.Checkpointer
 the newest checkpoint and finish the epoch. At the end the script prints that no sample was seen
 twice or missed, the loss, and where the time went (waiting for data vs. computing).
 ``--compute-ms`` replaces the model with an emulated accelerator that sleeps that long per batch.
+Under torchrun (gloo), rank 0 writes the dataset and starts the emulator, every rank trains on
+its share of each global batch (DDP), and rank 0 checks the samples all ranks saw.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from stoker import Checkpointer, Ledger
@@ -49,6 +54,24 @@ def start_emulator() -> tuple[object, str]:
     os.environ["AZURE_STORAGE_CONNECTION_STRING"] = server.connection_string
     container = server.container().container_name
     return server, f"az://devstoreaccount1/{container}/shards"
+
+
+def start_ranks() -> tuple[int, int]:
+    """This process's rank and the world size: torchrun's, in a gloo process group (which the
+    Checkpointer needs to save one checkpoint from every rank), or 0 and 1 alone."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        dist.init_process_group("gloo")
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def from_rank_0(*values: Any) -> list[Any]:
+    """Rank 0's values on every rank (as they are, alone)."""
+    if not dist.is_initialized():
+        return list(values)
+    out = list(values)
+    dist.broadcast_object_list(out, src=0)
+    return out
 
 
 def fresh_checkpoint_folder(path: Path | None) -> Path:
@@ -114,16 +137,23 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    server = None
-    if args.emulator:
-        server, data = start_emulator()
-    else:
-        data = args.data or str(args.source.parent / "shards")
-    # A dataset a previous run left at DATA is continued, not written again (nor deleted).
-    index = write_shards(args.source, data, shard_size="4MiB", resume=True)
-    print(f"{index.samples} samples in {len(index.shards)} shards at {data}")
-    ckpt_dir = fresh_checkpoint_folder(args.ckpt)
-    cache = Path(tempfile.mkdtemp(prefix="stoker-cache-"))
+    rank, world = start_ranks()
+    server, data, index, ckpt_dir, cache = None, None, None, None, None
+    if rank == 0:  # one writer of the dataset, one emulator, one checkpoint folder and cache
+        if args.emulator:
+            server, data = start_emulator()
+        else:
+            data = args.data or str(args.source.parent / "shards")
+        # A dataset a previous run left at DATA is continued, not written again (nor deleted).
+        index = write_shards(args.source, data, shard_size="4MiB", resume=True)
+        print(f"{index.samples} samples in {len(index.shards)} shards at {data}")
+        ckpt_dir = fresh_checkpoint_folder(args.ckpt)
+        cache = Path(tempfile.mkdtemp(prefix="stoker-cache-"))  # one node cache for all ranks
+    data, ckpt_dir, cache, credentials = from_rank_0(
+        data, ckpt_dir, cache, os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+    )
+    if credentials:
+        os.environ["AZURE_STORAGE_CONNECTION_STRING"] = credentials
     emulate = args.compute_ms > 0
 
     def fresh() -> tuple[StreamingLoader, nn.Module | None, torch.optim.Optimizer | None]:
@@ -133,6 +163,8 @@ def main() -> None:
         model = (
             None if emulate else nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, 1))
         )
+        if model is not None and world > 1:
+            model = nn.parallel.DistributedDataParallel(model)
         return loader, model, None if model is None else torch.optim.Adam(model.parameters(), 1e-2)
 
     seen: list[bytes] = []
@@ -158,10 +190,11 @@ def main() -> None:
                     f"the job died at step {half}, before its first checkpoint (every "
                     f"{args.every} steps): give more data, a smaller --batch or --every"
                 )
-            print(
-                f"stopped at step {half} (the job died); newest checkpoint: step "
-                f"{ckpt.list()[0].step}"
-            )
+            if rank == 0:
+                print(
+                    f"stopped at step {half} (the job died); newest checkpoint: step "
+                    f"{ckpt.list()[0].step}"
+                )
 
             loader, model, optim = fresh()  # a new process would start here
             restored = ckpt.load()
@@ -183,12 +216,23 @@ def main() -> None:
                 ledger=ledgers[1],
             )
             m = loader.metrics
+        if world > 1:  # every rank's samples, to rank 0
+            every: list[list[bytes]] = [[] for _ in range(world)]
+            dist.all_gather_object(every, seen)
+            seen = [sample for part in every for sample in part]
+            dist.barrier()  # every rank is done with the cache and the emulator
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        if rank == 0:
+            shutil.rmtree(cache, ignore_errors=True)
         if server is not None:
             server.close()  # type: ignore[attr-defined]
+    if world > 1:
+        dist.destroy_process_group()
+    if rank != 0:
+        return
 
-    expected = index.samples // args.batch * args.batch
+    assert index is not None
+    expected = index.samples // (args.batch * world) * args.batch * world
     ok = len(set(seen)) == len(seen) == expected
     print(
         f"resumed from step {restored.step}: {len(seen)} samples consumed, {len(set(seen))} "

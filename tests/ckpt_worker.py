@@ -33,7 +33,8 @@ def main() -> None:
 
         mesh = init_device_mesh("cpu", (world,))
         full = torch.arange(16, dtype=torch.float32).reshape(8, 2)
-        state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "epoch": 4}
+        loader = {"version": 1, "epoch": 4, "position": 96, "dataset": "ab12", "shuffle": True}
+        state = {"w": distribute_tensor(full, mesh, [Shard(0)]), "epoch": 4, "loader": loader}
         dcp.save(state, storage_writer=ckpt.dcp_writer(7))
         ckpt.wait()
         result = {"rank": rank, "steps": [i.step for i in ckpt.list()]}

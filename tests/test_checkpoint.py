@@ -211,6 +211,21 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
             ckpt.costs(durable_usd_per_gb_month=float("nan"))
 
 
+def test_a_rank_of_torchrun_without_a_process_group_is_refused_before_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under torchrun, a Checkpointer made before (or without) init_process_group saved as if
+    alone: every rank wrote the same step's files in the same folders, and the second rank
+    failed with 'step 3 is before step 21', or replaced the first one's shard."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with Checkpointer(tmp_path / "f") as ckpt:
+        for save in (lambda: ckpt.save(1, _state(1)), lambda: ckpt.dcp_writer(1)):
+            with pytest.raises(CheckpointError, match=r"WORLD_SIZE=2 .*init_process_group\(\)"):
+                save()
+    assert not (tmp_path / "f").exists()
+
+
 def test_a_mistyped_path_is_never_verified_listed_or_pruned(tmp_path: Path) -> None:
     """verify() of nothing used to return ok with zero steps, so a typo passed as verified."""
     with Checkpointer(tmp_path / "typo") as ckpt:

@@ -59,10 +59,18 @@ def test_dcp_save_through_stoker_reshards_from_two_ranks_to_one(tmp_path: Path) 
         (fast / step_dir(7) / "manifest.json").read_bytes(), "test"
     )
     assert manifest.kind == "dcp" and ".metadata" in {f.name for f in manifest.files}
-    state = {"w": torch.zeros(8, 2), "epoch": 0}
+    fresh = {"version": 1, "epoch": 0, "position": 0, "dataset": "ab12", "shuffle": False}
+    state = {"w": torch.zeros(8, 2), "epoch": 0, "loader": fresh}  # a new loader's state_dict()
     with Checkpointer(fast) as ckpt:
         dcp.load(state, storage_reader=ckpt.dcp_reader(), no_dist=True)
         with pytest.raises(CheckpointError, match="torch.distributed.checkpoint"):
             ckpt.load()
     assert torch.equal(state["w"], torch.arange(16, dtype=torch.float32).reshape(8, 2))
     assert state["epoch"] == 4
+    assert state["loader"] == {  # as docs/stream.md says: the loader goes along, resharded
+        "version": 1,
+        "epoch": 4,
+        "position": 96,
+        "dataset": "ab12",
+        "shuffle": True,
+    }

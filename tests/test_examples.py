@@ -40,6 +40,20 @@ def test_train_stream_over_the_emulator_resumes_without_repeats(tmp_path: Path) 
     assert "tier az" in out.stdout and "final training loss" in out.stdout
 
 
+def test_train_stream_under_torchrun_resumes_without_repeats(tmp_path: Path) -> None:
+    """Two ranks: each wrote the dataset into one folder at once and saved as if alone into
+    one checkpoint folder; the second failed with "step 3 is before step 21"."""
+    src = _files(tmp_path / "src")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+    cmd += ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
+    cmd += [str(EXAMPLES / "train_stream.py"), "--source", str(src), "--batch", "4"]
+    cmd += ["--data", str(tmp_path / "shards"), "--ckpt", str(tmp_path / "ckpt")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("samples in") == 1  # rank 0 alone writes and reports
+    assert "56 samples consumed, 56 distinct, 56 expected -> ok" in out.stdout  # 7 x (2 x 4)
+
+
 def test_train_stream_runs_again_on_its_own_folders_and_leaves_others_alone(
     tmp_path: Path,
 ) -> None:

@@ -123,6 +123,25 @@ def test_workers_and_loader_deliver_each_sample_once_in_global_order(tmp_path: P
     assert _ids(_loader(ds)) != got  # epoch 1 is another order
 
 
+def test_torchs_dataloader_with_persistent_workers_follows_set_epoch(tmp_path: Path) -> None:
+    """A StreamingDataset in torch's own DataLoader: persistent workers keep the dataset they
+    started with, and read epoch 0 again and again whatever set_epoch said."""
+    import torch.utils.data
+
+    ds = StreamingDataset(_write(tmp_path / "ds"), seed=5)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=10, num_workers=2, persistent_workers=True, collate_fn=list
+    )
+    epochs = []
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        epochs.append(_ids(loader))
+    for epoch, got in enumerate(epochs):
+        order = epoch_order(ds.index.shard_sizes, seed=5, epoch=epoch, shuffle=True, block_shards=8)
+        assert sorted(got) == sorted(order.tolist())  # each sample once, from this epoch
+    assert len({tuple(got) for got in epochs}) == 3  # three orders, not one
+
+
 def test_resume_on_another_number_of_ranks_and_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,6 +193,24 @@ def test_corrupt_sample_is_named_or_skipped(tmp_path: Path) -> None:
     assert loader.metrics.skipped == 1
 
 
+@pytest.mark.parametrize(
+    "where",
+    [12, 19, 23, 30, 24 + 8 * 5 + 3],  # flags, sample count (twice), first offset, an offset
+)
+def test_a_damaged_shard_header_or_table_is_named(tmp_path: Path, where: int) -> None:
+    """One flipped byte in a shard's header or sample table: the reader allocated what the
+    count said (MemoryError), or failed in pread or zstd, naming no shard."""
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[2].name
+    data = bytearray(shard.read_bytes())
+    data[where] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(StreamError, match=r"shard shard-000002.stk: .*damaged"):
+        for i in range(ds.index.first(2), ds.index.first(3)):
+            StreamingDataset(root, shuffle=False, on_corrupt="skip")[i]
+
+
 def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
     loader = _loader(StreamingDataset(_write(tmp_path / "ds")), batch=50)
     for _ in loader:
@@ -197,6 +234,32 @@ def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
     assert abs(float(line.rsplit(" ", 1)[1]) - m.utilization) < 1e-6
 
 
+def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank of a torchrun job calls serve_metrics(loader, 9400): all but the first died
+    with "port in use"."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
+    servers = []
+    try:
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        for rank in (0, 1):  # two ranks of one node, as torchrun sets them
+            monkeypatch.setenv("RANK", str(rank))
+            monkeypatch.setenv("LOCAL_RANK", str(rank))
+            servers.append(serve_metrics(loader, port, addr="127.0.0.1"))
+        assert [s.server_port for s in servers] == [port, port + 1]  # port + LOCAL_RANK
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port + 1}/metrics").read().decode()
+        assert 'stoker_loader_batches{job="",node=' in text and 'rank="1"' in text
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
 def test_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(StreamError, match="has no index.json"):
         StreamingDataset(tmp_path)
@@ -217,6 +280,23 @@ def test_clear_errors(tmp_path: Path) -> None:
             StreamingLoader(ds, 4, **option)
     with pytest.raises(StreamError, match="batch_size=0"):
         StreamingLoader(ds, 0)
+    for option in ("sampler", "batch_sampler", "generator"):  # StreamingDataset has none
+        with pytest.raises(StreamError, match=r"shuffle=, seed=, drop_last="):
+            StreamingLoader(ds, 4, **{option: None})
+
+
+@pytest.mark.parametrize(
+    "env", [{"RANK": "2", "WORLD_SIZE": "2"}, {"RANK": "1"}, {"WORLD_SIZE": "0"}, {"RANK": "x"}]
+)
+def test_a_rank_or_world_size_set_wrong_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """They failed in numpy (IndexError), in a division (ZeroDivisionError) or in int()."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
+    with pytest.raises(StreamError, match=r"RANK=.*, WORLD_SIZE=.*: .*torchrun"):
+        _ids(loader)
 
 
 def test_shuffle_mixes_shards_within_each_batch(tmp_path: Path) -> None:
@@ -263,7 +343,8 @@ def test_a_killed_downloader_blocks_nothing(tmp_path: Path) -> None:
     got, hit = ShardCache(cache, None).get(
         "shard-000000.stk", 10, xxhash.xxh3_128_hexdigest(data), lambda p: p.write_bytes(data)
     )
-    assert not hit and got.read_bytes() == data
+    assert not hit and os.pread(got, 20, 0) == data  # an open file, whole
+    os.close(got)
     assert not list(cache.glob("*.partial"))  # the dead process's partial file was removed
 
 

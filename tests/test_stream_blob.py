@@ -1,10 +1,12 @@
 """Streaming from Blob (a real Azurite): the node cache, its limit, one download per shard for
-many processes, a missing shard, and the emulator going away mid-epoch."""
+many processes, a missing shard, the emulator going away mid-epoch, and workers that must not
+outlive a killed training process."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -89,6 +91,44 @@ def test_a_damaged_cached_copy_is_fetched_again(
     assert (again.metrics.cache_misses, again.metrics.skipped) == (1, 0)  # that shard, once
 
 
+def test_a_shard_evicted_by_another_job_as_it_lands_is_still_read(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs sharing a cache smaller than the dataset evict each other's shards, even one just
+    downloaded (their downloads in flight count against the limit). Three such jobs crashed
+    with FileNotFoundError when a shard went between its download and its open, twice."""
+    url, cache = f"{blob_env}/evicted", tmp_path / "cache"
+    _write(url)
+    replace = os.replace
+
+    def replace_then_evicted(src: object, dst: object) -> None:
+        replace(src, dst)  # type: ignore[arg-type]
+        if str(dst).startswith(str(cache)):
+            os.unlink(dst)  # type: ignore[arg-type]  # the other job's make_room, at that moment
+
+    monkeypatch.setattr(os, "replace", replace_then_evicted)
+    loader = StreamingLoader(StreamingDataset(url, cache, shuffle=False), 10, collate_fn=list)
+    assert _ids(loader) == list(range(N))
+    assert loader.metrics.cache_misses == len(loader.dataset.index.shards)  # none fetched twice
+
+
+def test_torchs_dataloader_says_how_to_start_workers_for_a_remote_dataset(
+    blob_env: str, tmp_path: Path
+) -> None:
+    """torch's DataLoader forks its workers, and the object store client hangs in a fork of a
+    process that has used it: the workers hung without a word."""
+    url = f"{blob_env}/forked"
+    _write(url)
+    ds = StreamingDataset(url, tmp_path / "cache")
+    forked = torch.utils.data.DataLoader(ds, batch_size=10, num_workers=1, timeout=60)
+    with pytest.raises(StreamError, match=r"multiprocessing_context=ds\.mp_context"):
+        next(iter(forked))
+    served = torch.utils.data.DataLoader(
+        ds, batch_size=10, num_workers=2, multiprocessing_context=ds.mp_context, collate_fn=list
+    )
+    assert sorted(_ids(served)) == list(range(N))  # as the error says, and it works
+
+
 READER = """
 import json, sys
 from stoker.stream import StreamingDataset, StreamingLoader
@@ -119,6 +159,60 @@ def test_processes_on_one_node_download_each_shard_once(blob_env: str, tmp_path:
     assert all(r["ids"] == N // 8 * 8 for r in results)
     assert sum(r["misses"] for r in results) == shards  # one download per shard, node-wide
     assert not list(cache.glob("*.partial"))
+
+
+ORPHAN = """
+import json, multiprocessing, sys, time
+from multiprocessing import forkserver
+from stoker.stream import StreamingDataset, StreamingLoader
+ds = StreamingDataset(sys.argv[1], sys.argv[2])
+it = iter(StreamingLoader(ds, 32, num_workers=2, collate_fn=list))  # batches fill the queue
+next(it)
+pids = [p.pid for p in multiprocessing.active_children()]
+pids += [forkserver._forkserver._forkserver_pid] if ds.tier == "az" else []
+print(json.dumps(pids), flush=True)
+time.sleep(300)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody has reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("where", ["blob", "folder"])
+def test_a_killed_training_process_takes_its_workers_with_it(
+    blob_env: str, tmp_path: Path, where: str
+) -> None:
+    """After a kill -9 of the training process (the OOM killer, a preempted node) its workers
+    lived on, forever, holding memory and the cache's files, one set per restart. torch's
+    check watches a worker's parent: for a remote dataset that is the fork server, which the
+    workers keep alive; a forked worker (a folder) whose queue was full waited at exit for
+    the dead process to read it."""
+    url = f"{blob_env}/orphans" if where == "blob" else str(tmp_path / "orphans")
+    _write(url)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, url, str(tmp_path / "cache")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        pids = json.loads(proc.stdout.readline())
+        assert len(pids) == 2 + (where == "blob") and not any(map(_gone, pids))  # (fork server)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 20
+    while not all(map(_gone, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if not _gone(pid)]
+    for pid in left:  # (the test must not leave them behind either)
+        os.kill(pid, 9)
+    assert not left, f"{left} outlived the training process"
 
 
 def test_a_missing_shard_fails_clearly(blob_env: str, tmp_path: Path) -> None:

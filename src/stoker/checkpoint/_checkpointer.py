@@ -97,6 +97,7 @@ class Checkpointer:
         are filled in as the save proceeds (``fast_s``, ``durable_s``); keep them, since
         ``last_save`` moves on to the next save."""
         self._open()
+        self.group.refuse_unstarted()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         self._check_step_grows(step)
         stats = SaveStats(step)
@@ -189,6 +190,7 @@ class Checkpointer:
         """A torch.distributed.checkpoint StorageWriter that writes step ``step`` to the fast
         tier, commits it with stoker's manifest and uploads it to the durable tier."""
         self._open()
+        self.group.refuse_unstarted()
         from ._dcp import DCPWriter
 
         step_dir(step)

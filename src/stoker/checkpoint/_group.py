@@ -3,7 +3,10 @@ rank writes its shard; rank 0 commits after all have written), else this process
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from ..errors import CheckpointError
 
 CHANNELS = ("write", "upload", "load")
 
@@ -21,6 +24,18 @@ class Group:
             # Each background thread gets its own gloo group: two threads must never run
             # collectives on one group at once, and the training loop's NCCL group stays free.
             self._groups = {c: dist.new_group(backend="gloo") for c in CHANNELS}
+
+    def refuse_unstarted(self) -> None:
+        """Refuse to save as one rank where torchrun started several (WORLD_SIZE > 1) without a
+        process group, or with one started after the Checkpointer: every rank would write the
+        same step's files into the same folders."""
+        world = os.environ.get("WORLD_SIZE", "1").strip()
+        if self.world_size == 1 and world not in ("", "1"):
+            raise CheckpointError(
+                f"WORLD_SIZE={world} (torchrun's), but this Checkpointer saves as one process "
+                "alone, so every rank would write the same files: call "
+                "torch.distributed.init_process_group() before creating the Checkpointer"
+            )
 
     @property
     def leader(self) -> bool:

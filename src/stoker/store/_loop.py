@@ -29,3 +29,7 @@ class IOLoop:
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            # A loop left open warns (ResourceWarning) whenever it is collected: that warning
+            # then lands inside whatever the program is doing, e.g. a test's pytest.warns.
+            self.loop.close()

@@ -10,6 +10,8 @@
   other's shards for their own, whatever their sizes.
 * A size limit: before a download, the least recently used shards go (a shard is "used" when it
   is opened; a process that already has it open keeps reading its copy after the unlink).
+  ``get`` hands back an open file, opened before the shard is published: jobs that share a
+  cache smaller than their datasets evict each other's shards, even one just downloaded.
 """
 
 from __future__ import annotations
@@ -64,14 +66,18 @@ class ShardCache:
 
     def get(
         self, name: str, size: int, xxh3: str, fetch: Callable[[Path], None]
-    ) -> tuple[Path, bool]:
-        """The shard's path in the cache, fetched if needed; and whether it was there already."""
+    ) -> tuple[int, bool]:
+        """A file descriptor open on the shard in the cache (the caller closes it), fetched if
+        needed; and whether it was there already. Opened before anyone can evict it: a path
+        handed back could be evicted by another job before the caller opened it."""
         final = self.path(name, xxh3)
-        if _has(final, size):
-            return final, True
+        fd = _open(final, size)
+        if fd is not None:
+            return fd, True
         with self._lock(final.name):
-            if _has(final, size):  # another process fetched it while we waited
-                return final, True
+            fd = _open(final, size)
+            if fd is not None:  # another process fetched it while we waited
+                return fd, True
             # The size in the name reserves room: make_room counts downloads in flight.
             partial = self.root / f"{final.name}.{size}.{os.getpid()}{PARTIAL}"
             self.make_room(size, partial)
@@ -83,16 +89,18 @@ class ShardCache:
                         f"shard {name}: the downloaded copy hashes to {got}, the index says "
                         f"{xxh3}; the source shard is damaged or was changed after indexing"
                     )
+                fd = os.open(partial, os.O_RDONLY)
                 os.replace(partial, final)
+            except BaseException:
+                if fd is not None:
+                    os.close(fd)
+                raise
             finally:
                 partial.unlink(missing_ok=True)
-        return final, False
+        return fd, False
 
-    def touch(self, path: Path) -> None:
-        try:
-            os.utime(path)
-        except FileNotFoundError:
-            pass
+    def touch(self, fd: int) -> None:
+        os.utime(fd)  # (an evicted shard's inode takes it too, harmlessly)
 
     def make_room(self, incoming: int, partial: Path) -> None:
         """Evict least recently used shards until ``incoming`` more bytes fit, then create
@@ -131,6 +139,18 @@ def _has(path: Path, size: int) -> bool:
         return path.stat().st_size == size
     except FileNotFoundError:
         return False
+
+
+def _open(path: Path, size: int) -> int | None:
+    """A file descriptor on ``path`` if it is there whole, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    if os.fstat(fd).st_size == size:
+        return fd
+    os.close(fd)
+    return None
 
 
 def _alive(pid: int) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import select
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,7 +44,13 @@ def rank_and_world() -> tuple[int, int]:
 
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    if not (rank.isdigit() and world.isdigit() and int(rank) < int(world)):
+        raise StreamError(
+            f"RANK={rank}, WORLD_SIZE={world}: a rank is a whole number from 0 to WORLD_SIZE - 1; "
+            "launch with torchrun, which sets both, or start torch.distributed first"
+        )
+    return int(rank), int(world)
 
 
 class StreamingDataset(torch.utils.data.IterableDataset):
@@ -81,7 +89,6 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.dtype, self.read_threads = dtype, max(1, read_threads)
         limit = int(parse_bytes(cache_limit)) if isinstance(cache_limit, str) else cache_limit
         self.cache_limit = limit
-        self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self.collate: Callable[[list[Any]], Any] | None = None  # set by StreamingLoader
         store = open_store(self.remote)
         self.in_place = isinstance(store, PosixStore)
@@ -97,11 +104,24 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.local = Path(local) if local is not None else None
         self.mp_context = _mp_context(self.in_place)
         self.counters = self.mp_context.Array("q", len(COUNTERS))
+        # In shared memory: torch's persistent workers keep the dataset they started with, and
+        # must still read the epoch that set_epoch names.
+        self._epoch = self.mp_context.Value("q", 0, lock=False)
+        self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self._proc: ShardAccess | None = None
+        self._home = os.getpid()  # the process whose store client this dataset may use
 
     # ------------------------------------------------------------------ sizes and state
     def __len__(self) -> int:
         return self.index.samples
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch.value)
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._epoch.value = epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Read ``epoch`` next, from its start; the epoch already under way (as a resumed
@@ -180,6 +200,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        if info is not None:
+            exit_with_training_process()
         batches = self.my_batches(worker, workers)
         proc = self._process()
         proc.plan_prefetch(batches.reshape(-1))
@@ -229,11 +251,49 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     def _process(self) -> ShardAccess:
         # Stores, threads and maps do not survive fork: each process makes its own.
         if self._proc is None or self._proc.pid != os.getpid():
+            if not self.in_place and self._home != os.getpid():
+                raise StreamError(
+                    f"{self.remote}: this process is a fork of one that used the object store's "
+                    "client, which hangs in a fork (torch's DataLoader forks its workers): pass "
+                    "DataLoader(..., multiprocessing_context=ds.mp_context), a fork server, or "
+                    "use StreamingLoader, which does"
+                )
             self._proc = ShardAccess(self)
         return self._proc
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_proc": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__ |= state | {"_home": os.getpid()}  # a fresh process: its own client
+
+
+_WATCHING: list[int] = []  # the training process this worker watches, once watched
+
+
+def exit_with_training_process() -> None:
+    """End this DataLoader worker as soon as the training process that started it is gone.
+    torch's own check is not enough: it watches the worker's parent, which for a worker
+    started by a fork server is the fork server, kept alive by the workers themselves; and a
+    forked worker whose queue is full waits forever at exit for a reader that is dead. After a
+    kill -9 of the training process (the OOM killer, a preempted node) the workers lived on,
+    holding memory and cached shards, a set per restart."""
+    parent = multiprocessing.parent_process()  # the process that started us, by any method
+    if parent is None or _WATCHING:
+        return
+    _WATCHING.append(parent.pid)
+    try:
+        pidfd = os.pidfd_open(parent.pid)  # readable once that very process exits
+    except ProcessLookupError:
+        os._exit(1)
+    except OSError:  # a kernel before 5.3: torch's check alone, as before
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stoker-exit-with-training", daemon=True).start()
 
 
 def _mp_context(in_place: bool) -> Any:

@@ -64,6 +64,14 @@ class ShardReader:
         magic, version, flags, n = HEADER.unpack(self._pread(HEADER.size, 0))
         if magic != MAGIC or version != VERSION:
             raise StreamError(f"shard {name}: not a stoker shard (magic {magic!r} v{version})")
+        again = "re-stage it, or write the dataset again"
+        # Checked before reading the table: a damaged count would have it read (and allocate)
+        # whatever the count says.
+        if flags & ~ZSTD or HEADER.size + 16 * n + 8 > size:
+            raise StreamError(
+                f"shard {name}: its header is damaged (flags {flags:#x}, {n} samples in a file "
+                f"of {size} bytes): {again}"
+            )
         tables = self._pread(16 * n + 8, HEADER.size)
         if len(tables) < 16 * n + 8:
             raise StreamError(f"shard {name}: truncated before its sample table")
@@ -72,13 +80,18 @@ class ShardReader:
         if int(self.offsets[-1]) != size:
             raise StreamError(
                 f"shard {name}: {size} bytes, its table says {int(self.offsets[-1])}; the file "
-                "is truncated or damaged"
+                f"is truncated or damaged: {again}"
             )
+        if (
+            int(self.offsets[0]) != HEADER.size + 16 * n + 8
+            or (self.offsets[1:] < self.offsets[:-1]).any()
+        ):
+            raise StreamError(f"shard {name}: its sample table is damaged (offsets): {again}")
         self.compressed = bool(flags & ZSTD)
 
     @classmethod
-    def open(cls, name: str, path: str | os.PathLike[str], *, shuffled: bool) -> ShardReader:
-        fd = os.open(path, os.O_RDONLY)
+    def open(cls, name: str, fd: int, *, shuffled: bool) -> ShardReader:
+        """A reader of the shard open at ``fd``, which it takes over (and closes on error)."""
         try:
             # Shuffled reads are random: the kernel's read-ahead would only read what is not asked.
             advice = os.POSIX_FADV_RANDOM if shuffled else os.POSIX_FADV_SEQUENTIAL

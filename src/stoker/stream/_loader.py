@@ -38,15 +38,21 @@ class StreamingLoader:
         **dataloader_options: Any,
     ) -> None:
         for name in DATASET_OPTIONS.intersection(dataloader_options):
+            instead = (
+                f"pass {name} to StreamingDataset instead"
+                if name in ("shuffle", "drop_last")
+                else "StreamingDataset(shuffle=, seed=, drop_last=) set it"
+            )
             raise StreamError(
                 f"StreamingLoader({name}=...): the order is the dataset's (one global order for "
-                f"every rank and worker): pass {name} to StreamingDataset instead"
+                f"every rank and worker): {instead}"
             )
         if batch_size is not None and batch_size < 1:
             raise StreamError(f"StreamingLoader batch_size={batch_size}: use 1 or more")
         if dataloader_options.get("persistent_workers"):
             raise StreamError(
-                "persistent_workers=True would keep workers on the epoch they started with; "
+                "persistent_workers=True would keep workers at the position they started from "
+                "(a resumed state would not reach them); "
                 "StreamingLoader restarts them each epoch (they start in well under a second)"
             )
         self.dataset = dataset

@@ -47,7 +47,7 @@ class ShardAccess:
         # itself they come from buffers recycled once the loop drops them.
         in_worker = torch.utils.data.get_worker_info() is not None
         self.alloc = shared_tensor if in_worker else BufferPool().tensor
-        self.fetching: dict[int, Future[Path]] = {}
+        self.fetching: dict[int, Future[int]] = {}  # shard -> an open file descriptor
         self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
         self.cursor, self.downloading = 0, True
@@ -111,22 +111,10 @@ class ShardAccess:
             self.open.move_to_end(shard)
             return self.open[shard]
         info = self.ds.index.shards[shard]
-        for attempt in range(2):  # the file may be evicted between fetch and open
-            path = self._path(shard)
-            try:
-                reader = ShardReader.open(info.name, path, shuffled=self.ds.shuffle)
-                break
-            except FileNotFoundError as exc:
-                self.fetching.pop(shard, None)
-                if self.cache is None:
-                    raise StreamError(
-                        f"shard {info.name}, listed in {self.ds.remote}/{INDEX}, is missing: "
-                        "the dataset is incomplete; write or stage it again"
-                    ) from exc
-                if attempt:
-                    raise
+        fd = self._open(shard)
         if self.cache is not None:
-            self.cache.touch(path)
+            self.cache.touch(fd)
+        reader = ShardReader.open(info.name, fd, shuffled=self.ds.shuffle)
         self.open[shard] = reader
         while len(self.open) > self.keep_open:
             self.open.popitem(last=False)[1].close()
@@ -146,13 +134,21 @@ class ShardAccess:
         self.cache.drop(info.name, info.xxh3)
         return self.reader(shard)
 
-    def _path(self, shard: int) -> Path:
+    def _open(self, shard: int) -> int:
+        """A file descriptor on the shard: in place, or in the cache (fetched if needed)."""
         if self.cache is None:
-            return Path(self.ds.remote) / self.ds.index.shards[shard].name
+            name = self.ds.index.shards[shard].name
+            try:
+                return os.open(Path(self.ds.remote) / name, os.O_RDONLY)
+            except FileNotFoundError as exc:
+                raise StreamError(
+                    f"shard {name}, listed in {self.ds.remote}/{INDEX}, is missing: the dataset "
+                    "is incomplete; write or stage it again"
+                ) from exc
         future = self.fetching.pop(shard, None)
         return future.result() if future else self._fetch(shard)
 
-    def _fetch(self, shard: int) -> Path:
+    def _fetch(self, shard: int) -> int:
         info = self.ds.index.shards[shard]
         assert self.cache is not None
 
@@ -169,9 +165,9 @@ class ShardAccess:
                         ) from exc
                     time.sleep(2**attempt)
 
-        path, hit = self.cache.get(info.name, info.bytes, info.xxh3, fetch)
+        fd, hit = self.cache.get(info.name, info.bytes, info.xxh3, fetch)
         if hit:
             self.ds._count(cache_hits=1)
         else:
             self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
-        return path
+        return fd
