@@ -19,13 +19,13 @@ READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache wh
 class FileHasher:
     """Hash a file in order while its blocks land out of order, holding nothing in memory.
 
-    A piece that lands exactly where the hash stands is hashed at once, still in the CPU cache.
-    A block that finished ahead of the hash is read back from the file (the page cache) when the
-    hash reaches it, in a thread for MD5 (the loop goes on writing other blocks meanwhile; XXH3
-    is too cheap to be worth the hop). A piece is hashed on the loop's thread: a hop per piece
-    cost more than it saved. Only one of the two ever moves ``pos``: a read-back stops at the
-    first unfinished block, and while it runs pieces are not hashed at once (that block is read
-    back when it finishes)."""
+    XXH3: a piece that lands exactly where the hash stands is hashed at once on the loop's
+    thread, still in the CPU cache (a hop per piece cost more than it saved). MD5 is too slow for
+    the loop's thread: there every file's MD5 was one queue on one core. A block that finished
+    ahead of the hash, and every MD5 block, is read back from the file (the page cache) when the
+    hash reaches it, in a thread for MD5 (files hash side by side; the loop goes on writing).
+    Only one of the two ever moves ``pos``: a read-back stops at the first unfinished block, and
+    while it runs pieces are not hashed at once (that block is read back when it finishes)."""
 
     def __init__(self, hasher: hashlib._Hash, fd: int, size: int, block_size: int) -> None:
         self.hasher, self.fd, self.size, self.block_size = hasher, fd, size, block_size
@@ -35,7 +35,8 @@ class FileHasher:
         self.slow = hasher.name == "md5"
 
     def chunk(self, offset: int, data: bytes | memoryview) -> None:
-        if offset == self.pos and not self.reading_back:
+        # MD5 is read back on a thread instead (an A/B of 2,000 ~1 MiB files: 8 % faster).
+        if offset == self.pos and not self.reading_back and not self.slow:
             self.hasher.update(data)
             self.pos += len(data)
 
