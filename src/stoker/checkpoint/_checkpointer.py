@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import CheckpointError
 from ..store._loop import IOLoop
 from ._at_exit import close_at_exit
-from ._costs import TierCost, tier_costs
+from ._costs import TierCost, check_prices, tier_costs
 from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
@@ -64,8 +64,6 @@ class Checkpointer:
         mtbf: float | str | None = None,
     ) -> None:
         check_retention(keep_last, keep_every, durable_keep_last)
-        self.keep_last, self.keep_every = keep_last, keep_every
-        self.durable_keep_last = durable_keep_last or keep_last
         self.mtbf = mtbf
         self._io = IOLoop("stoker-checkpoint-io")
         self.fast = Tier("fast", fast, self._io)
@@ -84,7 +82,7 @@ class Checkpointer:
             self.group,
             keep_last=keep_last,
             keep_every=keep_every,
-            durable_keep_last=self.durable_keep_last,
+            durable_keep_last=durable_keep_last or keep_last,
         )
         self._closed = False
         self._newest: int | None = None  # the highest step on the fast tier or saved here
@@ -250,14 +248,18 @@ class Checkpointer:
     ) -> list[TierCost]:
         """What the kept checkpoints cost per month on each tier: the catalog's Blob price for
         the access tier ``blob_tier`` (hot, cool, cold or archive), or the USD per GB-month
-        given for a tier. ``listing``: a ``list()`` to price, so no tier is listed again (a
-        tier it could not list has ``bytes`` None)."""
+        given for a tier. ``listing``: a ``list()`` to price, so no tier is listed again; a
+        tier it could not list has ``bytes`` None."""
+        check_prices(
+            blob_tier,
+            fast_usd_per_gb_month=fast_usd_per_gb_month,
+            durable_usd_per_gb_month=durable_usd_per_gb_month,
+        )
+        kept = (listing if listing is not None else list_steps(self.tiers)).kept
         return tier_costs(
             [(self.fast, fast_usd_per_gb_month), (self.durable, durable_usd_per_gb_month)],
             blob_tier,
-            None if listing is None else listing.kept,
-            fast_usd_per_gb_month=fast_usd_per_gb_month,
-            durable_usd_per_gb_month=durable_usd_per_gb_month,
+            kept,
         )
 
     # ------------------------------------------------------------------ reading

@@ -60,23 +60,14 @@ def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[floa
 
 
 def tier_costs(
-    tiers: list[tuple[Tier | None, float | None]],
-    blob_tier: str = "hot",
-    kept: dict[str, int] | None = None,
-    **given: float | None,
+    tiers: list[tuple[Tier | None, float | None]], blob_tier: str, kept: dict[str, int]
 ) -> list[TierCost]:
-    """Each (tier, price given for it)'s kept bytes and price. ``kept``: the bytes each tier
-    holds, from a listing already made (a tier missing from it is unknown), else each tier is
-    listed; ``given`` names the prices for the errors (``fast_usd_per_gb_month=...``)."""
-    check_prices(blob_tier, **given)
+    """Each (tier, price given for it)'s kept bytes (from a listing: a tier missing from
+    ``kept`` could not be listed) and price."""
     out = []
     for tier, override in tiers:
         if tier is None:
             continue
-        if kept is None:
-            held: int | None = sum(sum(f.files.values()) for f in tier.steps().values())
-        else:
-            held = kept.get(tier.name)
         price, basis = tier_price(tier, blob_tier, override)
-        out.append(TierCost(tier.name, str(tier.store), held, price, basis))
+        out.append(TierCost(tier.name, str(tier.store), kept.get(tier.name), price, basis))
     return out

@@ -64,9 +64,10 @@ def _open(fast: str, durable: str | None, **retention: Any) -> Any:
 
 
 @contextmanager
-def _progress(total: int | None, label: str, quiet: bool) -> Iterator[Any]:
-    """A rich bar fed by the library's (what, bytes) callback; nothing when printing JSON or
-    when stderr is not a terminal (a transient bar there leaves a blank line behind)."""
+def _progress(total: Callable[[], int | None] | None, label: str, quiet: bool) -> Iterator[Any]:
+    """A rich bar fed by the library's (what, bytes) callback, its size from ``total()``;
+    nothing (and no ``total()``) when printing JSON or when stderr is not a terminal (a
+    transient bar there leaves a blank line behind)."""
     if quiet or not stderr.is_terminal:
         yield None
         return
@@ -80,7 +81,7 @@ def _progress(total: int | None, label: str, quiet: bool) -> Iterator[Any]:
         console=stderr,
         transient=True,
     ) as bar:
-        task = bar.add_task(label, total=total)
+        task = bar.add_task(label, total=total() if total else None)
         yield lambda what, n: bar.update(task, advance=n, description=f"{label} {what}")
 
 
@@ -166,12 +167,16 @@ def verify(
 ) -> None:
     """Re-hash every file of every committed step on every tier; exit 1 on any mismatch."""
     with _open(fast, durable) as ckpt:
-        total = None  # the bar's size; a tier that cannot be listed is verify's to report
-        with contextlib.suppress(StokerError):
-            total = len(ckpt.tiers) * sum(
-                i.bytes for i in ckpt.list() if step is None or i.step == step
-            )
-        with _progress(total, "verify", json_out) as progress:
+
+        def size() -> int | None:  # the bar's: a listing of its own, so only for a bar
+            with contextlib.suppress(StokerError):  # verify names what is wrong
+                listing = ckpt.list()
+                return len(ckpt.tiers) * sum(
+                    i.bytes for i in listing if step is None or i.step == step
+                )
+            return None
+
+        with _progress(size, "verify", json_out) as progress:
             report = ckpt.verify(step, progress)
     if json_out:
         emit_json(asdict(report) | {"ok": report.ok})
