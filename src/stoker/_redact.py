@@ -14,8 +14,7 @@ def redact(text: str) -> str:
     """``text`` with every known secret, any SAS signature and any URL's password replaced by
     ``***``."""
     for secret in _SECRETS:
-        if secret:
-            text = text.replace(secret, "***")
+        text = text.replace(secret, "***")
     text = re.sub(r"(?i)(sig|AccountKey|SharedAccessSignature)=[^&;\s\"']+", r"\1=***", text)
     return re.sub(r"(://[^/\s:@]*:)[^/\s@]+@", r"\1***@", text)
 

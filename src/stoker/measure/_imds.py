@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._redact import redact
 from ..errors import StokerError
 
 IMDS_URL = "http://169.254.169.254/metadata/instance?api-version=2021-02-01"
@@ -92,21 +93,12 @@ def check_url(url: str) -> None:
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise StokerError(f"--imds-url {_redact(url)}: not a URL ({exc})") from exc
+        raise StokerError(f"--imds-url {url}: not a URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise StokerError(
-            f"--imds-url {_redact(url)}: give an http:// URL with a host, like {IMDS_URL}"
-        )
-
-
-def _redact(url: str) -> str:
-    """The URL without a user or password (``user:secret@``): never echo a secret."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}" if sep else url
+        raise StokerError(f"--imds-url {url}: give an http:// URL with a host, like {IMDS_URL}")
 
 
 def _host(url: str) -> str:
     from urllib.parse import urlsplit
 
-    return f"IMDS at {urlsplit(url).netloc.rpartition('@')[2] or _redact(url)}"
+    return f"IMDS at {urlsplit(url).netloc.rpartition('@')[2] or redact(url)}"

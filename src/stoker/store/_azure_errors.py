@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .._redact import redact
 from ..errors import AccessDeniedError, NoContainerError, StoreError
 
 NO_CREDENTIALS = (
@@ -42,8 +41,8 @@ def translate(exc: Exception, what: str) -> StoreError:
     if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or getattr(
         exc, "status_code", None
     ) in (401, 403):
-        return AccessDeniedError(f"{what}: {redact(first)}{DENIED_HINT}")
-    return StoreError(f"{what}: {redact(first)}")
+        return AccessDeniedError(f"{what}: {first}{DENIED_HINT}")
+    return StoreError(f"{what}: {first}")
 
 
 @contextlib.contextmanager
