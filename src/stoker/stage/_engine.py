@@ -3,14 +3,14 @@
 One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); large
 objects are split into ``block_size`` ranges fetched in parallel and written at their offsets
 into ``NAME.stoker-partial``, each finished block recorded in the manifest, so ``kill -9``
-costs at most the blocks in flight. A block streams in as 1 MiB pieces, each written (and
-hashed, when the hash has reached it) on the loop's thread the moment it lands, while it is
-still in the CPU cache: collecting whole blocks first made the copy into the page cache cost
-about twice the CPU. Writeback to disk starts as each block finishes, so the final fsync finds
-little left. The MD5 is computed in file order (see _file_hasher) and checked against
-Content-MD5. When the source has no MD5 to check against, the recorded hash is XXH3-128
-("xxh128:..."), which costs a hundredth of MD5's CPU: on a machine the emulator shares, MD5
-alone caps a copy near 600 MB/s per core. Files of up to 1 MiB bound for POSIX are fetched
+costs at most the blocks in flight. A block streams in as 1 MiB pieces, each written (and,
+for XXH3, hashed when the hash has reached it) on the loop's thread the moment it lands, while
+it is still in the CPU cache: collecting whole blocks first made the copy into the page cache
+cost about twice the CPU. Writeback to disk starts as each block finishes, so the final fsync
+finds little left. The MD5 is computed in file order, read back on a thread (see _file_hasher),
+and checked against Content-MD5. When the source has no MD5 to check against, the recorded
+hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5 alone caps a copy
+near 600-700 MB/s per core. Files of up to 1 MiB bound for POSIX are fetched
 whole and written in groups by a SmallWriter (see _small). Uploads: a file up to ``block_size``
 is read once and sent in one request; larger ones go in blocks that the store hashes as it
 reads them.
@@ -219,8 +219,8 @@ class Engine:
                     async with self.requests:
                         if failed:  # a sibling failed: the file will be fetched again
                             return
-                        # Each piece is written (and hashed, if the hash has reached it) on the
-                        # loop thread as it arrives, while it is still in the CPU cache.
+                        # Each piece is written (and its XXH3 taken, if the hash has reached
+                        # it) on the loop thread as it arrives, while it is in the CPU cache.
                         pos = start
                         async for chunk in self.src.read_chunks(key, start, end, etag):
                             if failed:
