@@ -156,7 +156,7 @@ class Engine:
             self.counters.failed.append(str(exc))
             self.reporter.note(str(exc))
             return
-        self.manifest.object_done(key, digest)
+        self.manifest.object_done(key, digest, now=size > self.block_size)
         self.counters.files += 1
         self.reporter.file_done()
 

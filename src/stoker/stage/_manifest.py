@@ -161,12 +161,13 @@ class Manifest:
     def block_done(self, key: str, etag: str, idx: int) -> None:
         self.db.execute("INSERT OR IGNORE INTO blocks VALUES(?, ?, ?)", (key, etag, idx))
 
-    def object_done(self, key: str, digest: str | None) -> None:
+    def object_done(self, key: str, digest: str | None, *, now: bool = False) -> None:
         """Queue ``key`` as done; ``flush`` commits the queue in one transaction (a commit per
         small file would cost more than copying it). A crash loses at most one queue: those
-        files are copied again, whole and correct."""
+        files are copied again, whole and correct. ``now`` commits at once: for a file of many
+        blocks, whose blocks were committed one by one, a lost mark would cost the whole file."""
         self._done.append((digest, key))
-        if len(self._done) >= 512:
+        if now or len(self._done) >= 512:
             self.flush()
 
     def flush(self) -> None:
