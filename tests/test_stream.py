@@ -4,6 +4,7 @@ POSIX folder (read in place)."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import urllib.request
 import warnings
@@ -261,8 +262,18 @@ def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
 
 
 def test_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(StreamError, match="has no index.json"):
+    with pytest.raises(StreamError, match="has no index.json; nothing is there: write"):
         StreamingDataset(tmp_path)
+    # Pointed at raw files, or at the folder above the datasets: it says which.
+    (tmp_path / "elsewhere" / "raw").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "raw" / "a.jpg").write_bytes(b"jpg")
+    with pytest.raises(StreamError, match=r"holds other files \('a.jpg', ...\): write"):
+        StreamingDataset(tmp_path / "elsewhere" / "raw")
+    with ShardWriter(tmp_path / "elsewhere" / "train") as writer:
+        writer.write(b"x")
+    with pytest.raises(StreamError, match="datasets below it: train: point at one of those"):
+        StreamingDataset(tmp_path / "elsewhere")
+    shutil.rmtree(tmp_path / "elsewhere")
     (tmp_path / "index.json").write_text('{"format": "other"}')
     with pytest.raises(StreamError, match="is not 'stoker.shards/1'"):
         StreamingDataset(tmp_path)

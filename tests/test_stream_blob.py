@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stoker.errors import StreamError
+from stoker.errors import NoContainerError, StreamError
 from stoker.store import open_store
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
 
@@ -31,6 +31,13 @@ def _write(url: str, first: int = 0) -> None:
 
 def _ids(loader: StreamingLoader) -> list[int]:
     return [s["id"] for batch in loader for s in batch]
+
+
+def test_a_missing_container_is_named(blob_env: str, tmp_path: Path) -> None:
+    """Not "has no index.json": the container itself is missing, and the error says so."""
+    account = blob_env.removeprefix("az://").split("/")[0]
+    with pytest.raises(NoContainerError, match="there is no container 'no-such-container'"):
+        StreamingDataset(f"az://{account}/no-such-container/ds", tmp_path / "cache")
 
 
 def test_remote_shards_go_through_the_cache_within_its_limit(blob_env: str, tmp_path: Path) -> None:

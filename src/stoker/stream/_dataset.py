@@ -311,11 +311,22 @@ def _read_index(store: Any, where: str) -> DatasetIndex:
     try:
         data = io.run(store.read_all(INDEX))
         if data is None:
-            raise StreamError(
-                f"{where} has no {INDEX}: write the dataset with stoker.stream.ShardWriter or "
-                "`stoker shards write`"
-            )
+            raise StreamError(f"{where} has no {INDEX}{io.run(_what_is_there(store))}")
         return DatasetIndex.from_json(data, f"{where}/{INDEX}")
     finally:
         io.run(store.close())
         io.close()
+
+
+async def _what_is_there(store: Any) -> str:
+    """Why a dataset has no index: what its place holds instead, and what to do. (Listing a
+    missing container raises NoContainerError, which names it.)"""
+    write = "write the dataset with stoker.stream.ShardWriter or `stoker shards write`"
+    async for batch in store.list():
+        keys = [o.key for o in batch]
+        below = [k.removesuffix(f"/{INDEX}") for k in keys if k.endswith(f"/{INDEX}")]
+        if below:
+            return f"; datasets below it: {', '.join(below[:3])}: point at one of those"
+        if keys:
+            return f"; it holds other files ({keys[0]!r}, ...): {write} from them"
+    return f"; nothing is there: {write}"
