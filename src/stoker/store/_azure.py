@@ -15,6 +15,7 @@ from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, St
 from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth
+from ._reach import check_answers
 from ._url import Location
 
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
@@ -206,7 +207,7 @@ class BlobStore(Store):
         container = self._sdk()
         marker = ""
         with translated(f"listing {self}"):
-            await self._signed_in()
+            await self._ready(f"listing {self}")
             while True:
                 request = HttpRequest(
                     "GET",
@@ -235,11 +236,13 @@ class BlobStore(Store):
                 if not marker:
                     return
 
-    async def _signed_in(self) -> None:
-        """With Azure AD, a token before the SDK's first call: with none to be had, the SDK's
-        retries take ~90 s to say so."""
+    async def _ready(self, what: str) -> None:
+        """Before a verb's first call: something answers at the endpoint, and with Azure AD, a
+        token (first: with none to be had, whether the endpoint answers does not matter).
+        Without either, the retries take ~90 s to say so."""
         if self._aad is not None:
             await self._aad.get_token(STORAGE_SCOPE)
+        await check_answers(self.auth.endpoint, what)
 
     async def create_root(self) -> bool:
         """Create the container if it is missing. Credentials that may not (a container SAS)
@@ -247,8 +250,9 @@ class BlobStore(Store):
         from azure.core.exceptions import HttpResponseError, ResourceExistsError
 
         container = self._sdk()
-        with translated(f"creating container {self.loc.bucket} at {self.auth.endpoint}"):
-            await self._signed_in()
+        what = f"creating container {self.loc.bucket} at {self.auth.endpoint}"
+        with translated(what):
+            await self._ready(what)
             try:
                 await container.create_container()
             except ResourceExistsError:
@@ -262,6 +266,7 @@ class BlobStore(Store):
     async def head(self, key: str) -> ObjectInfo | None:
         import obstore
 
+        await check_answers(self.auth.endpoint, f"reading {self}/{key}")
         try:
             meta = await obstore.head_async(self._store, key)
         except FileNotFoundError:
