@@ -92,7 +92,10 @@ def test_what_the_cli_prints_of_a_sas_url_shows_no_signature(
     assert generated.exit_code == 2 and "holds 2 samples" in generated.stderr
     storage = runner.invoke(app, ["bench", "storage", url.format("x"), "--size", "1MiB"])
     assert storage.exit_code == 2 and "is not a folder" in storage.stderr
-    for out in (shown, as_json, generated, storage):
+    staged = runner.invoke(app, ["stage", str(src), url.format("staged")])
+    assert staged.exit_code == 0, staged.output
+    assert "/staged " in staged.output and "sv=" not in staged.output  # the bar: no query
+    for out in (shown, as_json, generated, storage, staged):
         _shows_none(out.output, forms)
 
 

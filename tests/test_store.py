@@ -13,6 +13,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from azurite import ACCOUNT, ACCOUNT_KEY, Azurite
+from stoker._redact import shown as shown_in_bars
 from stoker.errors import SourceChangedError, StoreError, UnsafeKeyError
 from stoker.store import _azure as azure_module
 from stoker.store import azure_auth, check_key, open_store, parse_url, redact, safe_path
@@ -256,6 +257,9 @@ def test_redact_removes_keys_and_signatures(monkeypatch: pytest.MonkeyPatch) -> 
     assert "abc" not in text and "sig=***" in text and "se=2" in text and "sv=1" in text
     assert "SharedAccessSignature=***" in redact("SharedAccessSignature=sv=1&sig=zz")
     assert redact("at http://user:pa55word@host:1/a/b") == "at http://user:***@host:1/a/b"
+    # Bars show URLs without their query (a mistyped `sig=` too), local paths as they are.
+    line = shown_in_bars("az://a/c/p?sv=1&sgi=typo -> https://h/c/k?sv=2&sig=s -> /data/what?.bin")
+    assert line == "az://a/c/p -> https://h/c/k -> /data/what?.bin"
 
 
 # ------------------------------------------------------------------------------ key safety

@@ -19,5 +19,11 @@ def redact(text: str) -> str:
     return re.sub(r"(://[^/\s:@]*:)[^/\s@]+@", r"\1***@", text)
 
 
+def shown(text: str) -> str:
+    """``text`` as a bar or status line shows it: redacted, and every URL without its query
+    (a SAS's other fields are no secret, but they fill the line and hide the path)."""
+    return re.sub(r"(\b[a-z][a-z0-9+.-]*://[^\s?]*)\?\S*", r"\1", redact(text))
+
+
 def remember(*secrets: str | None) -> None:
     _SECRETS.update(s for s in secrets if s and len(s) >= 8)

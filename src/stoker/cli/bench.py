@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .._redact import redact
+from .._redact import shown
 from ._bars import steps_bar
 from ._output import command, emit_json, stderr, stdout
 from .bench_allreduce import allreduce as _allreduce
@@ -38,7 +38,7 @@ def storage(
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
-    with steps_bar(redact(target), quiet=json_out) as show:  # a SAS URL given by mistake
+    with steps_bar(shown(target), quiet=json_out) as show:  # a SAS URL given by mistake
         results = bench_storage(
             target,
             size=int(parse_bytes(size)),
@@ -91,7 +91,7 @@ def loader(
     from ..measure import loader as lb
 
     if generate:
-        with stderr.status(f"writing {generate} {workload} samples to {redact(data)}"):
+        with stderr.status(f"writing {generate} {workload} samples to {shown(data)}"):
             lb.generate(workload, data, generate)
     options = dict(accelerator=accelerator, steps=steps, workers=workers, cache=cache)
     with steps_bar(f"{workload} on {accelerator}", quiet=json_out) as show:

@@ -42,10 +42,10 @@ def write(
     ] = False,
 ) -> None:
     """Write SRC as a shard dataset at OUT (index.json lists only complete shards)."""
-    from .._redact import redact
+    from .._redact import shown as shown_on_screen
     from ..stream import write_shards
 
-    shown = redact(out)  # what is printed: a SAS in OUT must not reach the terminal or a log
+    shown = shown_on_screen(out)  # a SAS in OUT must not reach the terminal or a log
     options = dict(kind=kind.value, keys=keys, shard_size=shard_size, compression=compression.value)
     if json_out:
         index = write_shards(src, out, resume=resume, **options)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from .._redact import redact
+from .._redact import shown
 
 
 class Reporter:
@@ -112,7 +112,7 @@ class RichReporter(Reporter):
             disable=not self.console.is_terminal,
         )
         self.files, self.total_files, self.total_bytes = 0, 0, 0
-        self.description = redact(description)  # a URL's SAS must not reach the terminal
+        self.description = shown(description)  # a URL's SAS must not reach the terminal
         self.listing = True
         self.task: Any = None
 
