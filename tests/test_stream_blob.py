@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stoker.errors import NoContainerError, StreamError
+from stoker.errors import NoContainerError, StreamError, StreamWarning
 from stoker.store import open_store
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
 
@@ -57,6 +57,28 @@ def test_remote_shards_go_through_the_cache_within_its_limit(blob_env: str, tmp_
     warm = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
     _ids(warm)  # a new job on this node: every shard is in the cache
     assert (warm.metrics.cache_hits, warm.metrics.cache_misses) == (len(ds.index.shards), 0)
+
+
+def test_downloads_ahead_stay_within_what_the_cache_limit_holds(
+    blob_env: str, tmp_path: Path
+) -> None:
+    """Every process of a node reads the same block at about the same time: downloads ahead
+    that evict a shard another process has yet to open make it fetch that shard again (with 2
+    workers and room for 12 of 16 shards, a third were fetched twice)."""
+    url = f"{blob_env}/ahead"
+    with ShardWriter(url, shard_size=64 << 10) as writer:
+        for i in range(16 * 4):
+            writer.write(bytes([i]) * (16 << 10))
+    shard = max(s.bytes for s in StreamingDataset(url, tmp_path / "a").index.shards)
+    roomy = StreamingDataset(url, tmp_path / "b", block_shards=4, cache_limit=100 * shard)
+    assert roomy.prefetch_shards == 4  # a block ahead, as without a limit
+    tight = StreamingDataset(url, tmp_path / "c", block_shards=4, cache_limit=7 * shard)
+    assert tight.prefetch_shards == 3  # the block being read and 3 ahead fill the 7
+    with pytest.warns(StreamWarning, match=r"holds 4 of its shards.*more than once"):
+        small = StreamingDataset(url, tmp_path / "d", block_shards=4, cache_limit=4 * shard)
+    assert small.prefetch_shards == 1
+    loader = StreamingLoader(small, batch_size=8)
+    assert sorted(int(b[0]) for batch in loader for b in batch) == sorted(range(64))
 
 
 def test_datasets_sharing_a_cache_folder_read_their_own_shards(

@@ -94,6 +94,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.in_place = isinstance(store, PosixStore)
         self.tier = "posix" if self.in_place else self.remote.split("://", 1)[0]
         self.index = _read_index(store, self.remote)
+        if limit is not None and not self.in_place:
+            self.prefetch_shards = self._ahead_within(limit)
         self.sample_shape = sample_shape(self.index, dtype, self.remote) if dtype else (-1,)
         if local is None and not self.in_place:
             cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -110,6 +112,26 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.epoch, self.position = 0, 0  # position: global samples consumed in this epoch
         self._proc: ShardAccess | None = None
         self._home = os.getpid()  # the process whose store client this dataset may use
+
+    def _ahead_within(self, limit: int) -> int:
+        """Shards to download ahead under a cache limit. Every process on the node reads the
+        same block of shards at about the same time (each its own samples of it), so what one
+        downloads ahead must not evict the block another has yet to open: with 2 workers and
+        room for 12 of a 16-shard run, a third of the shards were fetched twice."""
+        largest = max((s.bytes for s in self.index.shards), default=0)
+        fits = limit // max(1, largest)
+        if fits < self.block_shards + 1:
+            warnings.warn(
+                StreamWarning(
+                    f"{self.remote}: cache_limit={limit:,} B holds {fits} of its shards (up "
+                    f"to {largest:,} B each), fewer than a block of {self.block_shards} and one "
+                    "ahead: processes sharing the cache (DataLoader workers, ranks of a node) "
+                    "will fetch shards more than once. Raise cache_limit to at least "
+                    f"{(self.block_shards + 1) * largest:,} B or lower block_shards"
+                ),
+                stacklevel=3,
+            )
+        return max(1, min(self.prefetch_shards, fits - self.block_shards))
 
     # ------------------------------------------------------------------ sizes and state
     def __len__(self) -> int:
