@@ -235,16 +235,29 @@ def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
     assert abs(float(line.rsplit(" ", 1)[1]) - m.utilization) < 1e-6
 
 
+def _two_free_ports() -> int:
+    """A port that is free, and the next one too (checking only the first failed now and
+    then: the next was some other process's)."""
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("found no two free ports side by side")
+
+
 def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each rank of a torchrun job calls serve_metrics(loader, 9400): all but the first died
     with "port in use"."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _two_free_ports()
     loader = _loader(StreamingDataset(_write(tmp_path / "ds")))
     servers = []
     try:
