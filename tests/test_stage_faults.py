@@ -280,7 +280,7 @@ def _small_dataset() -> dict[str, bytes]:
 @pytest.mark.parametrize(
     ("module", "call", "ok"),
     [
-        (_engine, "pwrite", 2),  # a block of the large file
+        (_posix, "pwrite", 2),  # a block of the large file (write_all)
         (_small, "write", 4),  # a small file, written whole
         (_posix, "ftruncate", 0),  # sizing the large file's partial
     ],
@@ -312,6 +312,30 @@ def test_disk_full_stops_with_a_clear_error_and_a_rerun_completes(
     assert summary.ok, summary.failed
     assert read_tree(dst) == files
     assert partials(dst) == []
+
+
+class ShortWrites:
+    """The ``os`` module, except that pwrite writes at most 1000 bytes a call, as a filling
+    disk may."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "pwrite":
+            return lambda fd, data, offset: os.pwrite(fd, memoryview(data)[:1000], offset)
+        return getattr(os, attr)
+
+
+def test_short_writes_leave_no_hole(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pwrite that wrote less than it was given was taken as whole: the file was published
+    with a hole, and with no hash nothing noticed."""
+    files = _small_dataset()
+    upload(azurite.client(blob_env), "", files)
+    for module in (_engine, _posix):
+        monkeypatch.setattr(module, "os", ShortWrites())
+    summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, hash_files=False)
+    assert summary.ok, summary.failed
+    assert read_tree(tmp_path / "dst") == files
 
 
 # ------------------------------------------------------------------------------ source changes

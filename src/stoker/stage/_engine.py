@@ -36,7 +36,7 @@ from ..errors import (
     StokerError,
 )
 from ..store import PosixStore, Store
-from ..store._posix import disk_error, fsync_dir, start_writeback
+from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
 from ._file_hasher import FileHasher
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
@@ -225,7 +225,7 @@ class Engine:
                         async for chunk in self.src.read_chunks(key, start, end, etag):
                             if failed:
                                 return
-                            os.pwrite(fd, chunk, pos)
+                            write_all(fd, chunk, pos)
                             if hasher:
                                 hasher.chunk(pos, chunk)
                             pos += len(chunk)

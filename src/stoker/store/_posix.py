@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import os
 import re
 import shutil
@@ -88,6 +89,20 @@ def syncfs(fd: int) -> None:
     if _LIBC.syncfs(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset``. A pwrite may write less than it was given (a disk
+    filling up): the rest is written, or the error raised, instead of a hole left in the
+    file (with the last piece of a file, nothing later would have failed)."""
+    done = os.pwrite(fd, data, offset)
+    if done < len(data):
+        view = memoryview(data).cast("B")
+        while done < len(view):
+            written = os.pwrite(fd, view[done:], offset + done)
+            if written == 0:  # (not seen on a regular file; never loop forever on it)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += written
 
 
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
