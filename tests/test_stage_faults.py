@@ -482,25 +482,30 @@ def test_crash_between_publish_and_done_mark_does_not_zero_the_file(
 
 
 _KILL_AFTER_A_IS_PUBLISHED = """
-import os, sys, threading, time
-from stoker.stage import _engine, stage
+import os, sys, threading
+from stoker.stage import _engine, _manifest, stage
 from stoker.store import _posix
 
 async def never(self, seconds):  # no timed commit: only what the engine commits at once
     await __import__("asyncio").Event().wait()
 
 _engine.Engine._flush_every = never
-real, a_published = _posix.PosixStore.publish, threading.Event()
+real_publish, real_done = _posix.PosixStore.publish, _manifest.Manifest.object_done
+a_marked = threading.Event()
+
+def object_done(self, key, *args, **kw):
+    real_done(self, key, *args, **kw)
+    if key == "a.bin":  # the engine has done all it does for a.bin: committed or queued
+        a_marked.set()
 
 def publish(self, key, fd, **kw):
-    if key == "z.bin":  # killed while publishing z, well after a.bin was published
-        a_published.wait(30)
-        time.sleep(0.3)
+    if key == "z.bin":  # killed while publishing z, after a.bin was marked done
+        if not a_marked.wait(30):
+            os._exit(3)
         os._exit(9)
-    out = real(self, key, fd, **kw)
-    a_published.set()
-    return out
+    return real_publish(self, key, fd, **kw)
 
+_manifest.Manifest.object_done = object_done
 _posix.PosixStore.publish = publish
 stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=2)
 """
