@@ -215,7 +215,7 @@ def test_azurite_restart_mid_transfer(
     server.restart()  # the data is on disk and Azurite's metadata saved
     assert blob_tree(container) == files
 
-    go_down, is_back = threading.Event(), threading.Event()
+    go_down, is_down, is_back = threading.Event(), threading.Event(), threading.Event()
     reads = 0
 
     async def hook(key: str, start: int, end: int) -> None:
@@ -224,6 +224,8 @@ def test_azurite_restart_mid_transfer(
         if reads == 6:  # some blocks have landed: now the service goes away
             go_down.set()
             await asyncio.to_thread(is_back.wait, 30)  # (only to order the test's events)
+        elif reads > 6:  # the rest go out to a dead service, however late the kill comes
+            await asyncio.to_thread(is_down.wait, 30)
 
     fetched = patch_reads(monkeypatch, hook)
     dst = tmp_path / "dst"
@@ -246,13 +248,15 @@ def test_azurite_restart_mid_transfer(
     thread.start()
     assert go_down.wait(30), "the copy never started reading"
     down = time.monotonic()
-    server.stop(kill=True)  # kill -9: connections in flight die too
     try:
+        server.stop(kill=True)  # kill -9: connections in flight die too
+        is_down.set()
         time.sleep(max(0.0, DOWN_S - (time.monotonic() - down)))
         server.start()
         back = time.monotonic()
         assert back - down < 10, "Azurite took too long to come back"
     finally:
+        is_down.set()
         is_back.set()
     thread.join(120)
     assert not thread.is_alive(), "stage did not finish within 2 minutes of Azurite's return"
