@@ -215,7 +215,7 @@ def test_azurite_restart_mid_transfer(
     server.restart()  # the data is on disk and Azurite's metadata saved
     assert blob_tree(container) == files
 
-    go_down, is_back = threading.Event(), threading.Event()
+    go_down, is_down, is_back = threading.Event(), threading.Event(), threading.Event()
     reads = 0
 
     async def hook(key: str, start: int, end: int) -> None:
@@ -224,6 +224,8 @@ def test_azurite_restart_mid_transfer(
         if reads == 6:  # some blocks have landed: now the service goes away
             go_down.set()
             await asyncio.to_thread(is_back.wait, 30)  # (only to order the test's events)
+        elif reads > 6:  # the rest go out to a dead service, however late the kill comes
+            await asyncio.to_thread(is_down.wait, 30)
 
     fetched = patch_reads(monkeypatch, hook)
     dst = tmp_path / "dst"
@@ -246,13 +248,15 @@ def test_azurite_restart_mid_transfer(
     thread.start()
     assert go_down.wait(30), "the copy never started reading"
     down = time.monotonic()
-    server.stop(kill=True)  # kill -9: connections in flight die too
     try:
+        server.stop(kill=True)  # kill -9: connections in flight die too
+        is_down.set()
         time.sleep(max(0.0, DOWN_S - (time.monotonic() - down)))
         server.start()
         back = time.monotonic()
         assert back - down < 10, "Azurite took too long to come back"
     finally:
+        is_down.set()
         is_back.set()
     thread.join(120)
     assert not thread.is_alive(), "stage did not finish within 2 minutes of Azurite's return"
@@ -506,25 +510,30 @@ def test_crash_between_publish_and_done_mark_does_not_zero_the_file(
 
 
 _KILL_AFTER_A_IS_PUBLISHED = """
-import os, sys, threading, time
-from stoker.stage import _engine, stage
+import os, sys, threading
+from stoker.stage import _engine, _manifest, stage
 from stoker.store import _posix
 
 async def never(self, seconds):  # no timed commit: only what the engine commits at once
     await __import__("asyncio").Event().wait()
 
 _engine.Engine._flush_every = never
-real, a_published = _posix.PosixStore.publish, threading.Event()
+real_publish, real_done = _posix.PosixStore.publish, _manifest.Manifest.object_done
+a_marked = threading.Event()
+
+def object_done(self, key, *args, **kw):
+    real_done(self, key, *args, **kw)
+    if key == "a.bin":  # the engine has done all it does for a.bin: committed or queued
+        a_marked.set()
 
 def publish(self, key, fd, **kw):
-    if key == "z.bin":  # killed while publishing z, well after a.bin was published
-        a_published.wait(30)
-        time.sleep(0.3)
+    if key == "z.bin":  # killed while publishing z, after a.bin was marked done
+        if not a_marked.wait(30):
+            os._exit(3)
         os._exit(9)
-    out = real(self, key, fd, **kw)
-    a_published.set()
-    return out
+    return real_publish(self, key, fd, **kw)
 
+_manifest.Manifest.object_done = object_done
 _posix.PosixStore.publish = publish
 stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=2)
 """
