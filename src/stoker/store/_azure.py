@@ -16,22 +16,11 @@ from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translat
 from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth
 from ._reach import check_answers
+from ._retry import RETRY, sdk_retry_policy
 from ._url import Location
 
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
 STREAM_CHUNK = 1 << 20
-
-RETRY = {
-    # The time limit is the real bound: an emulator restart or a throttled account recovers
-    # within it; a wrong endpoint fails after it.
-    "max_retries": 1000,
-    "retry_timeout": timedelta(minutes=2),
-    "backoff": {
-        "init_backoff": timedelta(milliseconds=100),
-        "max_backoff": timedelta(seconds=15),
-        "base": 2,
-    },
-}
 
 
 def _md5_hex(value: str | None) -> str | None:
@@ -193,7 +182,11 @@ class BlobStore(Store):
                 quiet_identity_logs()
                 credential = self._aad = DefaultAzureCredential()
             self._container = ContainerClient(
-                self.auth.endpoint, self.loc.bucket, credential=credential, api_version=API_VERSION
+                self.auth.endpoint,
+                self.loc.bucket,
+                credential=credential,
+                api_version=API_VERSION,
+                retry_policy=sdk_retry_policy(),
             )
         return self._container
 

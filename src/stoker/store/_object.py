@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ._azure import RETRY
 from ._azure_errors import translate
 from ._base import LIST_BATCH, ObjectInfo, Store
+from ._retry import RETRY
 from ._url import Location
 
 

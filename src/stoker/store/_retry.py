@@ -1,0 +1,85 @@
+"""How requests are retried: obstore's configuration (RETRY), and the Azure SDK's calls
+(List Blobs, container creation, Content-MD5, Copy Blob) made to match it: the same time
+budget and backoff, with jitter, and a Retry-After honoured where a response carries one.
+
+The storage SDK's default waited ~15 s before its first retry and gave up after 3: one
+throttled listing page (503 ServerBusy, 500 OperationTimedOut, as Blob Storage answers a busy
+partition) held a whole copy for 17 s. azure-core's own policy, which reads Retry-After, does
+not fit the storage pipeline (its requests carry the storage policy's settings), so this is the
+storage policy with another backoff: full jitter, so that copies on many nodes throttled at
+once do not come back in step. (obstore, for reads and writes, backs off the same way but does
+not read Retry-After; Blob Storage's throttling answers carry none.)
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+RETRY = {
+    # The time limit is the real bound: an emulator restart or a throttled account recovers
+    # within it; a wrong endpoint fails after it.
+    "max_retries": 1000,
+    "retry_timeout": timedelta(minutes=2),
+    "backoff": {
+        "init_backoff": timedelta(milliseconds=100),
+        "max_backoff": timedelta(seconds=15),
+        "base": 2,
+    },
+}
+
+
+def sdk_retry_policy() -> Any:
+    """The storage SDK's retry policy on obstore's budget (RETRY)."""
+    from azure.storage.blob.aio import ExponentialRetry
+
+    backoff = RETRY["backoff"]
+    first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
+    most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
+    budget = RETRY["retry_timeout"].total_seconds()  # type: ignore[attr-defined]
+
+    class Retry(ExponentialRetry):  # type: ignore[misc]
+        def configure_retries(self, request: Any) -> dict[str, Any]:
+            settings = super().configure_retries(request)
+            settings["stoker_deadline"] = time.monotonic() + budget
+            return settings
+
+        def increment(self, settings: dict[str, Any], request: Any, **kwargs: Any) -> bool:
+            response = kwargs.get("response")
+            settings["stoker_retry_after"] = retry_after(response)
+            if time.monotonic() > settings["stoker_deadline"]:
+                settings["total"] = 0  # spent: the increment leaves none
+            return bool(super().increment(settings, request, **kwargs))
+
+        def get_backoff_time(self, settings: dict[str, Any]) -> float:
+            asked = settings.get("stoker_retry_after")
+            if asked is not None:
+                return asked
+            return random.uniform(0, min(most, first * 2 ** settings["count"]))
+
+    retries = RETRY["max_retries"]
+    return Retry(
+        retry_total=retries,
+        retry_connect=retries,
+        retry_read=retries,
+        retry_status=retries,
+        retry_to_secondary=False,
+    )
+
+
+def retry_after(response: Any) -> float | None:
+    """A response's Retry-After in seconds (a number, or an HTTP date), if it has one."""
+    value = response.headers.get("Retry-After") if response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
