@@ -65,6 +65,19 @@ def test_records_of_different_sizes_arrive_as_a_list(tmp_path: Path) -> None:
     assert torch.equal(ds[7], batches[0][7])  # random access gives the same tensor
 
 
+def test_samples_of_different_sizes_read_for_several_epochs(tmp_path: Path) -> None:
+    """Recycled buffers of several sizes: taking one back out of the pool compared numpy
+    arrays with ==, and the second epoch died with "operands could not be broadcast"."""
+    root = _write(tmp_path / "ds", sizes=True)
+    ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    loader = StreamingLoader(ds, 10)
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        for i, t in enumerate(t for b in loader for t in b):
+            want = np.frombuffer(_record(i), np.int32)[: 8 + i % 50]
+            assert torch.equal(t, torch.from_numpy(want)), (epoch, i)
+
+
 def test_large_samples_are_read_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_tensors, "PIECE", 100)  # every record is read in 11 pieces
     root = _write(tmp_path / "ds", n=40)

@@ -42,9 +42,9 @@ class BufferPool:
 
     def tensor(self, nbytes: int) -> torch.Tensor:
         with self.lock:
-            found = next((b for b in self.free if b.nbytes == nbytes), None)
-            if found is not None:
-                self.free.remove(found)
+            # By position: list.remove would compare arrays with ==, element by element.
+            at = next((i for i, b in enumerate(self.free) if b.nbytes == nbytes), None)
+            found = self.free.pop(at) if at is not None else None
         base = found if found is not None else np.empty(nbytes, np.uint8)
         # The tensor's storage holds `view` (not `base`) until its last view is freed.
         view = base[:]
