@@ -34,7 +34,10 @@ PIECE = 8 << 20
 
 
 class BufferPool:
-    """The training process's batch buffers, each reused once every tensor on it is gone."""
+    """The training process's batch buffers, each reused once every tensor on it is gone. A
+    request takes the smallest free buffer that holds it (a view of the size asked): samples of
+    varied sizes (unet3d's 8-150 MB) then reuse each other's buffers, where a buffer kept for its
+    exact size alone was almost never asked for again, and every sample faulted in new memory."""
 
     def __init__(self, keep: int = 4) -> None:
         self.keep, self.lock = keep, threading.Lock()
@@ -42,12 +45,13 @@ class BufferPool:
 
     def tensor(self, nbytes: int) -> torch.Tensor:
         with self.lock:
+            fits = [i for i, b in enumerate(self.free) if b.nbytes >= nbytes]
             # By position: list.remove would compare arrays with ==, element by element.
-            at = next((i for i, b in enumerate(self.free) if b.nbytes == nbytes), None)
+            at = min(fits, key=lambda i: self.free[i].nbytes, default=None)
             found = self.free.pop(at) if at is not None else None
         base = found if found is not None else np.empty(nbytes, np.uint8)
         # The tensor's storage holds `view` (not `base`) until its last view is freed.
-        view = base[:]
+        view = base[:nbytes]
         weakref.finalize(view, self._release, base)
         return torch.from_numpy(view)
 
