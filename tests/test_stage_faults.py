@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from azurite import ACCOUNT, Azurite, blob_tree, partials, read_tree
+from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
 from stoker.stage import _engine, _small, stage
 from stoker.store import _posix
@@ -316,16 +317,6 @@ def test_disk_full_stops_with_a_clear_error_and_a_rerun_completes(
     assert summary.ok, summary.failed
     assert read_tree(dst) == files
     assert partials(dst) == []
-
-
-class ShortWrites:
-    """The ``os`` module, except that pwrite writes at most 1000 bytes a call, as a filling
-    disk may."""
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr == "pwrite":
-            return lambda fd, data, offset: os.pwrite(fd, memoryview(data)[:1000], offset)
-        return getattr(os, attr)
 
 
 def test_short_writes_leave_no_hole(

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from short_writes import ShortWrites
 from stoker.errors import NoContainerError, StreamError, StreamWarning
-from stoker.store import open_store
+from stoker.store import _download, _posix, open_store
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader
 
 N = 400
@@ -57,6 +58,20 @@ def test_remote_shards_go_through_the_cache_within_its_limit(blob_env: str, tmp_
     warm = StreamingLoader(StreamingDataset(url, cache), 10, collate_fn=list)
     _ids(warm)  # a new job on this node: every shard is in the cache
     assert (warm.metrics.cache_hits, warm.metrics.cache_misses) == (len(ds.index.shards), 0)
+
+
+def test_short_writes_into_the_cache_are_written_out(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard's ranges were written with one pwrite each: on a filling disk a short write left
+    a hole, and the whole copy failed its hash as if the source were damaged."""
+    url = f"{blob_env}/short"
+    _write(url)
+    for module in (_download, _posix):
+        monkeypatch.setattr(module, "os", ShortWrites())
+    assert sorted(
+        _ids(StreamingLoader(StreamingDataset(url, tmp_path / "c"), 10, collate_fn=list))
+    ) == list(range(N))
 
 
 def test_downloads_ahead_stay_within_what_the_cache_limit_holds(

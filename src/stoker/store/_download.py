@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ._base import Store
+from ._posix import write_all
 
 RANGE = 16 << 20
 IN_FLIGHT = 8
@@ -28,7 +29,7 @@ async def download(
     async def one(start: int) -> None:
         async with gate:
             data = await store.read_range(key, start, min(start + range_size, size))
-            await asyncio.to_thread(os.pwrite, fd, data, start)
+            await asyncio.to_thread(write_all, fd, data, start)  # (a pwrite may write less)
 
     try:
         await asyncio.gather(*(one(s) for s in range(0, size, range_size)))
