@@ -22,7 +22,7 @@ from ._cache import ShardCache
 from ._format import ShardReader
 from ._index import INDEX
 from ._remote import RemoteShard, open_remote
-from ._tensors import BufferPool, shared_tensor
+from ._tensors import PIECE, BufferPool, shared_tensor
 
 if TYPE_CHECKING:
     from ._dataset import StreamingDataset
@@ -36,6 +36,7 @@ class ShardAccess:
     def __init__(self, ds: StreamingDataset) -> None:
         self.ds, self.pid = ds, os.getpid()
         self.open: OrderedDict[int, ShardReader] = OrderedDict()
+        self.starts = np.asarray([ds.index.first(s) for s in range(len(ds.index.shards))])
         self.keep_open = max(2 * ds.block_shards, ds.prefetch_shards + 2)
         self.cache = None if ds.in_place else ShardCache(ds.local, ds.cache_limit)  # type: ignore[arg-type]
         if self.cache is not None:
@@ -63,8 +64,7 @@ class ShardAccess:
     def plan_prefetch(self, samples: np.ndarray) -> None:
         if self.cache is None or len(samples) == 0:
             return
-        starts = np.asarray([self.ds.index.first(s) for s in range(len(self.ds.index.shards))])
-        shards = np.searchsorted(starts, samples, side="right") - 1
+        shards = np.searchsorted(self.starts, samples, side="right") - 1
         _, first = np.unique(shards, return_index=True)
         self.sequence = [int(s) for s in shards[np.sort(first)]]
         self.cursor, self.downloading = 0, False
@@ -105,6 +105,36 @@ class ShardAccess:
             return False
         info = self.ds.index.shards[shard]
         return not self.cache.has(info.name, info.bytes, info.xxh3)
+
+    def advise(self, batches: np.ndarray) -> None:
+        """Ask the kernel to read these batches' small samples now (``POSIX_FADV_WILLNEED``,
+        on a prefetch thread). A shuffled small sample is one small pread, and the reader
+        threads have a few in flight: with the next batch's queued beside them, resnet50's
+        records read cold ~20 % faster. Samples of a ``PIECE`` or more are read in pieces by
+        every reader thread already; advice there only took the disk from the batch being read
+        (unet3d 1.27 vs 1.61 GB/s). In place only: a shard of the node cache may not be
+        downloaded yet, and this would wait for it."""
+        ids = batches.reshape(-1)
+        if self.cache is not None or not len(ids):
+            return
+        starts = self.starts
+        shards = np.searchsorted(starts, ids, side="right") - 1
+        work: list[tuple[int, np.ndarray, np.ndarray]] = []
+        for shard in np.unique(shards):
+            try:
+                reader = self.reader(int(shard))
+            except StreamError:  # missing or damaged: named when the batch that reads it comes
+                continue
+            at = np.sort(ids[shards == shard] - starts[shard])  # in file order
+            offsets = reader.offsets[at]
+            sizes = reader.offsets[at + 1] - offsets
+            offsets, sizes = offsets[sizes < PIECE], sizes[sizes < PIECE]
+            # The middle of a sample: its first and last pages may be its neighbours' too.
+            if len(offsets) and not _cached(reader.fd, int(offsets[0] + sizes[0] // 2)):
+                # A descriptor of its own: the reader may be closed before the thread is done.
+                work.append((os.dup(reader.fd), offsets, sizes))
+        if work:
+            self.pool.submit(_advise, work)
 
     def reader(self, shard: int) -> ShardReader:
         if shard in self.open:
@@ -171,3 +201,21 @@ class ShardAccess:
         else:
             self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
         return fd
+
+
+def _cached(fd: int, offset: int) -> bool:
+    """Whether the page at ``offset`` is in the page cache (a read that must not wait): on a
+    warm epoch, advice is 400 system calls a batch for nothing (~3 % of resnet50's rate)."""
+    try:
+        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
+    except OSError:  # EAGAIN: not cached; or a file system without non-blocking reads
+        return False
+
+
+def _advise(work: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    for fd, offsets, sizes in work:
+        try:
+            for offset, size in zip(offsets.tolist(), sizes.tolist(), strict=True):
+                os.posix_fadvise(fd, offset, size, os.POSIX_FADV_WILLNEED)
+        finally:
+            os.close(fd)
