@@ -110,10 +110,10 @@ class ShardAccess:
         """Ask the kernel to read these batches' small samples now (``POSIX_FADV_WILLNEED``,
         on a prefetch thread). A shuffled small sample is one small pread, and the reader
         threads have a few in flight: with the next batch's queued beside them, resnet50's
-        records read cold ~20 % faster. Samples of a ``PIECE`` or more are read in pieces by
-        every reader thread already; advice there only took the disk from the batch being read
-        (unet3d 1.27 vs 1.61 GB/s). In place only: a shard of the node cache may not be
-        downloaded yet, and this would wait for it."""
+        records read cold ~13 % faster (10 interleaved pairs). Samples of a ``PIECE`` or more
+        are read in pieces by every reader thread already; advice there only took the disk
+        from the batch being read (unet3d 1.27 vs 1.61 GB/s). In place only: a shard of the
+        node cache may not be downloaded yet, and this would wait for it."""
         ids = batches.reshape(-1)
         if self.cache is not None or not len(ids):
             return
