@@ -46,7 +46,10 @@ Figures (medians of the runs; 3 runs, 1 with ``--quick``; the loaders' order rot
   ``posix_fadvise(POSIX_FADV_DONTNEED)`` on each file; checked with ``fincore``); warm: the same
   run again at once. samples/s and MB/s over the whole epoch, from building the loader (after
   imports) to the last batch, and time to the first batch. Ceilings: ``dd iflag=direct
-  bs=16M`` over a 1 GiB file on the same disk, and one core's memory copy bandwidth.
+  bs=16M`` over a 1 GiB file on the same disk, and one core's memory copy bandwidth. Before
+  the first run, every format is read once with ``O_DIRECT`` (past this machine's page cache):
+  the host caches this virtual disk, and the first read of freshly written data ran at 20-90
+  MB/s for whichever loader came first (2026-12-01), where later cold runs read at 500-1,000.
 * Blob: one fresh in-memory Azurite per shape holds the stoker, WebDataset and LitData formats
   (uploaded once with ``stoker.stage``, untimed). stoker reads ``az://`` into a fresh node cache
   folder; WebDataset reads ``pipe:curl -s URL`` (the container is public); LitData reads
@@ -72,6 +75,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import mmap
 import os
 import resource
 import shutil
@@ -257,6 +261,22 @@ def evict(paths: list[str]) -> None:
             os.close(fd)
 
 
+def prime(paths: list[str]) -> float:
+    """Read every file once with O_DIRECT, past this machine's page cache, so that every
+    loader's cold run meets the host's cache of the virtual disk in the same state (see the
+    module docstring). Returns the seconds it took."""
+    start, buf = time.perf_counter(), mmap.mmap(-1, 16 << 20)  # (page-aligned, as O_DIRECT asks)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            pos = 0
+            while n := os.preadv(fd, [buf], pos):
+                pos += n
+        finally:
+            os.close(fd)
+    return time.perf_counter() - start
+
+
 def resident_bytes(paths: list[str]) -> int | None:
     """Bytes of these files in the page cache (fincore; at most 200 files looked at)."""
     if not shutil.which("fincore"):
@@ -408,6 +428,9 @@ def measure_local(shape: Shape, formats: dict, ctx: Ctx, reps: int, workers0: bo
     runs: dict[str, dict[str, list[dict]]] = {lo: {} for lo in LOCAL_LOADERS}
     problems: list[str] = []
     ceilings, parallel = [], []
+    files = [p for lo in LOCAL_LOADERS for p in formats[FORMAT[lo]]["files"]]
+    took = prime(sorted(set(files)))
+    print(f"  read every format once with O_DIRECT   {took:9.1f} s", flush=True)
     for rep in range(reps):
         ceilings.append(disk_read_ceiling())
         print(f"  disk ceiling (dd O_DIRECT)          {ceilings[-1]:9.1f} MB/s", flush=True)
@@ -903,7 +926,9 @@ each sample straight into the batch on 8 reader threads of the training process
 (`dtype=torch.uint8`, `num_workers=0`; "stoker, 2 worker processes" is the same read in {WORKERS}
 DataLoader workers); the consumer reads every sample's id, and the ids are checked (no duplicate, none
 missing beyond a partial batch). Cold: the format's files evicted with
-`posix_fadvise(POSIX_FADV_DONTNEED)` after a `sync`; warm: the same run again at once. MB/s
+`posix_fadvise(POSIX_FADV_DONTNEED)` after a `sync` (and, before a shape's first run, every
+format read once with `O_DIRECT`: the host caches this virtual disk, and the first read of
+freshly written data was 10-50x slower than later cold reads); warm: the same run again at once. MB/s
 counts sample bytes; CPU s is the loader's process and the workers it waited for. Distinct
 shards per batch measures the shuffle: stoker draws each batch from a block of {BLOCK_SHARDS}
 shards; WebDataset shuffles shards and then samples in a buffer of {BLOCK_SHARDS} shards'
