@@ -228,13 +228,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         proc = self._process()
         proc.plan_prefetch(batches.reshape(-1))
         fast = self._reads_into_batches()
-        advised = 1  # batches before this one were asked of the disk
         for k, batch in enumerate(batches):
-            # This batch and the next are asked of the disk as this one is read; not the
-            # first, which the loop is waiting for alone.
+            # The next batch is asked of the disk as this one is read (the second, with the
+            # third); not the first, which the loop is waiting for alone.
             if k:
-                proc.advise(batches[advised : k + 2])
-                advised = k + 2
+                proc.advise(batches[1 if k == 1 else k + 1 : k + 2])
             out = read_batch(self, proc, batch) if fast else self._read_samples(proc, batch)
             # Whole-shard downloads start once the first batch is read by range: started
             # earlier, they take the store's bandwidth from the batch the loop waits for.

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 from typing import Any
 
+import numpy as np
+
 from ..errors import StreamError
 from ._array import ArrayLayout
 
@@ -76,6 +78,12 @@ class DatasetIndex:
             raise IndexError(f"sample {sample} is outside 0..{self.samples - 1}")
         shard = bisect.bisect_right(self._starts, sample) - 1
         return shard, sample - self._starts[shard]
+
+    def locate_all(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``locate`` for an array of global ids: (shard numbers, indexes in their shards)."""
+        starts = np.asarray(self._starts)
+        shards = np.searchsorted(starts, samples, side="right") - 1
+        return shards, samples - starts[shards]
 
     def first(self, shard: int) -> int:
         return self._starts[shard]
