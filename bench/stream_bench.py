@@ -270,7 +270,7 @@ def prime(paths: list[str]) -> float:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
         try:
             pos = 0
-            while n := os.preadv(fd, [buf], pos):
+            while (n := os.preadv(fd, [buf], pos)) == len(buf):  # short: the end of the file
                 pos += n
         finally:
             os.close(fd)
