@@ -816,9 +816,22 @@ def copy_row(sh: dict, direction: str, peers: tuple[str, ...], misses: list[str]
     )
 
 
+def having(shapes: list[dict], *parts: str) -> list[dict]:
+    """The shapes whose saved results hold every one of ``parts`` (a fresh checkout may have
+    run only some of them with ``--parts``)."""
+    return [sh for sh in shapes if all(part in sh for part in parts)]
+
+
+def not_measured(part: str) -> str:
+    return f"Not measured in this mode yet (add `--parts {part}`).\n"
+
+
 def copy_table(
     shapes: list[dict], direction: str, peers: tuple[str, ...], misses: list[str]
 ) -> str:
+    shapes = having(shapes, direction)
+    if not shapes:
+        return not_measured(direction)
     head = (
         "| shape | runs | ceiling | stoker | "
         + " | ".join(NAMES[p] for p in peers)
@@ -829,6 +842,9 @@ def copy_table(
 
 
 def posix_table(shapes: list[dict], disk: dict, misses: list[str]) -> str:
+    shapes = having(shapes, "posix")
+    if not shapes:
+        return not_measured("posix")
     out = (
         "| shape | runs | stoker | `cp -r` | stoker / `cp -r` | same, process time only"
         " | met |\n|---|---:|---:|---:|---:|---:|---|\n"
@@ -858,7 +874,7 @@ def resources_table(shapes: list[dict]) -> str:
     )
     out += " |\n|---|---|" + "---:|" * 5 + "\n"
     for sh in shapes:
-        for direction in ("import", "export", "posix"):
+        for direction in (d for d in PARTS if d in sh):
             runs = sh[direction]["runs"]
             cells = [
                 f"{median_of(runs, t, 'cpu_s'):.1f} s, {max(r['rss_mib'] for r in runs[t]):.0f} MiB"
@@ -919,7 +935,7 @@ def listing_text(info: dict, misses: list[str]) -> str:
 
 
 def emulator_note(shapes: list[dict]) -> str:
-    bound = [sh for sh in shapes if sh["bytes"] / sh["files"] < MiB]
+    bound = [sh for sh in having(shapes, "import", "export") if sh["bytes"] / sh["files"] < MiB]
     if not bound:
         return ""
     sh = max(bound, key=lambda s: s["files"])
@@ -947,7 +963,7 @@ def emulator_note(shapes: list[dict]) -> str:
 def disk_note(shapes: list[dict], disk: dict) -> str:
     """Import targets above what the disk can write: no tool reaches them here."""
     lines = []
-    for sh in shapes:
+    for sh in having(shapes, "import"):
         runs = sh["import"]["runs"]
         peer = max(median_mb_s(runs, p) for p in ("rclone", "azcopy"))
         bar, why = copy_target(peer, ceiling_mb_s(runs), sh["shape"] == "A")
@@ -979,11 +995,11 @@ def quiet_note(shapes: list[dict]) -> str:
 
 def stoker_overhead(shapes: list[dict]) -> str:
     parts = []
-    for sh in shapes:
+    for sh in having(shapes, "import"):
         runs = sh["import"]["runs"]["stoker"]
         lag = statistics.median(r["seconds"] - r["stage_seconds"] for r in runs)
         parts.append(f"{sh['shape']} {lag:.2f} s")
-    return ", ".join(parts)
+    return ", ".join(parts) or "not measured (no import)"
 
 
 def markdown(mode: str, info: dict, shapes: list[dict]) -> str:
@@ -1015,8 +1031,8 @@ def markdown(mode: str, info: dict, shapes: list[dict]) -> str:
     problems = "".join(
         f"- {sh['shape']} {d}: {p}\n"
         for sh in shapes
-        for d in ("import", "export", "posix")
-        for p in sh[d]["problems"]
+        for d in PARTS
+        for p in sh.get(d, {}).get("problems", [])
     )
     missed = "".join(f"- {m}\n" for m in misses) or "- none\n"
     return f"""## stage: Blob <-> local copies against AzCopy and rclone (target 1.2x the faster)
