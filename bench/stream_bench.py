@@ -364,10 +364,24 @@ def spec_for(shape: Shape, loader: str, info: dict, **over: object) -> dict:
     return spec
 
 
+# Where the kernel made a process wait for memory: direct compaction (a huge page asked for
+# while free memory is fragmented: numpy advises huge pages for large arrays) and direct
+# reclaim (no free memory at all: the page cache is freed in the faulting thread).
+STALLS = ("compact_stall", "allocstall_normal", "allocstall_movable")
+
+
+def memory_stalls() -> dict[str, int]:
+    with open("/proc/vmstat") as f:
+        counters = dict(line.split() for line in f)
+    return {k: int(counters.get(k, 0)) for k in STALLS}
+
+
 def run_loader(ctx: Ctx, spec: dict, tag: str, env: dict[str, str] | None = None) -> dict:
-    """One epoch in a fresh process; its JSON line, plus the process's own wall time."""
+    """One epoch in a fresh process; its JSON line, plus the process's own wall time and the
+    memory stalls the machine saw meanwhile (the whole machine's: nothing else runs)."""
     log = ctx.logs / f"{tag}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    stalls = memory_stalls()
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "w") as err:
         done = subprocess.run(
@@ -387,6 +401,7 @@ def run_loader(ctx: Ctx, spec: dict, tag: str, env: dict[str, str] | None = None
         raise RuntimeError(f"{tag} exited {done.returncode}; {log}:\n{tail}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     out["process_s"], out["cpu_s"] = wall, cpu
+    out["memory_stalls"] = {k: v - stalls[k] for k, v in memory_stalls().items()}
     return out
 
 
@@ -755,7 +770,27 @@ def local_section(sh: dict, targets: Targets) -> str:
             if left_mb is not None
             else ""
         )
+        + _stalls_note(runs)
         + "\n"
+    )
+
+
+def _stalls_note(runs: dict) -> str:
+    """Which cold runs the kernel stalled for memory, and how often (older results: none)."""
+    seen = []
+    for lo in runs:
+        counts = [sum(r.get("memory_stalls", {}).values()) for r in runs[lo]["cold"]]
+        if any(counts):
+            seen.append(f"{NAMES[lo]} {', '.join(map(str, counts))}")
+    if not seen:
+        return ""
+    return (
+        " The kernel stalled cold runs for memory (direct compaction or reclaim, per run): "
+        + "; ".join(seen)
+        + ". Such stalls come when free memory runs low (the page cache holds the other "
+        "formats) and fall on whoever faults in new memory then: stoker's batch buffers in "
+        "the training process are huge-page advised (numpy does it for large arrays), the "
+        "workers' shared memory is not."
     )
 
 
