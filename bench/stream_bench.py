@@ -50,6 +50,8 @@ Figures (medians of the runs; 3 runs, 1 with ``--quick``; the loaders' order rot
   the first run, every format is read once with ``O_DIRECT`` (past this machine's page cache):
   the host caches this virtual disk, and the first read of freshly written data ran at 20-90
   MB/s for whichever loader came first (2026-12-01), where later cold runs read at 500-1,000.
+  Each run also records the machine's memory stalls (direct compaction and reclaim, from
+  /proc/vmstat); the section names cold runs that met any.
 * Blob: one fresh in-memory Azurite per shape holds the stoker, WebDataset and LitData formats
   (uploaded once with ``stoker.stage``, untimed). stoker reads ``az://`` into a fresh node cache
   folder; WebDataset reads ``pipe:curl -s URL`` (the container is public); LitData reads
