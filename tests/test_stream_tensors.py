@@ -3,6 +3,7 @@ the read-ahead thread of ``num_workers=0``."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -248,3 +249,62 @@ def test_npy_edge_cases_byte_orders_records_and_empty_rows(tmp_path: Path) -> No
     write_shards(empty, tmp_path / "z", kind="npy")
     ds = StreamingDataset(tmp_path / "z", dtype=torch.float32, shuffle=False)
     assert [b.shape for b in StreamingLoader(ds, 2)] == [(2, 0), (2, 0)] and ds[0].shape == (0,)
+
+
+def test_a_large_buffer_is_made_at_the_largest_sample_size() -> None:
+    """A buffer made for a 30 MB unet3d sample left the next 140 MB one to fault in new memory;
+    now any later sample fits it. Small samples keep their exact sizes."""
+    pool = _tensors.BufferPool(capacity=5 * _tensors.PIECE)
+    first = pool.tensor(_tensors.PIECE)
+    where = first.data_ptr()
+    assert first.numel() == _tensors.PIECE  # the view is the size asked
+    del first
+    later = pool.tensor(4 * _tensors.PIECE)  # larger than the first sample, within the largest
+    assert later.data_ptr() == where and later.numel() == 4 * _tensors.PIECE
+    small = pool.tensor(1000)
+    del later, small
+    assert sorted(b.nbytes for b in pool.free) == [1000, 5 * _tensors.PIECE]
+
+
+def test_the_index_keeps_each_shard_s_largest_sample(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds", sizes=True)
+    ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    expected = []
+    for s in ds.index.shards:
+        first = ds.index.first(ds.index.shards.index(s))
+        expected.append(max(4 * (8 + i % 50) for i in range(first, first + s.samples)))
+    assert [s.largest for s in ds.index.shards] == expected
+    assert ds.index.largest_sample == 4 * 57
+    # An index written before `largest` was kept still reads, and says 0.
+    index = root / "index.json"
+    raw = json.loads(index.read_text())
+    for s in raw["shards"]:
+        del s["largest"]
+    index.write_text(json.dumps(raw))
+    old = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    assert old.index.largest_sample == 0
+    assert sum(len(b) for b in StreamingLoader(old, 10)) == N
+
+
+def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shuffled epoch of samples of varied sizes, all "large": every buffer the training
+    process makes for them can hold any sample of the dataset, so a free one always fits."""
+    monkeypatch.setattr(_tensors, "PIECE", 64)
+    root = _write(tmp_path / "ds", sizes=True)
+    ds = StreamingDataset(root, shuffle=True, seed=3, dtype=torch.int32)
+    made = []
+    real_empty = np.empty
+
+    def empty(n, dtype):  # noqa: ANN001, ANN202 - the pool's new buffers
+        if sys._getframe(1).f_code is _tensors.BufferPool.tensor.__code__ and n >= 64:
+            made.append(n)
+        return real_empty(n, dtype)
+
+    monkeypatch.setattr(_tensors.np, "empty", empty)
+    seen = sum(len(batch) for batch in StreamingLoader(ds, 2))
+    monkeypatch.undo()
+    assert seen == N
+    # (two samples of one size share one buffer, which may be larger still)
+    assert made and min(made) == ds.index.largest_sample == 4 * 57

@@ -3,12 +3,14 @@ written whole, so a reader never sees a half-written one.
 
     {"format": "stoker.shards/1", "codec": "bytes", "compression": null, "samples": 20000,
      "bytes": 2293200000, "shards": [{"name": "shard-000000.stk", "samples": 585,
-     "bytes": 67123456, "xxh3": "…"}, …]}
+     "bytes": 67123456, "xxh3": "…", "largest": 114660}, …]}
 
 ``codec`` says how a sample's bytes become a Python object: "bytes" (as stored), "json"
 (one JSON value), "pickle" (trusted data only) or "array" (NumPy arrays of the one dtype and
 shape that ``"array": {"dtype": "<i4", "shape": [2048]}`` gives, stored raw). ``xxh3`` is the
-whole file's XXH3-128, checked when a shard is downloaded into the node cache.
+whole file's XXH3-128, checked when a shard is downloaded into the node cache. ``largest`` is
+the shard's largest sample in bytes (before compression): the loader sizes its reusable batch
+buffers by it. Indexes written before it was kept lack it, and read as before.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class ShardInfo:
     samples: int
     bytes: int
     xxh3: str
+    largest: int = 0  # the largest sample's bytes as encoded (0: an index from before it was kept)
 
 
 @dataclass
@@ -61,6 +64,11 @@ class DatasetIndex:
     @property
     def bytes(self) -> int:
         return sum(s.bytes for s in self.shards)
+
+    @property
+    def largest_sample(self) -> int:
+        """The largest sample's bytes (0 if the index does not say)."""
+        return max((s.largest for s in self.shards), default=0)
 
     @property
     def shard_sizes(self) -> list[int]:

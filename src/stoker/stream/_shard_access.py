@@ -46,7 +46,9 @@ class ShardAccess:
         # Batches leave a DataLoader worker through shared memory; in the training process
         # itself they come from buffers recycled once the loop drops them.
         in_worker = torch.utils.data.get_worker_info() is not None
-        self.alloc = shared_tensor if in_worker else BufferPool().tensor
+        self.alloc = (
+            shared_tensor if in_worker else BufferPool(capacity=ds.index.largest_sample).tensor
+        )
         self.fetching: dict[int, Future[int]] = {}  # shard -> an open file descriptor
         self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them

@@ -85,7 +85,13 @@ class ShardWriter:
         data = encode_shard(self._pending, self.index.compression == "zstd")
         name = f"shard-{len(self.index.shards):06d}.stk"
         self._io.run(self._store.write_bytes(name, data))
-        info = ShardInfo(name, len(self._pending), len(data), xxhash.xxh3_128_hexdigest(data))
+        info = ShardInfo(
+            name,
+            len(self._pending),
+            len(data),
+            xxhash.xxh3_128_hexdigest(data),
+            largest=max(map(len, self._pending)),
+        )
         self.index.add(info)
         self._io.run(self._store.write_bytes(INDEX, self.index.to_json()))
         self._pending, self._pending_bytes = [], 0
