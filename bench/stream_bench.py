@@ -200,6 +200,11 @@ def generate(shape: Shape, root: Path) -> None:
     stamp.write_text(want)
 
 
+# Bumped when stoker's writer changes what it writes (2: the index keeps each shard's largest
+# sample), so that a saved stoker format is written again.
+STOKER_WRITER = 2
+
+
 def ensure_formats(shape: Shape, mode: str, peer_python: Path) -> dict[str, dict]:
     """Every format of the shape, written once from the files: {format: {dir, starts, files}}."""
     base = data_dir(mode, shape)
@@ -210,7 +215,8 @@ def ensure_formats(shape: Shape, mode: str, peer_python: Path) -> dict[str, dict
     for fmt in ("stoker", "wds", "mosaic", "litdata"):
         root = base / fmt
         stamp = root.with_suffix(".json")
-        if stamp.exists() and json.loads(stamp.read_text())["key"] == key:
+        want = f"{key}-{STOKER_WRITER}" if fmt == "stoker" else key
+        if stamp.exists() and json.loads(stamp.read_text())["key"] == want:
             out[fmt] = json.loads(stamp.read_text())
             continue
         shutil.rmtree(root, ignore_errors=True)
@@ -230,7 +236,7 @@ def ensure_formats(shape: Shape, mode: str, peer_python: Path) -> dict[str, dict
         info = {
             "dir": str(root),
             "starts": starts,
-            "key": key,
+            "key": want,
             "write_s": time.perf_counter() - start,
         }
         stamp.write_text(json.dumps(info))
