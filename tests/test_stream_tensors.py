@@ -284,6 +284,12 @@ def test_the_index_keeps_each_shard_s_largest_sample(tmp_path: Path) -> None:
     old = StreamingDataset(root, shuffle=False, dtype=torch.int32)
     assert old.index.largest_sample == 0
     assert sum(len(b) for b in StreamingLoader(old, 10)) == N
+    # And one from a later writer, with keys this version does not know, reads too.
+    for s in raw["shards"]:
+        s["written_by_a_later_version"] = 1
+    index.write_text(json.dumps(raw))
+    later = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    assert later.index.samples == N
 
 
 def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(

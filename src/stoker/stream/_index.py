@@ -19,7 +19,7 @@ import bisect
 import hashlib
 import json
 import pickle
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import accumulate
 from typing import Any
 
@@ -115,7 +115,12 @@ class DatasetIndex:
                     f"{where}: format {raw.get('format')!r} is not {FORMAT!r}; write the dataset "
                     "with stoker.stream.ShardWriter or `stoker shards write`"
                 )
-            shards = [ShardInfo(**s) for s in raw["shards"]]
+            # Keys a later writer adds are left out, so that this version still reads its
+            # datasets (one from before `largest` was kept refuses this version's).
+            known = {f.name for f in fields(ShardInfo)}
+            shards = [
+                ShardInfo(**{k: v for k, v in s.items() if k in known}) for s in raw["shards"]
+            ]
             array = ArrayLayout(**raw["array"]) if raw.get("array") else None
             if raw["codec"] == "array" and shards and array is None:
                 raise StreamError(f"{where}: codec 'array' without the arrays' dtype and shape")
