@@ -4,6 +4,7 @@ the read-ahead thread of ``num_workers=0``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ import torch
 
 from stoker.errors import StreamError
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _tensors
-from stoker.stream._format import CorruptSample
+from stoker.stream._format import CorruptSample, ShardReader
 
 N, WIDTH = 300, 256  # int32 items per record
 
@@ -298,6 +299,7 @@ def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
     """A shuffled epoch of samples of varied sizes, all "large": every buffer the training
     process makes for them can hold any sample of the dataset, so a free one always fits."""
     monkeypatch.setattr(_tensors, "PIECE", 64)
+    monkeypatch.setattr(_tensors, "page_cached", lambda fd, offset: False)  # read, not mapped
     root = _write(tmp_path / "ds", sizes=True)
     ds = StreamingDataset(root, shuffle=True, seed=3, dtype=torch.int32)
     made = []
@@ -314,3 +316,70 @@ def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
     assert seen == N
     # (two samples of one size share one buffer, which may be larger still)
     assert made and min(made) == ds.index.largest_sample == 4 * 57
+
+
+def _mapped_base(t: torch.Tensor) -> bool:
+    """Whether a tensor's memory is a map of a shard file (rather than a batch buffer)."""
+    at = t.data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            span, *_, path = line.split()
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= at < hi:
+                return path.endswith(".stk")
+    return False
+
+
+def test_cached_large_samples_are_maps_of_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm large sample is handed over as a private map of its cached pages: no copy, no
+    fresh memory. Writing to it leaves the shard as it was; it outlives the shard file."""
+    monkeypatch.setattr(_tensors, "PIECE", 64)
+    root = _write(tmp_path / "ds", sizes=True)
+    before = {p.name: p.read_bytes() for p in root.glob("*.stk")}
+    ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    got = [t for b in StreamingLoader(ds, 10) for t in b]
+    assert len(got) == N
+    for i, t in enumerate(got):
+        assert torch.equal(t, torch.from_numpy(np.frombuffer(_record(i), np.int32)[: 8 + i % 50]))
+    large = [t for t in got if t.numel() * 4 >= 64]
+    assert large and all(_mapped_base(t) for t in large)
+    assert not any(_mapped_base(t) for t in got if t.numel() * 4 < 64)  # small ones: read
+    large[0][:] = -1  # the consumer's own copy of what it writes
+    del ds
+    for p in root.glob("*.stk"):
+        assert p.read_bytes() == before[p.name]
+        p.unlink()
+    assert torch.equal(large[1], large[1].clone()) and int(large[0][0]) == -1
+    # Not cached: read into batch buffers as before.
+    monkeypatch.setattr(_tensors, "page_cached", lambda fd, offset: False)
+    root = _write(tmp_path / "cold", sizes=True)
+    cold = [t for b in StreamingLoader(StreamingDataset(root, dtype=torch.int32), 10) for t in b]
+    assert len(cold) == N and not any(_mapped_base(t) for t in cold)
+
+
+def test_a_corrupt_mapped_sample_is_named_or_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tensors, "PIECE", 64)
+    root = _write(tmp_path / "ds", n=40, sizes=True)  # 32-228 bytes, 64 and more "large"
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[0].name
+    reader = ShardReader.open(shard.name, os.open(shard, os.O_RDONLY), shuffled=False)
+    offset, size = reader.span(10)  # 72 bytes: mapped
+    reader.close()
+    data = bytearray(shard.read_bytes())
+    data[offset + 5] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    maps = []
+    real = _tensors._mapped
+    monkeypatch.setattr(_tensors, "_mapped", lambda *a: maps.append(real(*a)) or maps[-1])
+    loader = StreamingLoader(StreamingDataset(root, shuffle=False, dtype=torch.int32), 7)
+    with pytest.raises(CorruptSample, match=rf"shard {shard.name}: sample 10 \(byte offset"):
+        list(loader)
+    assert any(m is not None for m in maps)  # (the corrupt one among them: checked in place)
+    skipping = StreamingLoader(
+        StreamingDataset(root, shuffle=False, dtype=torch.int32, on_corrupt="skip"), 7
+    )
+    assert sum(len(b) for b in skipping) == 40 // 7 * 7 - 1 and skipping.metrics.skipped == 1

@@ -20,6 +20,7 @@ from ..store._download import download
 from ..store._loop import IOLoop
 from ._cache import ShardCache
 from ._format import ShardReader
+from ._format import page_cached as _cached  # (on a warm epoch advice is skipped: see there)
 from ._index import INDEX
 from ._remote import RemoteShard, open_remote
 from ._tensors import PIECE, BufferPool, shared_tensor
@@ -49,6 +50,7 @@ class ShardAccess:
         self.alloc = (
             shared_tensor if in_worker else BufferPool(capacity=ds.index.largest_sample).tensor
         )
+        self.maps = not in_worker  # (a worker's batch must be in shared memory to leave it)
         self.fetching: dict[int, Future[int]] = {}  # shard -> an open file descriptor
         self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
@@ -201,16 +203,6 @@ class ShardAccess:
         else:
             self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
         return fd
-
-
-def _cached(fd: int, offset: int) -> bool:
-    """Whether the page at ``offset`` is in the page cache (a read that must not wait): on a
-    warm epoch, advice would be 400 system calls a batch for nothing (resnet50 warm: ~3 %
-    slower in one A/B of 5 pairs, within the noise once this check skipped them)."""
-    try:
-        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
-    except OSError:  # EAGAIN: not cached; or a file system without non-blocking reads
-        return False
 
 
 def _advise(work: list[tuple[int, np.ndarray, np.ndarray]]) -> None:

@@ -8,11 +8,14 @@ in shared memory, so it reaches the training process by file descriptor, without
 In the training process (``num_workers=0``) batch buffers are recycled once nothing refers to a
 batch any more, so the steady state allocates nothing and takes no page faults. A batch is read
 by a few threads (pread and XXH3 release the GIL), which keeps several requests in flight on a
-cold disk; a sample larger than ``PIECE`` is read in pieces by several threads.
+cold disk; a sample larger than ``PIECE`` is read in pieces by several threads. In the training
+process, a sample of ``PIECE`` or more whose pages are cached (a batch of several sizes) is not
+copied at all: its tensor is a private map of those pages (see ``_mapped``).
 """
 
 from __future__ import annotations
 
+import mmap
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +25,7 @@ import numpy as np
 import torch
 
 from ..errors import StreamError
-from ._format import CorruptSample, ShardReader
+from ._format import CorruptSample, ShardReader, page_cached
 from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from ._shard_access import ShardAccess
 
 PIECE = 8 << 20
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # (Linux 5.14; Python has no name)
 
 
 class BufferPool:
@@ -135,6 +139,7 @@ def read_batch(
         ds._count(samples=len(samples))
         shape = [0 if n == -1 else n for n in ds.sample_shape]
         return torch.empty((len(samples), *shape), dtype=ds.dtype)
+    mapped: set[int] = set()  # positions of samples seen in place in the page cache
     if len(sizes) == 1:
         size = sizes.pop()
         flat = alloc(size * len(samples))
@@ -142,10 +147,15 @@ def read_batch(
         views = [memoryview(rows[j]) for j in range(len(samples))]
         batch: Any = flat.view(ds.dtype).view(len(samples), *ds.sample_shape)
     else:
-        tensors = [alloc(size) for *_, size in samples]
+        maps = [_mapped(*s) if proc.maps else None for s in samples]
+        mapped = {j for j, m in enumerate(maps) if m is not None}
+        tensors = [
+            torch.from_numpy(m) if m is not None else alloc(size)
+            for m, (*_, size) in zip(maps, samples, strict=True)
+        ]
         views = [memoryview(t.numpy()) for t in tensors]
         batch = [t.view(ds.dtype) for t in tensors]
-    bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views)
+    bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views, mapped)
     if bad:
         _read_again_from_fresh_copies(proc, places, samples, views, bad)
     if bad and ds.on_corrupt == "raise":
@@ -190,19 +200,23 @@ def _read_and_check(
     threads: int,
     samples: list[tuple[ShardReader, int, int, int]],
     views: list,
+    mapped: set[int],
 ) -> dict[int, CorruptSample]:
     """Fill every view from its sample's span and check it; {position: error} of the bad. The
     thread that lands a sample's last piece checks it while the others go on reading, so the
     disk is not left idle while big samples are hashed. Samples of shards read by range (the
-    first batch of a remote job) are fetched all at once first, then checked."""
+    first batch of a remote job) are fetched all at once first, then checked; ``mapped``
+    samples (views of the page cache already) are only checked, on the pool's threads."""
     pieces = [
         (j, start, views[j][start - offset : start - offset + PIECE])
         for j, (_, _, offset, size) in enumerate(samples)
+        if j not in mapped
         for start in range(offset, offset + max(size, 1), PIECE)
     ]
     remote = [p for p in pieces if isinstance(samples[p[0]][0], RemoteShard)]
     pieces = [p for p in pieces if not isinstance(samples[p[0]][0], RemoteShard)]
     bad = _fetch_and_check(pool, samples, views, remote)
+    bad.update(_check_all(pool, samples, views, sorted(mapped)))
     left = [0] * len(samples)
     for j, _, _ in pieces:
         left[j] += 1
@@ -239,6 +253,19 @@ def _fetch_and_check(
     wanted = [(samples[j][0], samples[j][1], start, view) for j, start, view in remote]
     errors = fetch_into(wanted)  # type: ignore[arg-type]  # (their readers are RemoteShards)
     bad = {j: err for (j, _, _), err in zip(remote, errors, strict=True) if err is not None}
+    bad.update(_check_all(pool, samples, views, sorted({j for j, _, _ in remote} - set(bad))))
+    return bad
+
+
+def _check_all(
+    pool: ThreadPoolExecutor,
+    samples: list[tuple[ShardReader, int, int, int]],
+    views: list,
+    positions: list[int],
+) -> dict[int, CorruptSample]:
+    """Check the samples at ``positions`` on the pool's threads (XXH3 releases the GIL);
+    {position: error} of the bad."""
+    bad: dict[int, CorruptSample] = {}
 
     def check(j: int) -> None:
         try:
@@ -246,8 +273,43 @@ def _fetch_and_check(
         except CorruptSample as exc:
             bad[j] = exc
 
-    list(pool.map(check, sorted({j for j, _, _ in remote} - set(bad))))
+    list(pool.map(check, positions))
     return bad
+
+
+def _mapped(reader: ShardReader, i: int, offset: int, size: int) -> np.ndarray | None:
+    """A large sample whose pages are in the page cache, as a private (copy-on-write) map of
+    them, or None. It costs no copy and no fresh memory: a copy into a batch buffer first
+    faults the buffer in, and zeroing those pages took a warm unet3d epoch 0.4-1.1 s of its
+    0.3-1.1 s (perf). A consumer that writes to the tensor gets its own copy of the pages it
+    writes; the file is never changed. Only for files nobody truncates while they are read (a
+    shard is published by a rename and replaced the same way), as a map of a file cut short
+    under it faults."""
+    if (
+        size < PIECE
+        or isinstance(reader, RemoteShard)
+        or reader.compressed
+        or not page_cached(reader.fd, offset + size // 2)
+    ):
+        return None
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    try:
+        view = mmap.mmap(
+            reader.fd,
+            offset + size - start,
+            flags=mmap.MAP_PRIVATE,
+            prot=mmap.PROT_READ | mmap.PROT_WRITE,
+            offset=start,
+        )
+    except (OSError, ValueError):  # (a file system that cannot map: read it instead)
+        return None
+    try:
+        # Map every cached page at once, read-only until written: MAP_POPULATE on a writable
+        # private map would copy every page, and page by page faults cost ~280k a GB.
+        view.madvise(MADV_POPULATE_READ)
+    except OSError:  # (Linux before 5.14: the pages map as they are first read)
+        pass
+    return np.frombuffer(view, np.uint8, size, offset - start)
 
 
 def _split(items: list, parts: int, weight: Any) -> list[list]:
