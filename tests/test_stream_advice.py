@@ -62,7 +62,7 @@ def test_each_batch_but_the_first_is_asked_of_the_disk_once(
     ds = StreamingDataset(_write(tmp_path / "ds"), seed=1, dtype=torch.uint8, batch_size=16)
     batches = ds.my_batches()
     assert len(batches) == N // 16
-    monkeypatch.setattr(_shard_access, "_cached", lambda fd, offset: False)  # as if cold
+    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)  # as if cold
     calls = _advised(monkeypatch)
     _epoch(ds)
     assert len(calls) == len(set(calls)), "a sample was advised twice"
@@ -80,14 +80,14 @@ def test_large_samples_and_cached_pages_are_not_advised(
     assert calls == []
     fd = os.open(root / warm.index.shards[0].name, os.O_RDONLY)
     try:
-        assert _shard_access._cached(fd, 100)
+        assert _shard_access.page_cached(fd, 100)
         os.fsync(fd)  # (DONTNEED drops clean pages only)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        assert not _shard_access._cached(fd, 100)
+        assert not _shard_access.page_cached(fd, 100)
     finally:
         os.close(fd)
 
-    monkeypatch.setattr(_shard_access, "_cached", lambda fd, offset: False)
+    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
     monkeypatch.setattr(_shard_access, "PIECE", RECORD)  # every sample is a large one now
     _epoch(StreamingDataset(root, seed=1, dtype=torch.uint8))
     assert calls == []
@@ -97,7 +97,7 @@ def test_advised_epochs_deliver_every_sample_once_with_workers_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _write(tmp_path / "ds")
-    monkeypatch.setattr(_shard_access, "_cached", lambda fd, offset: False)
+    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
     for workers in (0, 2):
         ids = _epoch(StreamingDataset(root, seed=2, dtype=torch.uint8), workers)
         assert len(set(ids)) == len(ids) == N // 16 * 16

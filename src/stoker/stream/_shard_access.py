@@ -19,8 +19,7 @@ from ..store import open_store
 from ..store._download import download
 from ..store._loop import IOLoop
 from ._cache import ShardCache
-from ._format import ShardReader
-from ._format import page_cached as _cached  # (on a warm epoch advice is skipped: see there)
+from ._format import ShardReader, page_cached
 from ._index import INDEX
 from ._remote import RemoteShard, open_remote
 from ._tensors import PIECE, BufferPool, shared_tensor
@@ -132,7 +131,7 @@ class ShardAccess:
             sizes = reader.offsets[at + 1] - offsets
             offsets, sizes = offsets[sizes < PIECE], sizes[sizes < PIECE]
             # The middle of a sample: its first and last pages may be its neighbours' too.
-            if len(offsets) and not _cached(reader.fd, int(offsets[0] + sizes[0] // 2)):
+            if len(offsets) and not page_cached(reader.fd, int(offsets[0] + sizes[0] // 2)):
                 # A descriptor of its own: the reader may be closed before the thread is done.
                 work.append((os.dup(reader.fd), offsets, sizes))
         if work:
