@@ -796,9 +796,7 @@ def _stalls_note(runs: dict) -> str:
         " The kernel stalled cold runs for memory (direct compaction or reclaim, per run): "
         + "; ".join(seen)
         + ". Such stalls come when free memory runs low (the page cache holds the other "
-        "formats) and fall on whoever faults in new memory then: stoker's batch buffers in "
-        "the training process are huge-page advised (numpy does it for large arrays), the "
-        "workers' shared memory is not."
+        "formats) and fall on whichever process faults in new memory then."
     )
 
 

@@ -270,10 +270,10 @@ def test_a_large_buffer_is_made_at_the_largest_sample_size() -> None:
 def test_the_index_keeps_each_shard_s_largest_sample(tmp_path: Path) -> None:
     root = _write(tmp_path / "ds", sizes=True)
     ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
-    expected = []
-    for s in ds.index.shards:
-        first = ds.index.first(ds.index.shards.index(s))
-        expected.append(max(4 * (8 + i % 50) for i in range(first, first + s.samples)))
+    expected = [
+        max(4 * (8 + i % 50) for i in range(ds.index.first(k), ds.index.first(k) + s.samples))
+        for k, s in enumerate(ds.index.shards)
+    ]
     assert [s.largest for s in ds.index.shards] == expected
     assert ds.index.largest_sample == 4 * 57
     # An index written before `largest` was kept still reads, and says 0.
