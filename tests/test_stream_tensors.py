@@ -16,7 +16,7 @@ import torch
 
 from stoker.errors import StreamError
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _tensors
-from stoker.stream._format import CorruptSample, ShardReader
+from stoker.stream._format import CorruptSample, ShardReader, page_cached
 
 N, WIDTH = 300, 256  # int32 items per record
 
@@ -299,7 +299,7 @@ def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
     """A shuffled epoch of samples of varied sizes, all "large": every buffer the training
     process makes for them can hold any sample of the dataset, so a free one always fits."""
     monkeypatch.setattr(_tensors, "PIECE", 64)
-    monkeypatch.setattr(_tensors, "page_cached", lambda fd, offset: False)  # read, not mapped
+    monkeypatch.setattr(_tensors, "_mapped", lambda *a: None)  # as on a file system without maps
     root = _write(tmp_path / "ds", sizes=True)
     ds = StreamingDataset(root, shuffle=True, seed=3, dtype=torch.int32)
     made = []
@@ -330,14 +330,26 @@ def _mapped_base(t: torch.Tensor) -> bool:
     return False
 
 
-def test_cached_large_samples_are_maps_of_the_page_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("cold", [False, True])
+def test_large_samples_are_maps_of_their_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cold: bool
 ) -> None:
-    """A warm large sample is handed over as a private map of its cached pages: no copy, no
-    fresh memory. Writing to it leaves the shard as it was; it outlives the shard file."""
+    """A large sample, cached or not, is handed over as a private map of the shard's pages: no
+    copy, no fresh memory. Writing to it leaves the shard as it was; it outlives the file."""
     monkeypatch.setattr(_tensors, "PIECE", 64)
     root = _write(tmp_path / "ds", sizes=True)
     before = {p.name: p.read_bytes() for p in root.glob("*.stk")}
+    uncached = []
+    if cold:  # out of the page cache just before each is mapped (opening a shard reads it)
+        real = _tensors._mapped
+
+        def evicted_then_mapped(reader, *place):  # noqa: ANN001, ANN002, ANN202
+            os.fsync(reader.fd)  # (only clean pages leave the page cache; mapped ones stay)
+            os.posix_fadvise(reader.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            uncached.append(not page_cached(reader.fd, place[1]))
+            return real(reader, *place)
+
+        monkeypatch.setattr(_tensors, "_mapped", evicted_then_mapped)
     ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
     got = [t for b in StreamingLoader(ds, 10) for t in b]
     assert len(got) == N
@@ -346,17 +358,36 @@ def test_cached_large_samples_are_maps_of_the_page_cache(
     large = [t for t in got if t.numel() * 4 >= 64]
     assert large and all(_mapped_base(t) for t in large)
     assert not any(_mapped_base(t) for t in got if t.numel() * 4 < 64)  # small ones: read
+    assert any(uncached) == cold  # (the first of each shard, at least, was mapped from disk)
     large[0][:] = -1  # the consumer's own copy of what it writes
     del ds
     for p in root.glob("*.stk"):
         assert p.read_bytes() == before[p.name]
         p.unlink()
     assert torch.equal(large[1], large[1].clone()) and int(large[0][0]) == -1
-    # Not cached: read into batch buffers as before.
-    monkeypatch.setattr(_tensors, "page_cached", lambda fd, offset: False)
-    root = _write(tmp_path / "cold", sizes=True)
-    cold = [t for b in StreamingLoader(StreamingDataset(root, dtype=torch.int32), 10) for t in b]
-    assert len(cold) == N and not any(_mapped_base(t) for t in cold)
+
+
+def test_a_shard_cut_short_under_a_map_is_named_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard truncated after its sample was mapped: touching those pages would kill the
+    process (SIGBUS). The map is populated first, which fails instead, and names the sample."""
+    monkeypatch.setattr(_tensors, "PIECE", 64)
+    root = _write(tmp_path / "ds", n=40, sizes=True)
+    real, cut = _tensors._mapped, []
+
+    def mapped_then_cut(reader, i, offset, size):  # noqa: ANN001, ANN202
+        m = real(reader, i, offset, size)
+        if m is not None and not cut:  # before any sample was read: none is touched later
+            cut.append(i)
+            os.truncate(root / reader.name, 0)
+        return m
+
+    monkeypatch.setattr(_tensors, "_mapped", mapped_then_cut)
+    ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
+    with pytest.raises(CorruptSample, match=rf"shard {ds.index.shards[0].name}: sample \d+"):
+        list(StreamingLoader(ds, 7))
+    assert cut
 
 
 def test_a_corrupt_mapped_sample_is_named_or_skipped(

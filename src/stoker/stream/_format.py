@@ -49,7 +49,7 @@ class ShardReader:
     """One open shard: its tables in memory, each sample read with one ``pread`` of exactly its
     bytes. Exact reads matter: a memory map would let the kernel's read-ahead pull in far more
     than a shuffled reader needs, and a batch would pay for its neighbours' I/O. (A large sample
-    already in the page cache is mapped instead: see ``_tensors._mapped``.)"""
+    is mapped instead, and read ahead exactly: see ``_tensors.Mapped``.)"""
 
     def __init__(self, name: str, fd: int, size: int) -> None:
         self.name, self.fd = name, fd
@@ -147,7 +147,7 @@ class ShardReader:
 def page_cached(fd: int, offset: int) -> bool:
     """Whether the page at ``offset`` is in the page cache (a read that must not wait). Asked
     before advising a warm shard (advice there was 400 system calls a batch for nothing:
-    resnet50 warm ~3 % slower, 5 pairs) and before mapping a large sample."""
+    resnet50 warm ~3 % slower, 5 pairs)."""
     try:
         return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
     except OSError:  # EAGAIN: not cached; or a file system without non-blocking reads
