@@ -28,3 +28,33 @@ def others_cpu_share(start: tuple[int, int, int]) -> float:
     busy, total = cpu_ticks()
     mine = own_ticks() - start[2]
     return max(0.0, (busy - start[0] - mine) / max(1, total - start[1]))
+
+
+def page_cache_fill(folder: Path, nbytes: int = 1 << 30, pause_s: float = 12.0) -> dict:
+    """MB/s of one process writing ``nbytes`` into the page cache (a file in ``folder``, removed
+    before it reaches the disk): into memory freed just before, and into memory freed
+    ``pause_s`` before. Where the VM hands free memory back to its host (virtio-balloon free
+    page reporting), the second is many times slower: every process that takes fresh memory
+    (a page cache fill, new buffers) pays for it, by how long ago another process freed it."""
+    import time
+
+    piece = os.urandom(16 << 20)
+
+    def write(path: Path) -> float:
+        start = time.perf_counter()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for offset in range(0, nbytes, len(piece)):
+                os.pwrite(fd, piece, offset)
+        finally:
+            os.close(fd)
+        took = time.perf_counter() - start
+        path.unlink()
+        return nbytes / took / 1e6
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write(folder / "fill-0")  # frees nbytes of memory the next write can take at once
+    recycled = write(folder / "fill-1")
+    time.sleep(pause_s)
+    returned = write(folder / "fill-2")
+    return {"recycled_mb_s": recycled, "returned_mb_s": returned, "pause_s": pause_s}

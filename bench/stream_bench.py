@@ -46,7 +46,9 @@ Figures (medians of the runs; 3 runs, 1 with ``--quick``; the loaders' order rot
   ``posix_fadvise(POSIX_FADV_DONTNEED)`` on each file; checked with ``fincore``); warm: the same
   run again at once. samples/s and MB/s over the whole epoch, from building the loader (after
   imports) to the last batch, and time to the first batch. Ceilings: ``dd iflag=direct
-  bs=16M`` over a 1 GiB file on the same disk, and one core's memory copy bandwidth. Before
+  bs=16M`` over a 1 GiB file on the same disk, and one core's memory copy bandwidth; and how
+  fast one process fills the page cache with memory freed just before and 12 s before (this
+  VM hands freed memory back to its host: bench/_machine.py, ``page_cache_fill``). Before
   the first run, every format is read once with ``O_DIRECT`` (past this machine's page cache):
   the host caches this virtual disk, and the first read of freshly written data ran at 20-90
   MB/s for whichever loader came first (2026-12-01), where later cold runs read at 500-1,000.
@@ -92,7 +94,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from _machine import cpu_mark, others_cpu_share
+from _machine import cpu_mark, others_cpu_share, page_cache_fill
 from _markdown import replace_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -905,9 +907,8 @@ def _cache_note(b: dict, ceiling: float) -> str:
         f"{_f(into)} MB/s, stoker at {med(runs['stoker'], 'mb_s') / into:.2f}x of it; 1.2x the "
         f"fastest peer would be {_f(TARGET_PEER * fastest)} MB/s, "
         f"{TARGET_PEER * fastest / into:.2f}x that ceiling. Between the "
-        "two ceilings lies the page cache's fill, which on this VM is slow for memory freed "
-        "seconds before (the host takes freed pages back: 2.3 GB written into the page cache "
-        "took 0.7 s right after a free and 6.5 s 12 s after one, 2026-12-02). "
+        "two ceilings lies the page cache's fill, slow on this VM for memory freed seconds "
+        "before (see the page cache fill above). "
     )
 
 
@@ -952,6 +953,19 @@ def accel_section(sh: dict, targets: Targets) -> str:
         ours >= a["search"][best]["n"],
     )
     return out
+
+
+def _fill_note(info: dict) -> str:
+    fill = info.get("page_cache_fill")
+    if not fill:
+        return ""
+    return (
+        f" Page cache fill (1 GiB written by one process): {_f(fill['recycled_mb_s'])} MB/s "
+        f"into memory freed just before, {_f(fill['returned_mb_s'])} MB/s into memory freed "
+        f"{fill['pause_s']:.0f} s before: this VM hands freed memory back to its host, so a "
+        "loader that takes fresh memory (a page cache fill, new buffers) pays by how long ago "
+        "another process freed it."
+    )
 
 
 def markdown(mode: str, info: dict, shapes_: list[dict]) -> str:
@@ -1003,7 +1017,7 @@ environment `.bench/stream-venv` is made on the first run). Machine: {info["npro
 {info["ram_gib"]:.0f} GiB RAM, Python {info["python"]}; stoker on torch {info["torch"]}; the
 peers on torch {v["torch"]}, webdataset {v["webdataset"]}, mosaicml-streaming
 {v["mosaicml-streaming"]}, litdata {v["litdata"]}; Azurite {info["azurite"]} in memory. Datasets:
-{shown}. Memory copy ceiling (one core, numpy): {_f(info["memcpy_mb_s"])} MB/s.
+{shown}. Memory copy ceiling (one core, numpy): {_f(info["memcpy_mb_s"])} MB/s.{_fill_note(info)}
 
 How (the script's docstring has the details): the same random bytes in every format, ~64 MiB
 shards; each run is one epoch in a fresh process, timed from building the loader (after the
@@ -1116,6 +1130,7 @@ def machine(peer_python: Path) -> dict:
         "versions": sp.peer_versions(peer_python),
         "azurite": azurite,
         "memcpy_mb_s": memory_ceiling(),
+        "page_cache_fill": page_cache_fill(BENCH / "stream" / "fill"),
         "when": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
 
