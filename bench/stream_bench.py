@@ -888,7 +888,9 @@ def blob_section(sh: dict, targets: Targets) -> str:
         "runs (probed 2026-12-01). A real Blob account spreads GETs over many servers. Fewer, "
         "larger GETs did not help here: merging samples of a shard less than 0-512 KiB apart "
         "gave first batches within the noise of one GET per sample, 1 MiB apart (~150 GETs "
-        "and ~3x the bytes) was slower (2.5 and 2.9 s in 2 of 3 runs). "
+        "and ~3x the bytes) was slower (2.5 and 2.9 s in 2 of 3 runs); probed again on "
+        "2026-12-02 (8 shards x 50 samples, to memory), one GET per sample took 0.49-0.83 s, "
+        "ranges merged across gaps up to 2 MiB (75-84 GETs, 6x the bytes) 0.60-0.61 s. "
         f"{_cache_note(b, ceiling)}CPU s: "
         "the loader's process and the workers it waited for (the emulator's CPU is not "
         "counted).\n"
@@ -908,7 +910,10 @@ def _cache_note(b: dict, ceiling: float) -> str:
         f"fastest peer would be {_f(TARGET_PEER * fastest)} MB/s, "
         f"{TARGET_PEER * fastest / into:.2f}x that ceiling. Between the "
         "two ceilings lies the page cache's fill, slow on this VM for memory freed seconds "
-        "before (see the page cache fill above). "
+        "before (see the page cache fill above). With no node cache at all (an experiment, "
+        "not kept: resnet50's shards downloaded into recycled memory and read from there), "
+        "stoker read 384 MB/s against WebDataset's 343 in the same run (1.12x, 3 runs each, "
+        "2026-12-02). "
     )
 
 
