@@ -4,10 +4,13 @@ the read-ahead thread of ``num_workers=0``."""
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import re
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -385,9 +388,37 @@ def test_a_shard_cut_short_under_a_map_is_named_not_a_crash(
 
     monkeypatch.setattr(_tensors, "_mapped", mapped_then_cut)
     ds = StreamingDataset(root, shuffle=False, dtype=torch.int32)
-    with pytest.raises(CorruptSample, match=rf"shard {ds.index.shards[0].name}: sample \d+"):
+    name = ds.index.shards[0].name
+    spans = _spans(tmp_path / "intact", name)
+    with pytest.raises(CorruptSample, match=rf"shard {name}: sample \d+") as got:
         list(StreamingLoader(ds, 7))
     assert cut
+    i, offset = map(int, re.search(r"sample (\d+) \(byte offset (\d+)\)", str(got.value)).groups())
+    assert spans[i][0] <= offset < sum(spans[i])  # a byte of that sample, as the file has it
+    # A mapped sample past the file's first page, read from a shard cut short: its error names
+    # the offset in the file (not in the map, which starts at a page boundary).
+    shard = tmp_path / "intact" / name
+    reader = ShardReader.open(name, os.open(shard, os.O_RDONLY), shuffled=False)
+    i = next(k for k, (at, size) in enumerate(spans) if at > mmap.PAGESIZE and size >= 64)
+    mapped = real(reader, i, *spans[i])
+    os.truncate(shard, 0)
+    with ThreadPoolExecutor(2) as pool:
+        bad = _tensors._read_and_check(
+            pool, 2, [(reader, i, *spans[i])], [memoryview(mapped.array)], {0: mapped}
+        )
+    reader.close()
+    at = int(re.fullmatch(rf"shard {name}: sample {i} \(byte offset (\d+)\).*", str(bad[0]))[1])
+    assert spans[i][0] <= at < sum(spans[i])
+
+
+def _spans(root: Path, name: str) -> list[tuple[int, int]]:
+    """Every sample's (offset, size) in shard ``name`` of a dataset written like the test's."""
+    _write(root, n=40, sizes=True)
+    reader = ShardReader.open(name, os.open(root / name, os.O_RDONLY), shuffled=False)
+    try:
+        return [reader.span(i) for i in range(len(reader))]
+    finally:
+        reader.close()
 
 
 def test_a_corrupt_mapped_sample_is_named_or_skipped(

@@ -231,7 +231,10 @@ def _read_and_check(
             reader, i, offset = samples[j][:3]
             try:
                 if j in maps:
-                    maps[j].populate(start - offset, len(view), reader.name, i)
+                    try:
+                        maps[j].populate(start - offset, len(view))
+                    except OSError as exc:
+                        raise CorruptSample(reader.name, i, start) from exc
                 else:
                     reader.read_into(i, start, view)
             except CorruptSample as exc:
@@ -292,12 +295,12 @@ class Mapped:
     at: int
     array: np.ndarray
 
-    def populate(self, start: int, length: int, shard: str, i: int) -> None:
+    def populate(self, start: int, length: int) -> None:
         """Bring the sample's bytes ``start`` to ``start + length`` under the map: read ahead
         at once (``WILLNEED``: the whole piece queued on the disk, where faults would read a
         128 KiB window at a time), then mapped (``MADV_POPULATE_READ``, which waits for them).
-        A page that cannot be read (a shard cut short, a disk error) is named here, before
-        anything touches it: touched, it would kill the process with SIGBUS."""
+        A page that cannot be read (a shard cut short, a disk error) raises OSError here,
+        before anything touches it: touched, it would kill the process with SIGBUS."""
         begin = self.at + start - (self.at + start) % mmap.PAGESIZE
         length += self.at + start - begin
         try:
@@ -305,7 +308,7 @@ class Mapped:
             self.view.madvise(MADV_POPULATE_READ, begin, length)
         except OSError as exc:
             if exc.errno != errno.EINVAL:  # (Linux before 5.14: pages map as they are read)
-                raise CorruptSample(shard, i, self.at + start) from exc
+                raise
 
 
 def _mapped(reader: ShardReader, i: int, offset: int, size: int) -> Mapped | None:
