@@ -891,13 +891,13 @@ def blob_section(sh: dict, targets: Targets) -> str:
         "and ~3x the bytes) was slower (2.5 and 2.9 s in 2 of 3 runs); probed again on "
         "2026-12-02 (8 shards x 50 samples, to memory), one GET per sample took 0.49-0.83 s, "
         "ranges merged across gaps up to 2 MiB (75-84 GETs, 6x the bytes) 0.60-0.61 s. "
-        f"{_cache_note(b, ceiling)}CPU s: "
+        f"{_cache_note(b)}CPU s: "
         "the loader's process and the workers it waited for (the emulator's CPU is not "
         "counted).\n"
     )
 
 
-def _cache_note(b: dict, ceiling: float) -> str:
+def _cache_note(b: dict) -> str:
     disk = b.get("ceiling_disk_mb_s")
     if not disk:
         return ""

@@ -49,7 +49,7 @@ class ShardAccess:
         self.alloc = (
             shared_tensor if in_worker else BufferPool(capacity=ds.index.largest_sample).tensor
         )
-        self.maps = not in_worker  # (a worker's batch must be in shared memory to leave it)
+        self.may_map = not in_worker  # (a worker's batch must be in shared memory to leave it)
         self.fetching: dict[int, Future[int]] = {}  # shard -> an open file descriptor
         self.remote: dict[int, RemoteShard] = {}
         self.sequence: list[int] = []  # shards in the order this process first needs them
