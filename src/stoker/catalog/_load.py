@@ -26,7 +26,7 @@ from ..errors import CatalogError
 from ._schema import Catalog
 
 _KEYED_SECTIONS = ("vm", "blob", "lustre", "files", "netapp", "sources")
-_SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "catalog")
+_SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "provision", "catalog")
 _BOOKKEEPING = {"source", "cite", "note"}
 
 

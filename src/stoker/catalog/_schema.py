@@ -82,6 +82,9 @@ class VmSize(Entry):
     scaleup_busbw_measured: Rate | None = None
     price_per_hour: float | None = Field(default=None, gt=0)
     price_region: str | None = None
+    # Regions that offer the size; None = not in the catalog (stoker provision then cannot
+    # check it and says so). An override file can list them.
+    regions: list[str] | None = None
 
     @property
     def has_infiniband(self) -> bool:
@@ -164,6 +167,21 @@ class NetAppLevel(Entry):
     price_per_tib_month: float | None = Field(default=None, gt=0)
 
 
+class Provisioning(Entry):
+    """Facts ``stoker provision`` writes into templates: API versions, limits, ids, images."""
+
+    api_versions: dict[str, str]  # resource provider namespace -> ARM apiVersion
+    rdma_reserved_range: str  # a VNet must not overlap it
+    amlfs_subnet_prefixes: list[list[int]]  # [[up to TiB, smallest prefix length], ...]
+    hpc_image: str  # publisher:offer:sku:version
+    role_blob_data_contributor: str
+    role_blob_data_reader: str
+    role_account_contributor: str
+    hpc_cache_rp_app_id: str  # "HPC Cache Resource Provider"; its object id differs per tenant
+    ccws_release: str
+    ccws_commit: str
+
+
 class Reliability(Entry):
     gpu_mtbf: Duration = Field(gt=0)
     effective_training_fraction: float = Field(gt=0, le=1)
@@ -190,13 +208,14 @@ class Catalog(BaseModel):
     files: dict[str, FilesTier]
     netapp: dict[str, NetAppLevel]
     reliability: Reliability
+    provision: Provisioning
 
     def entries(self) -> Iterator[tuple[str, Entry]]:
         """("vm.ND96isr_H100_v5", entry) for every entry, singletons by section name."""
         for section in ("vm", "blob", "lustre", "files", "netapp"):
             for key, entry in getattr(self, section).items():
                 yield f"{section}.{key}", entry
-        for section in ("fabric", "lustre_common", "reliability"):
+        for section in ("fabric", "lustre_common", "reliability", "provision"):
             yield section, getattr(self, section)
 
     def figures(self, prefix: str = "") -> Iterator[dict[str, object]]:
