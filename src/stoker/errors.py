@@ -15,9 +15,13 @@
     ├── StageError    a copy that cannot go on (disk full, bad options, nothing listed); a
     │                 re-run resumes
     ├── StreamError   a dataset, shard or sample that cannot be read (names the shard, offset)
-    └── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
-        ├── CorruptCheckpointError  a shard whose size or hash does not match its manifest
-        └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
+    ├── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
+    │   ├── CorruptCheckpointError  a shard whose size or hash does not match its manifest
+    │   └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
+    └── TeardownError  a deployment that cannot be torn down (names the resource, what to do);
+        │              a re-run resumes where it stopped
+        └── ArchiveError   the Lustre archive to Blob failed or was cancelled: the file
+                           system is left in place, not deleted
 
     StreamWarning (a UserWarning)  a dataset that reads, but not as meant (an epoch with no batch)
 
@@ -105,3 +109,12 @@ class UntrustedStateError(CheckpointError):
 
 class CorruptCheckpointError(CheckpointError):
     """A checkpoint shard whose size or hash differs from its manifest (names the file)."""
+
+
+class TeardownError(StokerError):
+    """A teardown step that cannot go on; names the resource. Each step reads the resource's
+    state first, so a re-run resumes where this one stopped."""
+
+
+class ArchiveError(TeardownError):
+    """The file system's archive to Blob failed or was cancelled; it was not deleted."""
