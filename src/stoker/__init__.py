@@ -19,6 +19,8 @@ _WHERE = {
     "refresh_prices": "catalog",
     "CheckpointInfo": "checkpoint",
     "Checkpointer": "checkpoint",
+    "Preemption": "checkpoint",
+    "PreemptionWatcher": "checkpoint",
     "Restored": "checkpoint",
     "SaveStats": "checkpoint",
     "checkpoint_interval": "checkpoint",
@@ -87,6 +89,8 @@ if TYPE_CHECKING:
     from .checkpoint import (
         Checkpointer,
         CheckpointInfo,
+        Preemption,
+        PreemptionWatcher,
         Restored,
         SaveStats,
         checkpoint_interval,

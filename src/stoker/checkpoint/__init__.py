@@ -8,11 +8,14 @@ from ._costs import TierCost
 from ._interval import checkpoint_interval
 from ._load import Restored
 from ._ops import CheckpointInfo, CheckReport, Problem
+from ._preempt import Preemption, PreemptionWatcher
 
 __all__ = [
     "CheckReport",
     "CheckpointInfo",
     "Checkpointer",
+    "Preemption",
+    "PreemptionWatcher",
     "Problem",
     "Restored",
     "SaveStats",

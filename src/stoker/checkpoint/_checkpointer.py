@@ -27,6 +27,7 @@ from ._load import Restored, load_newest
 from ._manifest import CheckpointManifest, step_dir
 from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_tiers
 from ._pipeline import SavePipeline
+from ._preempt import PreemptionWatcher
 from ._retention import check_retention
 from ._shardfile import Snapshot, take_snapshot
 from ._tier import Tier
@@ -166,6 +167,14 @@ class Checkpointer:
         if interval is not None and time.perf_counter() - last.started >= interval:
             return self.save(step, state)
         return None
+
+    def watch_preemption(self, state_fn: Any = None, **options: Any) -> PreemptionWatcher:
+        """Watch Azure Scheduled Events for this VM (a Spot eviction, a deletion, a reboot or a
+        redeploy); the training loop calls ``watcher.should_stop(step)`` every step, which saves,
+        makes the step durable, acknowledges the event and returns True. Options:
+        ``on_preempt``, ``endpoint``, ``vm_name``, ``poll_s`` (see docs/checkpoint.md)."""
+        self._open()
+        return PreemptionWatcher(self, state_fn, **options)
 
     @property
     def busy(self) -> bool:
