@@ -18,6 +18,8 @@
     ├── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
     │   ├── CorruptCheckpointError  a shard whose size or hash does not match its manifest
     │   └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
+    ├── ProvisionError  a deployment stoker refuses to write (a name, region, size or subnet
+    │                   Azure would reject); names the field, and nothing is written
     └── TeardownError  a deployment that cannot be torn down (names the resource, what to do);
         │              a re-run resumes where it stopped
         └── ArchiveError   the Lustre archive to Blob failed or was cancelled: the file
@@ -118,3 +120,7 @@ class TeardownError(StokerError):
 
 class ArchiveError(TeardownError):
     """The file system's archive to Blob failed or was cancelled; it was not deleted."""
+
+
+class ProvisionError(StokerError):
+    """A deployment that cannot be written as asked; names the field, and nothing is written."""
