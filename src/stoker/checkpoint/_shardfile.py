@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import mmap
 import os
 import pickle
@@ -30,6 +31,11 @@ from typing import Any
 import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, UntrustedStateError
+from . import _device_copy
+from ._device_copy import DeviceCopies
+from ._host_buffer import HostBuffer
+
+log = logging.getLogger("stoker.checkpoint")
 
 MAGIC = b"STKCKPT1"
 ALIGN = 64
@@ -103,10 +109,20 @@ class Snapshot:
 
     buffer: mmap.mmap
     size: int  # bytes of the file; the buffer may be larger
+    host: HostBuffer | None = None  # the buffer's owner: its prefault thread, its pinning
+    pending: DeviceCopies | None = None  # GPU copies into the buffer that may not have landed
 
     @property
     def view(self) -> memoryview:
         return memoryview(self.buffer)[: self.size]
+
+    def wait_copied(self) -> None:
+        """Block until every byte is in the buffer (GPU copies run on after ``save`` returns)."""
+        if self.pending is not None:
+            self.pending.wait()
+
+
+RESERVE_SLACK = 64 << 10  # for a skeleton that grows a little (a larger step number)
 
 
 def _tensor_view(buffer: Any, offset: int, nbytes: int, dtype: Any, shape: list[int]) -> Any:
@@ -117,9 +133,9 @@ def _tensor_view(buffer: Any, offset: int, nbytes: int, dtype: Any, shape: list[
     return raw.view(dtype).view(shape)
 
 
-def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
-    """Copy every tensor of ``state`` into host memory (so the caller may change the state as
-    soon as this returns) and lay the shard file out around them."""
+def _layout(state: Any) -> tuple[list[tuple[str, Any]], list[list[Any]], int, bytes]:
+    """The tensors, their index entries, where the tensors end, and the bytes after them
+    (skeleton, index, footer): the shard file without its tensor bytes."""
     torch = _torch()
     skeleton, tensors = flatten(state)
     entries, offset = [], 0
@@ -135,18 +151,61 @@ def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
     index = json.dumps(
         {"format": 1, "tensors": entries, "skeleton": [offset, len(skel)]}, separators=(",", ":")
     ).encode()
-    size = offset + len(skel) + len(index) + 8 + len(MAGIC)
+    return tensors, entries, offset, skel + index + len(index).to_bytes(8, "little") + MAGIC
+
+
+def reserve_snapshot(like: Any, reuse: Snapshot | None = None) -> Snapshot:
+    """An empty snapshot whose buffer fits a state shaped like ``like`` (its tensors may be on
+    the meta device: only shapes and dtypes count), faulted in on a background thread, and
+    pinned when ``like`` holds CUDA tensors. ``reuse`` is kept when it fits already."""
+    tensors, _, offset, tail = _layout(like)
+    size = offset + len(tail) + RESERVE_SLACK
     if reuse is not None and len(reuse.buffer) >= size:
-        buffer = reuse.buffer
+        return reuse
+    cuda = _device_copy.backend()
+    on_device = cuda.available() and any(cuda.is_device(t) for _, t in tensors)
+    host = HostBuffer(size, prefault=True, pin=cuda if on_device else None)
+    return Snapshot(host.mmap, 0, host)
+
+
+def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
+    """Copy every tensor of ``state`` into host memory (so the caller may change the state as
+    soon as this returns) and lay the shard file out around them. CPU tensors are copied
+    before this returns; CUDA tensors on a side stream (_device_copy.py), which the writer
+    waits for (``Snapshot.wait_copied``) and the caller's later GPU work is ordered after."""
+    torch = _torch()
+    tensors, entries, offset, tail = _layout(state)
+    size = offset + len(tail)
+    if reuse is not None and len(reuse.buffer) >= size:
+        buffer, host = reuse.buffer, reuse.host
+        if host is not None:
+            host.wait()  # a reserve() still faulting pages in: the rest is ours to wait for
     else:
-        buffer = mmap.mmap(-1, max(size, 1))
+        if reuse is not None and reuse.host is not None and reuse.size == 0:
+            log.info(
+                "the state (%d bytes laid out) outgrew the reserved host buffer (%d): a new "
+                "one is made now, and this save pays for its page faults",
+                size,
+                len(reuse.buffer),
+            )
+        host = HostBuffer(size, prefault=False)  # the copy below faults its pages in
+        buffer = host.mmap
+    cuda = _device_copy.backend()
+    copies = DeviceCopies(cuda) if cuda.available() else None
+    if copies is not None and host is not None and not host.pinned:
+        if any(cuda.is_device(t) for _, t in tensors):
+            host.pin(cuda)  # once per buffer (reserve() does it ahead, in the background)
     with torch.no_grad():
         for (_, t), (off, nbytes, _, shape, _) in zip(tensors, entries, strict=True):
-            if nbytes:
-                _tensor_view(buffer, off, nbytes, t.dtype, shape).copy_(t)
-    tail = skel + index + len(index).to_bytes(8, "little") + MAGIC
+            if not nbytes:
+                continue
+            dst = _tensor_view(buffer, off, nbytes, t.dtype, shape)
+            if copies is not None and cuda.is_device(t):
+                copies.copy(dst, t)
+            else:
+                dst.copy_(t)
     buffer[offset:size] = tail
-    return Snapshot(buffer, size)
+    return Snapshot(buffer, size, host, copies.finish() if copies is not None else None)
 
 
 # ------------------------------------------------------------------------------ write
@@ -160,6 +219,7 @@ def _open_direct(path: Path) -> tuple[int, bool]:
 
 def write_snapshot(snapshot: Snapshot, partial: Path) -> str:
     """Write the snapshot to ``partial`` and fsync it; returns the file's XXH3-128 (hex)."""
+    snapshot.wait_copied()  # GPU copies may still be landing in the buffer
     view, digest = snapshot.view, xxhash.xxh3_128()
     fd, direct = _open_direct(partial)
     try:
