@@ -29,7 +29,7 @@ from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_
 from ._pipeline import SavePipeline
 from ._preempt import PreemptionWatcher
 from ._retention import check_retention
-from ._shardfile import Snapshot, take_snapshot
+from ._shardfile import Snapshot, reserve_snapshot, take_snapshot
 from ._tier import Tier
 
 UPLOADS_BEHIND = 1  # unfinished uploads a save may leave behind it (besides its own)
@@ -63,6 +63,7 @@ class Checkpointer:
         keep_every: int | None = None,
         durable_keep_last: int | None = None,
         mtbf: float | str | None = None,
+        reserve_like: Any = None,
     ) -> None:
         check_retention(keep_last, keep_every, durable_keep_last)
         self.mtbf = mtbf
@@ -88,6 +89,8 @@ class Checkpointer:
         self._closed = False
         self._newest: int | None = None  # the highest step on the fast tier or saved here
         close_at_exit(self)
+        if reserve_like is not None:  # the first save then copies into ready memory
+            self.reserve(reserve_like)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:
@@ -111,6 +114,14 @@ class Checkpointer:
         self.last_save = stats
         self._pipeline.write(stats, self._snapshot)
         return stats
+
+    def reserve(self, like: Any) -> None:
+        """Make the host buffer for a state shaped like ``like`` now (its tensors may be on the
+        meta device) and fault its pages in on a background thread while training runs, so
+        that the first save blocks no longer than the others. A save that comes first waits
+        for what is left of it. Also ``Checkpointer(..., reserve_like=state)``."""
+        self._open()
+        self._snapshot = reserve_snapshot(like, reuse=self._snapshot)
 
     def _check_step_grows(self, step: int) -> None:
         """Refuse a step below one already saved: retention and resume go by step number, so
