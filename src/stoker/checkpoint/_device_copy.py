@@ -66,6 +66,10 @@ class Cuda:
     def copy(self, dst: Any, src: Any) -> None:
         dst.copy_(src, non_blocking=True)
 
+    def keep_alive(self, tensor: Any, stream: Any) -> None:
+        """The caching allocator must not reuse ``tensor``'s memory before ``stream`` read it."""
+        tensor.record_stream(stream)
+
     def register(self, address: int, nbytes: int) -> bool:
         """Pin ``nbytes`` at ``address`` (page-locked, DMA-able); False when CUDA refuses."""
         import torch
@@ -110,7 +114,7 @@ class DeviceCopies:
         side, _ = self._open[device]
         with self.cuda.use(side):
             self.cuda.copy(dst, src)  # 2. non_blocking, DMA into the pinned buffer
-            src.record_stream(side)
+            self.cuda.keep_alive(src, side)
         self.count += 1
 
     def finish(self) -> DeviceCopies | None:
