@@ -58,6 +58,11 @@ _WHERE = {
     "StreamingLoader": "stream",
     "write_shards": "stream",
     "StreamError": "errors",
+    "TeardownError": "errors",
+    "ArchiveError": "errors",
+    "TeardownReport": "provision",
+    "expired": "provision",
+    "teardown": "provision",
     "format_bytes": "units",
     "format_duration": "units",
     "format_rate": "units",
@@ -97,6 +102,7 @@ if TYPE_CHECKING:
     )
     from .errors import (
         AccessDeniedError,
+        ArchiveError,
         CatalogError,
         CheckpointError,
         ChecksumError,
@@ -110,12 +116,14 @@ if TYPE_CHECKING:
         StoreError,
         StreamError,
         StreamWarning,
+        TeardownError,
         UnitError,
         UnsafeKeyError,
         UntrustedStateError,
     )
     from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
+    from .provision import TeardownReport, expired, teardown
     from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
     from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards
     from .units import (

@@ -6,8 +6,13 @@ parameters, a README of what it costs), and the end of a run (teardown, guard).
 """
 
 from ._provision import Deployment, provision
+from .teardown import Expired, TeardownReport, expired, teardown
 
 __all__ = [
     "Deployment",
+    "Expired",
+    "TeardownReport",
+    "expired",
     "provision",
+    "teardown",
 ]

@@ -1,0 +1,210 @@
+"""What a teardown will do, as data: the deployment's resources (from Azure, or offline from the
+ARM template ``stoker provision`` wrote) and the ordered steps, each with what it saves per hour.
+
+The order is the point:
+
+1. **stop the scale sets** (deallocate, or delete with ``delete_scale_sets``): the GPUs are the
+   largest line of the bill, and once they are stopped nothing writes to Lustre any more, so the
+   archive that follows is complete;
+2. **archive** the file system's changes to its Blob container (``POST .../archive``) and wait
+   until the archive has *completed*;
+3. only then **delete** the file system: its disks are the only copy of what was not archived;
+4. **keep** the storage accounts (Blob holds the data, the checkpoints and now the archive) and
+   leave everything else (network, identity: no hourly cost) as it is.
+
+Costs come from the tags ``stoker provision`` puts on each resource (``TAG_COST``, US dollars per
+hour); a resource without the tag saves an unknown amount, and the report says so rather than
+counting it as zero. Pure: no I/O except ``read_template``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TeardownError
+
+TAG_PLAN = "stoker-plan"  # the plan (job) name
+TAG_COST = "stoker-usd-per-hour"  # what the resource costs per hour, as the plan priced it
+TAG_AFTER = "teardown-after"  # ISO 8601 time after which the deployment should be gone
+
+AMLFS = "microsoft.storagecache/amlfilesystems"
+VMSS = "microsoft.compute/virtualmachinescalesets"
+STORAGE = "microsoft.storage/storageaccounts"
+
+
+@dataclass(frozen=True)
+class Resource:
+    type: str  # as ARM writes it, e.g. Microsoft.StorageCache/amlFilesystems
+    name: str
+    tags: dict[str, str] = field(default_factory=dict)
+    id: str | None = None  # None when read from a template (not deployed, or not looked up)
+    group: str | None = None  # resource group, when known
+
+    @property
+    def kind(self) -> str:
+        return self.type.lower()
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return _cost(self.tags.get(TAG_COST))
+
+    @property
+    def teardown_after(self) -> dt.datetime | None:
+        return parse_time(self.tags.get(TAG_AFTER))
+
+    @property
+    def short_type(self) -> str:
+        return self.type.split("/")[-1]
+
+
+@dataclass
+class Step:
+    """One thing teardown does (or, dry, would do) to one resource."""
+
+    action: str  # deallocate, delete, archive, keep
+    resource: Resource
+    saves_usd_per_hour: float | None  # what the step stops paying; None = not known
+    why: str
+    status: str = "planned"  # planned, done, already, failed, skipped
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["resource"] = {
+            "type": self.resource.type,
+            "name": self.resource.name,
+            "id": self.resource.id,
+            "group": self.resource.group,
+        }
+        return out
+
+
+def parse_time(text: str | None) -> dt.datetime | None:
+    """An ISO 8601 time from a tag; a bare date is midnight UTC; no zone means UTC."""
+    if not text:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _cost(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip().lstrip("$"))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def plan_steps(
+    resources: list[Resource], *, delete_scale_sets: bool = False, archive: bool = True
+) -> list[Step]:
+    """The ordered steps for ``resources`` (see the module docstring)."""
+    steps: list[Step] = []
+    for r in (r for r in resources if r.kind == VMSS):
+        if delete_scale_sets:
+            why = "deleted: the VMs, their disks and the scale set go (the template recreates them)"
+            steps.append(Step("delete", r, r.usd_per_hour, why))
+        else:
+            why = "deallocated: GPUs stop billing; OS disks stay (small cost); local NVMe is wiped"
+            steps.append(Step("deallocate", r, r.usd_per_hour, why))
+    for r in (r for r in resources if r.kind == AMLFS):
+        if archive:
+            why = "changed files exported to the Blob container; waits until Completed"
+            steps.append(Step("archive", r, 0.0, why))
+            why = "deleted only after its archive completed"
+        else:
+            why = "deleted WITHOUT an archive (--no-archive): what Blob lacks is lost"
+        steps.append(Step("delete", r, r.usd_per_hour, why))
+    for r in (r for r in resources if r.kind == STORAGE):
+        steps.append(Step("keep", r, 0.0, "kept: Blob holds the data, checkpoints and archive"))
+    return steps
+
+
+def left_alone(resources: list[Resource]) -> list[Resource]:
+    """Resources teardown does not touch (network, identity, roles): listed with their cost."""
+    return [r for r in resources if r.kind not in (VMSS, AMLFS, STORAGE)]
+
+
+def total_saving(steps: list[Step]) -> tuple[float, list[str]]:
+    """(dollars per hour the steps save, names of resources whose saving is unknown)."""
+    known = sum(s.saves_usd_per_hour or 0.0 for s in steps)
+    unknown = [s.resource.name for s in steps if s.saves_usd_per_hour is None]
+    return known, unknown
+
+
+# ---------------------------------------------------------------------------------- offline
+
+
+def read_template(directory: Path) -> list[Resource]:
+    """The resources ``stoker provision`` wrote into ``directory/main.json``, names and tags
+    resolved from ``main.parameters.json`` and the template's parameter defaults and variables
+    (``[parameters('x')]``, ``[variables('x')]``). A value that stays an expression is shown
+    as written."""
+    main = directory / "main.json"
+    if not main.is_file():
+        raise TeardownError(
+            f"{directory}: no main.json here; give the directory `stoker provision --out` "
+            "wrote, or a resource group with --resource-group"
+        )
+    template = _load_json(main)
+    params: dict[str, Any] = {
+        k: v.get("defaultValue")
+        for k, v in (template.get("parameters") or {}).items()
+        if isinstance(v, dict)
+    }
+    pfile = directory / "main.parameters.json"
+    if pfile.is_file():
+        for k, v in (_load_json(pfile).get("parameters") or {}).items():
+            if isinstance(v, dict) and "value" in v:
+                params[k] = v["value"]
+    variables = template.get("variables") or {}
+    resolve = _Resolver(params, variables)
+    out = []
+    for res in template.get("resources") or []:
+        if not isinstance(res, dict) or "type" not in res:
+            continue
+        tags = resolve(res.get("tags") or {})
+        tags = {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
+        out.append(Resource(str(res["type"]), str(resolve(res.get("name", "?"))), tags))
+    return out
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TeardownError(f"{path}: cannot read it as JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise TeardownError(f"{path}: expected a JSON object")
+    return data
+
+
+_CALL = re.compile(r"^\[(parameters|variables)\('([^']+)'\)\]$")
+
+
+class _Resolver:
+    def __init__(self, params: dict[str, Any], variables: dict[str, Any]) -> None:
+        self.params, self.variables = params, variables
+
+    def __call__(self, value: Any, depth: int = 0) -> Any:
+        if depth > 8:
+            return value
+        if isinstance(value, dict):
+            return {k: self(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, str):
+            m = _CALL.match(value)
+            if m:
+                table = self.params if m.group(1) == "parameters" else self.variables
+                if m.group(2) in table and table[m.group(2)] is not None:
+                    return self(table[m.group(2)], depth + 1)
+        return value
