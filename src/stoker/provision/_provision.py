@@ -1,15 +1,177 @@
-"""``provision``: the Python twin of ``stoker provision`` (being written)."""
+"""``provision``: the Python twin of ``stoker provision SPEC --out DIR``.
+
+The plan is made exactly as ``stoker plan`` makes it (``plan_job``), turned into typed
+resources (``_layout``), and written by four writers. Every refusal happens before the first
+byte is written: a deployment folder is either complete or untouched.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from ..catalog import Catalog, load_catalog
+from ..errors import ProvisionError
+from ..plan import JobSpec, Plan, load_spec, parse_spec, plan_job
+from . import _ccws, _cloud_init, _readme, _template
+from ._cost import Bill, Line, bill
+from ._layout import Layout, layout
+from ._options import options as make_options
+
+SCHEMA = "stoker.deployment/1"
+FILES = (
+    "main.json",
+    "main.parameters.json",
+    "cloud-init.yaml",
+    "ccws.parameters.json",
+    "README.md",
+    "stoker-deployment.json",
+)
+_ARM_TYPES = {
+    "networkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
+    "publicIPAddress": "Microsoft.Network/publicIPAddresses",
+    "natGateway": "Microsoft.Network/natGateways",
+    "virtualNetwork": "Microsoft.Network/virtualNetworks",
+    "userAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "storageAccount": "Microsoft.Storage/storageAccounts",
+    "amlFilesystem": "Microsoft.StorageCache/amlFilesystems",
+    "virtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
+}
 
 
 @dataclass
 class Deployment:
+    """What ``provision`` wrote: the folder, its files, and the bill it describes."""
+
     out: Path
+    plan: Plan
+    layout: Layout
+    bill: Bill
+    files: list[Path] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def per_hour_usd(self) -> float:
+        return self.bill.per_hour_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` summary and ``stoker-deployment.json`` (``schema = stoker.deployment/1``)."""
+        lay = self.layout
+        return {
+            "schema": SCHEMA,
+            "plan": lay.plan_name,
+            "out": str(self.out),
+            "region": lay.region,
+            "resource_group": lay.resource_group,
+            "deployment_name": "stoker",
+            "teardown_after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "cost_per_hour_usd": round(self.bill.per_hour_usd, 2),
+            "cost_per_idle_day_usd": round(self.bill.per_hour_usd * 24, 2),
+            "storage_only_per_hour_usd": round(self.bill.idle_per_hour_usd, 2),
+            "unpriced": self.bill.unknown,
+            "resources": [
+                {**asdict(line), "type": _ARM_TYPES[line.resource]} for line in self.bill.lines
+            ],
+            "scale_sets": [asdict(s) for s in lay.scale_sets],
+            "lustre": [
+                {
+                    "name": lu.name,
+                    "role": lu.role,
+                    "sku": lu.sku,
+                    "capacity_tib": lu.capacity_tib,
+                    "container": lu.container,
+                    "mount_path": lu.mount_path,
+                }
+                for lu in lay.lustres
+            ],
+            "files": [p.name for p in self.files],
+            "elapsed_s": round(self.elapsed_s, 4),
+        }
 
 
-def provision(*args: object, **kwargs: object) -> Deployment:
-    raise NotImplementedError("stoker provision is being written")
+def _dumps(data: Any) -> str:
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+def render(lay: Layout, cat: Catalog, plan: Plan) -> tuple[Bill, dict[str, str]]:
+    """Every file's text, in memory: nothing is written until all of them exist."""
+    facts = cat.provision
+    the_bill = bill(lay, _template.network_lines(lay))
+    texts = {
+        "main.json": _dumps(_template.template(lay, facts, the_bill)),
+        "main.parameters.json": _dumps(_template.parameters(lay)),
+        "cloud-init.yaml": _cloud_init.render(lay),
+        "ccws.parameters.json": _dumps(_ccws.parameters(lay, facts)),
+        "README.md": _readme.render(lay, facts, the_bill),
+    }
+    return the_bill, texts
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ProvisionError(f"--out {out}: is a file; give a folder for the deployment")
+    if out.is_dir():
+        strangers = [p.name for p in out.iterdir() if p.name not in FILES]
+        if strangers:
+            raise ProvisionError(
+                f"--out {out}: holds files stoker did not write ({', '.join(sorted(strangers)[:3])}"
+                "); give an empty or new folder"
+            )
+
+
+def _write(out: Path, texts: dict[str, str]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in texts.items():
+        path = out / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+def provision(
+    spec: str | Path | JobSpec | dict[str, Any],
+    out: str | Path,
+    catalog: Catalog | str | Path | Iterable[str | Path] = (),
+    *,
+    now: dt.datetime | None = None,
+    **opts: Any,
+) -> Deployment:
+    """Write the deployment for ``spec`` into ``out``: ARM template and parameters, cloud-init,
+    CCWS parameters, README and ``stoker-deployment.json``. ``opts`` are ProvisionOptions fields
+    (``name``, ``resource_group``, ``address_space``, ``admin_username``, ``ssh_public_key``,
+    ``teardown_after``, ``install``). Raises ProvisionError (or SpecError) naming the field,
+    before anything is written."""
+    started = time.perf_counter()
+    options = make_options(**opts)
+    out = Path(out)
+    _check_out(out)
+    if isinstance(spec, JobSpec):
+        job = spec
+    elif isinstance(spec, dict):
+        job = parse_spec(spec)
+    else:
+        job = load_spec(spec)
+    if isinstance(catalog, str | Path):
+        catalog = [catalog]
+    cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
+    lay = layout(plan, job, cat, options, now=now)
+    the_bill, texts = render(lay, cat, plan)
+    deployment = Deployment(out, plan, lay, the_bill)
+    deployment.files = [out / name for name in FILES]
+    texts["stoker-deployment.json"] = _dumps(deployment.to_dict() | {"elapsed_s": None})
+    deployment.files = _write(out, texts)
+    deployment.elapsed_s = time.perf_counter() - started
+    return deployment
+
+
+__all__ = ["Deployment", "Line", "provision"]

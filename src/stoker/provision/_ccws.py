@@ -1,0 +1,93 @@
+"""``ccws.parameters.json``: the same cluster for CycleCloud Workspace for Slurm (CCWS).
+
+Pinned to the CCWS release whose parameter types the schema was taken from (catalog
+``provision.ccws_release``). A Lustre that CCWS creates has no Blob integration (and it cannot
+be added later), so stoker's template creates the AMLFS with HSM and CCWS mounts it as an
+existing file system (``aml-existing``) in stoker's VNet (``network.type = existing``).
+
+Two values exist only after ``main.json`` is deployed: the subscription id in the VNet's id and
+the MGS address of the Lustre. The file holds ``__SUBSCRIPTION_ID__`` and
+``__LUSTRE_MGS_ADDRESS__`` for them and the README's commands fill both in with ``sed``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog._schema import Provisioning
+from ._layout import Layout
+
+SUBSCRIPTION = "__SUBSCRIPTION_ID__"
+MGS = "__LUSTRE_MGS_ADDRESS__"
+OS_IMAGE = "cycle.image.ubuntu22"
+SCHEDULER_SKU = "Standard_D4as_v5"
+LOGIN_SKU = "Standard_D2as_v5"
+ANF_HOME_TIB = 2  # /shared (home) on NetApp Premium, the ai-infrastructure example's default
+
+
+def _v(value: Any) -> dict[str, Any]:
+    return {"value": value}
+
+
+def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
+    vnet_id = (
+        f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{lay.resource_group}"
+        f"/providers/Microsoft.Network/virtualNetworks/{lay.vnet}"
+    )
+    # The data file system when there is one, else the checkpoint one, at /data.
+    lustre = next((lu for lu in lay.lustres if lu.role == "data"), None) or next(
+        iter(lay.lustres), None
+    )
+    additional: dict[str, Any] = {"type": "disabled"}
+    if lustre is not None:
+        additional = {
+            "type": "aml-existing",
+            "ipAddress": MGS,
+            "mountPath": lustre.mount_path,
+            "mountOptions": "noatime,flock",
+        }
+    params = {
+        "location": _v(lay.region),
+        "resourceGroup": _v(lay.resource_group),
+        "adminUsername": _v(lay.admin_username),
+        "key": _v({"type": "entered", "value": lay.ssh_public_key or "__SSH_PUBLIC_KEY__"}),
+        "ccVMName": _v(f"ccw-{lay.prefix}"[:64]),
+        "ccVMSize": _v(SCHEDULER_SKU),
+        "clusterName": _v(lay.prefix),
+        "projectVersion": _v(facts.ccws_release),
+        "schedFilesystem": _v({"type": "nfs-new", "nfsCapacityInGb": 100}),
+        "sharedFilesystem": _v(
+            {"type": "anf-new", "anfServiceLevel": "Premium", "anfCapacityInTiB": ANF_HOME_TIB}
+        ),
+        "additionalFilesystem": _v(additional),
+        "network": _v(
+            {
+                "type": "existing",
+                "name": lay.vnet,
+                "id": vnet_id,
+                "cyclecloudSubnet": "cyclecloud",
+                "computeSubnet": "compute",
+                "netappSubnet": "netapp",
+                "lustreSubnet": lustre.subnet.name if lustre else None,
+            }
+        ),
+        "storagePrivateDnsZone": _v({"type": "new"}),
+        "schedulerNode": _v({"sku": SCHEDULER_SKU, "osImage": OS_IMAGE}),
+        "loginNodes": _v({"sku": LOGIN_SKU, "osImage": OS_IMAGE, "initialNodes": 1,
+                          "maxNodes": 1}),  # fmt: skip
+        "htc": _v({"sku": "Standard_F2s_v2", "osImage": OS_IMAGE, "maxNodes": 0,
+                   "useSpot": False}),  # fmt: skip
+        "hpc": _v({"sku": "Standard_HB176rs_v4", "osImage": OS_IMAGE, "maxNodes": 0}),
+        "gpu": _v({"sku": f"Standard_{lay.vm_size}", "osImage": OS_IMAGE,
+                   "maxNodes": lay.nodes}),  # fmt: skip
+        "slurmSettings": _v({"startCluster": True, "version": "25.11.5",
+                             "healthCheckEnabled": True}),  # fmt: skip
+        "tags": _v({"Resource group": {"stoker-plan": lay.plan_name,
+                                       "teardown-after": lay.teardown_after.strftime(
+                                           "%Y-%m-%dT%H:%M:%SZ")}}),  # fmt: skip
+    }
+    return {
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": params,
+    }

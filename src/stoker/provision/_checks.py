@@ -1,0 +1,87 @@
+"""Refusals: what Azure would reject, caught before anything is written, naming the field.
+
+The ARM schemas catch wrong types and enums; these are the rules they do not carry (the AMLFS
+capacity steps, the single-placement-group limit, a region that lacks the VM size) and that
+otherwise surface twenty minutes into a deployment.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..catalog import Catalog
+from ..errors import ProvisionError
+from ..plan import JobSpec, Plan
+
+TiB = 2**40
+_REGION = re.compile(r"[a-z][a-z0-9]{2,30}")
+
+
+def check_region(spec: JobSpec, cat: Catalog) -> None:
+    region, size = spec.cluster.region, spec.cluster.vm_size
+    if not _REGION.fullmatch(region):
+        raise ProvisionError(
+            f"cluster.region: {region!r} is not an Azure region name; write it as ARM does, "
+            "lowercase with no spaces (eastus, westeurope, southcentralus)"
+        )
+    regions = cat.vm[size].regions
+    if regions is not None and region not in regions:
+        raise ProvisionError(
+            f"cluster.region: {size} is not offered in {region} according to the catalog "
+            f"(vm.{size}.regions: {', '.join(regions)}); pick one of those regions"
+        )
+
+
+def check_boundary(spec: JobSpec, cat: Catalog, boundary: int) -> None:
+    """A scale set with a single placement group (what InfiniBand needs) holds at most 100 VMs,
+    300 on request: a larger fabric boundary would write scale sets Azure refuses."""
+    most = cat.fabric.scale_set_vms_on_request
+    if cat.vm[spec.cluster.vm_size].has_infiniband and boundary > most:
+        raise ProvisionError(
+            f"cluster.fabric_boundary_vms: {boundary} VMs in one scale set; a single-placement-"
+            f"group scale set (needed for InfiniBand) holds at most {most} "
+            f"(placement = \"scale_set_on_request\"); lower it to {most} or less"
+        )
+
+
+def check_lustre(where: str, sku_key: str, capacity_tib: float, cat: Catalog) -> None:
+    sku = cat.lustre[sku_key]
+    step, low, high = sku.step / TiB, sku.min_size / TiB, sku.max_size / TiB
+    ceiling = cat.lustre_common.max_size_on_request / TiB
+    if capacity_tib != round(capacity_tib) or round(capacity_tib) % round(step):
+        raise ProvisionError(
+            f"{where}: {capacity_tib:g} TiB of {sku_key} is not a multiple of its "
+            f"{step:g} TiB step; AMLFS refuses it"
+        )
+    if capacity_tib < low:
+        raise ProvisionError(f"{where}: {capacity_tib:g} TiB is below {sku_key}'s {low:g} TiB minimum")
+    if capacity_tib > ceiling:
+        raise ProvisionError(
+            f"{where}: {capacity_tib:g} TiB exceeds the {ceiling:g} TiB Azure offers at most "
+            "on request; split the data or use a faster SKU"
+        )
+    if capacity_tib > high:
+        # Not a refusal: Azure grants it by support request; the README says so.
+        return
+
+
+def lustre_needs_request(sku_key: str, capacity_tib: int, cat: Catalog) -> bool:
+    return capacity_tib > cat.lustre[sku_key].max_size / TiB
+
+
+def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) -> None:
+    check_region(spec, cat)
+    check_boundary(spec, cat, boundary)
+    if plan.data and plan.data.chosen.tier == "lustre":
+        _check_lustre_choice("data.lustre_sku", plan.data.chosen.name, plan.data.chosen.size_bytes, cat)
+    if plan.checkpoints and plan.checkpoints.volume and plan.checkpoints.volume.tier == "lustre":
+        volume = plan.checkpoints.volume
+        _check_lustre_choice("checkpoints.tier", volume.name, volume.size_bytes, cat)
+
+
+def _check_lustre_choice(where: str, display: str, size_bytes: float | None, cat: Catalog) -> None:
+    for key, sku in cat.lustre.items():
+        if sku.name == display:
+            check_lustre(where, key, (size_bytes or 0.0) / TiB, cat)
+            return
+    raise ProvisionError(f"{where}: the plan chose {display!r}, which no catalog [lustre] entry names")

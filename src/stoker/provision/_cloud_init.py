@@ -1,0 +1,88 @@
+"""``cloud-init.yaml`` for the GPU nodes: local NVMe as RAID0 scratch, Lustre mounted, stoker
+installed, and ``stoker doctor --json`` run at boot with its result kept for the operator.
+
+The Lustre MGS address is only known once Azure has created the file system, so the file holds
+a placeholder per file system (``__LUSTRE_MGS_DATA__``); the ARM template fills it in from
+``reference(...).clientInfo.mgsAddress`` when it passes the file to the scale sets as
+customData, so the deployed nodes never see a placeholder.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ._layout import Layout, Lustre
+
+DOCTOR_JSON = "/var/log/stoker-doctor.json"
+LOG = "/var/log/stoker-cloud-init.log"
+
+# The 8 NVMe disks of an ND VM arrive raw (the HPC image's nvme-raid service is not enabled on
+# any size), so the node assembles them itself, as Microsoft's image script would.
+_NVME = """#!/bin/bash
+# stoker: assemble every local NVMe disk into one RAID0 and mount it as scratch (idempotent).
+set -euo pipefail
+mount_point="$1"
+if mountpoint -q "$mount_point"; then exit 0; fi
+mapfile -t disks < <(ls /dev/nvme*n1 2>/dev/null | sort)
+if [ "${#disks[@]}" -eq 0 ]; then echo "stoker: no local NVMe disk found" >&2; exit 0; fi
+if [ ! -e /dev/md128 ]; then
+  if [ "${#disks[@]}" -eq 1 ]; then
+    ln -sf "${disks[0]}" /dev/md128
+  else
+    mdadm --create /dev/md128 --level 0 --force --run --raid-devices "${#disks[@]}" "${disks[@]}"
+  fi
+fi
+blkid /dev/md128 >/dev/null 2>&1 || mkfs.xfs -f /dev/md128
+mkdir -p "$mount_point"
+mount -o noatime /dev/md128 "$mount_point"
+chmod 1777 "$mount_point"
+"""
+
+
+def placeholder(lu: Lustre) -> str:
+    return f"__LUSTRE_MGS_{lu.role.upper()}__"
+
+
+def _lustre_mount(lu: Lustre) -> str:
+    mount = shlex.quote(lu.mount_path)
+    return (
+        f"mkdir -p {mount} && "
+        f"(mountpoint -q {mount} || mount -t lustre -o noatime,flock "
+        f"{placeholder(lu)}@tcp:/lustrefs {mount}) >> {LOG} 2>&1 || "
+        f"echo 'stoker: Lustre {lu.name} did not mount at {lu.mount_path}' >> {LOG}"
+    )
+
+
+def render(lay: Layout) -> str:
+    """The cloud-config text, byte for byte what DIR/cloud-init.yaml holds."""
+    lines = [
+        "#cloud-config",
+        f"# stoker provision: GPU node of plan {lay.plan_name!r}; see README.md beside it.",
+        "# Lustre MGS addresses are filled in by the ARM template (customData), not by hand.",
+        "write_files:",
+        "  - path: /usr/local/sbin/stoker-nvme-raid",
+        "    permissions: '0755'",
+        "    content: |",
+        *(f"      {line}" if line else "" for line in _NVME.splitlines()),
+        "runcmd:",
+        f"  - [bash, -c, 'echo stoker cloud-init start $(date -u +%FT%TZ) >> {LOG}']",
+        f"  - [bash, -c, '/usr/local/sbin/stoker-nvme-raid {lay.scratch_path} >> {LOG} 2>&1']",
+    ]
+    for lu in lay.lustres:
+        # The Azure HPC image ships the Lustre client; say so in the log when it is missing.
+        lines.append(f"  - [bash, -c, {_yaml_str(_lustre_mount(lu))}]")
+    install = shlex.quote(lay.install)
+    lines += [
+        f"  - [bash, -c, {_yaml_str(f'python3 -m venv /opt/stoker && /opt/stoker/bin/pip install --quiet {install} >> {LOG} 2>&1')}]",  # noqa: E501
+        "  - [bash, -c, 'ln -sf /opt/stoker/bin/stoker /usr/local/bin/stoker']",
+        # Kept where the operator reads it; a failing check still leaves its JSON behind.
+        f"  - [bash, -c, {_yaml_str(f'/opt/stoker/bin/stoker doctor --json > {DOCTOR_JSON} 2>> {LOG} || true')}]",  # noqa: E501
+        f"  - [bash, -c, 'echo stoker cloud-init done $(date -u +%FT%TZ) >> {LOG}']",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _yaml_str(text: str) -> str:
+    """A YAML single-quoted scalar ('' escapes a quote)."""
+    return "'" + text.replace("'", "''") + "'"

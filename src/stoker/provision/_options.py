@@ -1,0 +1,108 @@
+"""What ``stoker provision`` takes beside the spec: names, the address space, the SSH key.
+
+Typed at the edge (pydantic); every field a user can get wrong is refused here with its name,
+before the plan is made or anything is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .._validation import describe
+from ..errors import ProvisionError
+
+# Linux admin names Azure refuses (osProfile.adminUsername), as the portal lists them.
+_RESERVED_USERS = {
+    "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1",
+    "1", "123", "a", "actuser", "adm", "admin2", "aspnet", "backup", "console", "david",
+    "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0", "sys",
+    "test2", "test3", "user4", "user5",
+}  # fmt: skip
+
+
+class ProvisionOptions(BaseModel):
+    """Inputs of ``provision`` other than the spec; the CLI's options map onto these fields."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(
+        default=None, description="stem of every resource name; default from the plan's name"
+    )
+    resource_group: str | None = Field(default=None, description="default rg-<name>")
+    address_space: str = Field(default="10.0.0.0/16", description="the VNet's IPv4 range")
+    admin_username: str = "azureuser"
+    ssh_public_key: str | None = Field(
+        default=None, description="OpenSSH public key text; else passed at deploy time"
+    )
+    teardown_after: dt.datetime | None = Field(
+        default=None, description="UTC time for the teardown-after tag; default end of run"
+    )
+    install: str = Field(
+        default="stoker", description="pip requirement the nodes install (name, ==version, URL)"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[a-z][a-z0-9-]{0,18}[a-z0-9]", v):
+            raise ValueError(
+                f"{v!r}: 2-20 lowercase letters, digits or hyphens, starting with a letter "
+                "(it becomes part of every resource name, the storage account's included)"
+            )
+        return v
+
+    @field_validator("resource_group")
+    @classmethod
+    def _rg(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[-\w.()]{0,89}[-\w()]", v):
+            raise ValueError(
+                f"{v!r}: 1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'"
+            )
+        return v
+
+    @field_validator("address_space")
+    @classmethod
+    def _space(cls, v: str) -> str:
+        try:
+            net = ipaddress.ip_network(v, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"{v!r} is not an IPv4 CIDR range such as 10.0.0.0/16") from exc
+        if net.version != 4 or not net.is_private:
+            raise ValueError(f"{v!r}: give a private IPv4 range (10/8, 172.16/12, 192.168/16)")
+        return v
+
+    @field_validator("admin_username")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", v) or v in _RESERVED_USERS:
+            raise ValueError(f"{v!r}: 1-32 lowercase letters, digits, '_' or '-'; not a name "
+                             "Azure reserves (root, admin, ...)")  # fmt: skip
+        return v
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        if not re.fullmatch(r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?", v):
+            raise ValueError("not an OpenSSH public key (ssh-rsa, ssh-ed25519 or ecdsa-sha2-...)")
+        return v
+
+    @field_validator("teardown_after")
+    @classmethod
+    def _utc(cls, v: dt.datetime | None) -> dt.datetime | None:
+        if v is not None and v.tzinfo is None:
+            return v.replace(tzinfo=dt.UTC)
+        return v
+
+
+def options(**fields: object) -> ProvisionOptions:
+    """ProvisionOptions from keyword arguments; a bad one is a ProvisionError naming it."""
+    try:
+        return ProvisionOptions(**fields)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ProvisionError(describe(exc)) from exc

@@ -1,0 +1,136 @@
+"""``README.md`` of a deployment: what will be created, in order, with size and hourly cost,
+the totals per hour and per idle day, and the exact commands to deploy and to tear down."""
+
+from __future__ import annotations
+
+from ..catalog._schema import Provisioning
+from ._cloud_init import DOCTOR_JSON
+from ._cost import Bill
+from ._layout import Layout
+
+
+def money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
+    rg, tags = lay.resource_group, f"stoker-plan={lay.plan_name!r}"
+    extra = ""
+    if not lay.ssh_public_key:
+        extra += ' sshPublicKey="$(cat ~/.ssh/id_ed25519.pub)"'
+    if lay.lustres:
+        extra += (
+            f' amlfsPrincipalId="$(az ad sp show --id {facts.hpc_cache_rp_app_id} '
+            '--query id -o tsv)"'
+        )
+    return [
+        f"az group create --name {rg} --location {lay.region} --tags {tags}",
+        f"az deployment group create --resource-group {rg} --name stoker "
+        f"--template-file main.json --parameters @main.parameters.json{extra}",
+    ]
+
+
+def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
+    out = [
+        f"# Deployment for plan `{lay.plan_name}`",
+        "",
+        f"Written by `stoker provision` from the same plan as `stoker plan` (region "
+        f"`{lay.region}`, resource group `{lay.resource_group}`). Tagged `teardown-after` "
+        f"{lay.teardown_after:%Y-%m-%d %H:%M} UTC.",
+        "",
+        "## What will be created, in order",
+        "",
+        "| # | resource | name | size | per hour |",
+        "|---|---|---|---|---|",
+    ]
+    for i, line in enumerate(bill.lines, 1):
+        out.append(
+            f"| {i} | {line.resource} | `{line.name}` | {line.size} | {money(line.per_hour_usd)} |"
+        )
+    out += [
+        "",
+        "Role assignments (free): the GPU VMs' identity gets Storage Blob Data Contributor on "
+        "each account"
+        + (
+            "; the HPC Cache Resource Provider gets Storage Account Contributor and Storage Blob "
+            "Data Contributor on the Lustre-linked account."
+            if lay.lustres
+            else "."
+        ),
+        "",
+        f"**Total per hour: {money(bill.per_hour_usd)}**"
+        + (f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""),
+        "",
+        f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**; with the "
+        f"scale sets deallocated (storage only): {money(bill.idle_per_hour_usd * 24)}.",
+        "",
+    ]
+    if len(lay.scale_sets) > 1:
+        out += [
+            f"The job's {lay.nodes} VMs are split into {len(lay.scale_sets)} scale sets of at most "
+            f"{lay.boundary_vms}: InfiniBand connects VMs of one scale set only, so **collectives "
+            "do not cross scale sets** (NCCL falls back to the frontend Ethernet between them, as "
+            "the plan's interconnect section says).",
+            "",
+        ]
+    out += ["## Deploy", "", "```sh", *deploy_commands(lay, facts), "```", ""]
+    if lay.lustres:
+        out += [
+            "Managed Lustre's Blob integration (HSM) needs its resource provider's service "
+            "principal to hold two roles on the storage account before the file system is "
+            "created; its object id differs per tenant, hence the `az ad sp show` above. "
+            "Microsoft's prerequisites also ask for storage-account key access on that account "
+            "(AMLFS makes SAS tokens on it), so the account holding the Lustre-linked containers "
+            "(`sl...`) allows shared-key access and the main account (`st...`) does not.",
+            "",
+        ]
+    out += [
+        "## On the nodes",
+        "",
+        f"cloud-init assembles the local NVMe disks as RAID0 at `{lay.scratch_path}`, mounts "
+        + (", ".join(f"Lustre at `{lu.mount_path}`" for lu in lay.lustres) or "no Lustre")
+        + f", installs `{lay.install}` and runs `stoker doctor --json` at boot; read the result "
+        f"in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`).",
+        "",
+        "## Tear down",
+        "",
+        "```sh",
+        "stoker teardown --dry-run .   # each step and what it saves per hour",
+        "stoker teardown --yes .       # archive Lustre to Blob, wait, delete it; deallocate VMs",
+        "```",
+        "",
+        "Blob is kept. To remove everything once the archive is safe: "
+        f"`az group delete --name {lay.resource_group}`.",
+        "",
+        "## Slurm instead (CycleCloud Workspace for Slurm)",
+        "",
+        f"`ccws.parameters.json` targets CCWS {facts.ccws_release} (commit "
+        f"`{facts.ccws_commit[:7]}`). Deploy `main.json` with `deployScaleSets=false`, then:",
+        "",
+        "```sh",
+        f"git clone https://github.com/Azure/cyclecloud-slurm-workspace && "
+        f"git -C cyclecloud-slurm-workspace checkout {facts.ccws_commit}",
+        "sed -e \"s/__SUBSCRIPTION_ID__/$(az account show --query id -o tsv)/\" "
+        + (
+            f"-e \"s/__LUSTRE_MGS_ADDRESS__/$(az deployment group show -g {lay.resource_group} "
+            f"-n stoker --query properties.outputs.lustreMgsAddress_"
+            f"{(next((lu for lu in lay.lustres if lu.role == 'data'), None) or lay.lustres[0]).role}"
+            ".value -o tsv)/\" "
+            if lay.lustres
+            else ""
+        )
+        + (
+            ""
+            if lay.ssh_public_key
+            else "-e \"s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|\" "
+        )
+        + "ccws.parameters.json > ccws.deploy.json",
+        f"az deployment sub create --name ccws-{lay.prefix} --location {lay.region} "
+        "--template-file cyclecloud-slurm-workspace/bicep/mainTemplate.bicep "
+        "--parameters @ccws.deploy.json adminPassword=... databaseAdminPassword=...",
+        "```",
+        "",
+    ]
+    if lay.notes:
+        out += ["## Notes", "", *(f"- {note}" for note in lay.notes), ""]
+    return "\n".join(out)

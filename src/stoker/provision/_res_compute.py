@@ -1,0 +1,216 @@
+"""ARM resources for compute and Lustre: the VMs' managed identity, role assignments, the
+Managed Lustre file systems with Blob integration, and the GPU scale sets.
+
+Scale sets: Uniform orchestration (InfiniBand is documented for Uniform with a single placement
+group), ``singlePlacementGroup: true``, one fault domain, accelerated networking, the Azure HPC
+image, the user-assigned identity, SSH keys only, no public IP. One scale set per InfiniBand
+fabric: collectives never cross two of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog._schema import Provisioning
+from ._cloud_init import placeholder
+from ._layout import Layout, Lustre, ScaleSet
+from ._refs import account_name, api, rid, tags, with_skip
+from ._res_network import nsg_name
+from ._res_storage import container_id, subnet_id
+
+MAINTENANCE = {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}  # CCWS's choice too
+OS_DISK_GB = 256
+
+_SKIP_ENCRYPTION_AT_HOST = (
+    "CKV_AZURE_97",
+    "encryption at host needs the EncryptionAtHost feature registered on the subscription and "
+    "is not listed for ND GPU sizes; the OS disk is encrypted at rest by the platform and the "
+    "NVMe scratch is ephemeral",
+)
+
+
+def identity(lay: Layout, facts: Provisioning, hourly: dict[str, str]) -> dict[str, Any]:
+    return {
+        "type": "Microsoft.ManagedIdentity/userAssignedIdentities",
+        "apiVersion": api(facts, "Microsoft.ManagedIdentity"),
+        "name": lay.identity,
+        "location": lay.region,
+        "tags": tags(lay, hourly, "0"),
+        "properties": {},
+    }
+
+
+def role_id(account: str, key: str) -> str:
+    """The id of a role assignment scoped to a storage account (an extension resource)."""
+    acct = rid("Microsoft.Storage/storageAccounts", account_name(account))[1:-1]
+    return (
+        f"[extensionResourceId({acct}, 'Microsoft.Authorization/roleAssignments', "
+        f"guid(resourceGroup().id, variables('storage_{account}'), '{key}'))]"
+    )
+
+
+def _role(lay: Layout, facts: Provisioning, role_role: str, account: str, principal: str,
+          role_id: str, key: str) -> dict[str, Any]:  # fmt: skip
+    scope = f"[format('Microsoft.Storage/storageAccounts/{{0}}', variables('storage_{account}'))]"
+    return {
+        "type": "Microsoft.Authorization/roleAssignments",
+        "apiVersion": api(facts, "Microsoft.Authorization"),
+        "name": f"[guid(resourceGroup().id, variables('storage_{account}'), '{key}')]",
+        "scope": scope,
+        "properties": {
+            "roleDefinitionId": (
+                f"[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', '{role_id}')]"
+            ),
+            "principalId": principal,
+            "principalType": "ServicePrincipal",
+            "description": role_role,
+        },
+        "dependsOn": [
+            rid("Microsoft.Storage/storageAccounts", account_name(account)),
+            rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity),
+        ],
+    }
+
+
+def role_assignments(lay: Layout, facts: Provisioning) -> list[dict[str, Any]]:
+    vm_principal = (
+        f"[reference({rid('Microsoft.ManagedIdentity/userAssignedIdentities', lay.identity)[1:-1]}"
+        f", '{api(facts, 'Microsoft.ManagedIdentity')}').principalId]"
+    )
+    out = []
+    for acct in lay.accounts:
+        out.append(_role(lay, facts, "GPU VMs read and write Blob through their identity",
+                         acct.role, vm_principal, facts.role_blob_data_contributor,
+                         "vm-blob"))  # fmt: skip
+    if any(a.role == "hsm" for a in lay.accounts):
+        rp = "[parameters('amlfsPrincipalId')]"
+        out.append(_role(lay, facts, "AMLFS (HPC Cache Resource Provider) manages the account",
+                         "hsm", rp, facts.role_account_contributor, "amlfs-account"))  # fmt: skip
+        out.append(_role(lay, facts, "AMLFS (HPC Cache Resource Provider) imports and archives",
+                         "hsm", rp, facts.role_blob_data_contributor, "amlfs-blob"))  # fmt: skip
+    return out
+
+
+def _hsm_account(lay: Layout) -> Any:
+    return next(a for a in lay.accounts if a.role == "hsm")
+
+
+def amlfs(lay: Layout, lu: Lustre, facts: Provisioning, price: str | None,
+          hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    acct = _hsm_account(lay)
+    return {
+        "type": "Microsoft.StorageCache/amlFilesystems",
+        "apiVersion": api(facts, "Microsoft.StorageCache"),
+        "name": lu.name,
+        "location": lay.region,
+        "tags": tags(lay, hourly, price),
+        "sku": {"name": lu.sku},
+        "properties": {
+            "storageCapacityTiB": lu.capacity_tib,
+            "filesystemSubnet": subnet_id(lay, lu.subnet.name),
+            "maintenanceWindow": dict(MAINTENANCE),
+            "hsm": {
+                "settings": {
+                    "container": container_id(acct, lu.container),
+                    "loggingContainer": container_id(acct, "lustre-logs"),
+                    "importPrefix": lu.import_prefix,
+                }
+            },
+            "rootSquashSettings": {"mode": "None"},
+        },
+        "dependsOn": [
+            rid("Microsoft.Network/virtualNetworks", lay.vnet),
+            container_id(acct, lu.container),
+            container_id(acct, "lustre-logs"),
+            role_id("hsm", "amlfs-account"),
+            role_id("hsm", "amlfs-blob"),
+        ],
+    }
+
+
+def custom_data(lay: Layout, facts: Provisioning) -> str:
+    """base64 of cloud-init with each Lustre's MGS address put in by ARM at deploy time."""
+    text = "variables('cloudInit')"
+    for lu in lay.lustres:
+        ref = rid("Microsoft.StorageCache/amlFilesystems", lu.name)[1:-1]
+        mgs = f"reference({ref}, '{api(facts, 'Microsoft.StorageCache')}').clientInfo.mgsAddress"
+        text = f"replace({text}, '{placeholder(lu)}', {mgs})"
+    return f"[base64({text})]"
+
+
+def vmss(lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None,
+         hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    publisher, offer, sku, version = facts.hpc_image.split(":")
+    ident = rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity)
+    nic = {
+        "name": "nic0",
+        "properties": {
+            "primary": True,
+            "enableAcceleratedNetworking": True,
+            "networkSecurityGroup": {"id": rid("Microsoft.Network/networkSecurityGroups",
+                                               nsg_name(lay))},  # fmt: skip
+            "ipConfigurations": [
+                {
+                    "name": "ipconfig0",
+                    "properties": {"primary": True, "subnet": {"id": subnet_id(lay, "compute")}},
+                }
+            ],
+        },
+    }
+    res = {
+        "condition": "[parameters('deployScaleSets')]",
+        "type": "Microsoft.Compute/virtualMachineScaleSets",
+        "apiVersion": api(facts, "Microsoft.Compute"),
+        "name": s.name,
+        "location": lay.region,
+        "tags": tags(lay, hourly, price),
+        "sku": {"name": f"Standard_{s.vm_size}", "tier": "Standard", "capacity": s.vms},
+        "identity": {"type": "UserAssigned", "userAssignedIdentities": {ident: {}}},
+        "properties": {
+            "orchestrationMode": "Uniform",
+            "singlePlacementGroup": True,
+            "platformFaultDomainCount": 1,
+            "overprovision": False,
+            "upgradePolicy": {"mode": "Manual"},
+            "virtualMachineProfile": {
+                "osProfile": {
+                    "computerNamePrefix": s.name.removeprefix("vmss-")[:40],
+                    "adminUsername": lay.admin_username,
+                    "customData": custom_data(lay, facts),
+                    "allowExtensionOperations": True,
+                    "linuxConfiguration": {
+                        "disablePasswordAuthentication": True,
+                        "provisionVMAgent": True,
+                        "ssh": {
+                            "publicKeys": [
+                                {
+                                    "path": f"/home/{lay.admin_username}/.ssh/authorized_keys",
+                                    "keyData": "[parameters('sshPublicKey')]",
+                                }
+                            ]
+                        },
+                    },
+                },
+                "storageProfile": {
+                    "imageReference": {
+                        "publisher": publisher, "offer": offer, "sku": sku, "version": version,
+                    },  # fmt: skip
+                    "osDisk": {
+                        "createOption": "FromImage",
+                        "caching": "ReadWrite",
+                        "diskSizeGB": OS_DISK_GB,
+                        "managedDisk": {"storageAccountType": "Premium_LRS"},
+                    },
+                },
+                "networkProfile": {"networkInterfaceConfigurations": [nic]},
+                "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
+            },
+        },
+        "dependsOn": [
+            rid("Microsoft.Network/virtualNetworks", lay.vnet),
+            ident,
+            *(rid("Microsoft.StorageCache/amlFilesystems", lu.name) for lu in lay.lustres),
+            *(role_id(a.role, "vm-blob") for a in lay.accounts),
+        ],
+    }
+    return with_skip(res, _SKIP_ENCRYPTION_AT_HOST)

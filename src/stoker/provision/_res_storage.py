@@ -1,0 +1,135 @@
+"""ARM resources for Blob: hardened storage accounts, their blob service (soft delete,
+versioning) and containers.
+
+Every account: HTTPS only, TLS 1.2, no public blob access, Entra ID by default, infrastructure
+encryption, firewall default deny with the VNet's subnets and trusted Azure services let in.
+Shared-key access is off everywhere except the one account Managed Lustre's Blob integration
+(HSM) is linked to: AMLFS makes SAS tokens on it, and Microsoft's prerequisites ask for key
+access there (docs/provision.md). That account holds only the containers Lustre imports from
+and archives to, and its logging container.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog._schema import Provisioning
+from ._layout import Account, Layout
+from ._refs import account_name, api, child_name, rid, tags, with_skip
+
+SOFT_DELETE_DAYS = 14
+
+_SKIP_LRS = (
+    "CKV_AZURE_206",
+    "LRS on purpose: the plan prices Blob at the LRS rate, the data is re-creatable from its "
+    "source and the checkpoints are versioned with soft delete; pass a ZRS sku by hand for "
+    "zone failure",
+)
+_SKIP_SHARED_KEY = (
+    "CKV2_AZURE_40",
+    "AMLFS Blob integration (HSM) creates SAS tokens on this account and its prerequisites "
+    "require key access; this account holds only the Lustre-linked containers",
+)
+
+
+def subnet_id(lay: Layout, name: str) -> str:
+    return rid("Microsoft.Network/virtualNetworks/subnets", lay.vnet, name)
+
+
+def account(lay: Layout, acct: Account, facts: Provisioning, price: str | None,
+            hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    rules = [{"id": subnet_id(lay, "compute"), "action": "Allow"}]
+    rules += [{"id": subnet_id(lay, lu.subnet.name), "action": "Allow"} for lu in lay.lustres]
+    res: dict[str, Any] = {
+        "type": "Microsoft.Storage/storageAccounts",
+        "apiVersion": api(facts, "Microsoft.Storage"),
+        "name": account_name(acct.role),
+        "location": lay.region,
+        "tags": tags(lay, hourly, price),
+        "sku": {"name": "Standard_LRS"},
+        "kind": "StorageV2",
+        "properties": {
+            "accessTier": "Hot",
+            "supportsHttpsTrafficOnly": True,
+            "minimumTlsVersion": "TLS1_2",
+            "allowBlobPublicAccess": False,
+            "allowSharedKeyAccess": acct.shared_key,
+            "defaultToOAuthAuthentication": True,
+            "allowCrossTenantReplication": False,
+            "publicNetworkAccess": "Enabled",
+            "networkAcls": {
+                "defaultAction": "Deny",
+                "bypass": "AzureServices, Logging, Metrics",
+                "virtualNetworkRules": rules,
+                "ipRules": [],
+            },
+            "encryption": {
+                "keySource": "Microsoft.Storage",
+                "requireInfrastructureEncryption": True,
+                "services": {
+                    "blob": {"enabled": True, "keyType": "Account"},
+                    "file": {"enabled": True, "keyType": "Account"},
+                    "queue": {"enabled": True, "keyType": "Account"},
+                    "table": {"enabled": True, "keyType": "Account"},
+                },
+            },
+        },
+        "dependsOn": [rid("Microsoft.Network/virtualNetworks", lay.vnet)],
+    }
+    skips = [_SKIP_LRS]
+    if acct.shared_key:
+        skips.append(_SKIP_SHARED_KEY)
+    return with_skip(res, *skips)
+
+
+def blob_service(lay: Layout, acct: Account, facts: Provisioning) -> dict[str, Any]:
+    retention = {"enabled": True, "days": SOFT_DELETE_DAYS}
+    return {
+        "type": "Microsoft.Storage/storageAccounts/blobServices",
+        "apiVersion": api(facts, "Microsoft.Storage"),
+        "name": child_name(account_name(acct.role), "default"),
+        "properties": {
+            "deleteRetentionPolicy": {**retention, "allowPermanentDelete": False},
+            "containerDeleteRetentionPolicy": retention,
+            "isVersioningEnabled": True,
+        },
+        "dependsOn": [rid("Microsoft.Storage/storageAccounts", account_name(acct.role))],
+    }
+
+
+def container(acct: Account, name: str, facts: Provisioning) -> dict[str, Any]:
+    return {
+        "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
+        "apiVersion": api(facts, "Microsoft.Storage"),
+        "name": child_name(account_name(acct.role), "default", name),
+        "properties": {"publicAccess": "None"},
+        "dependsOn": [
+            rid("Microsoft.Storage/storageAccounts/blobServices", account_name(acct.role),
+                "default"),  # fmt: skip
+        ],
+    }
+
+
+def container_id(acct: Account, name: str) -> str:
+    return rid(
+        "Microsoft.Storage/storageAccounts/blobServices/containers",
+        account_name(acct.role),
+        "default",
+        name,
+    )
+
+
+def storage(lay: Layout, facts: Provisioning, hourly: dict[str, str],
+            prices: dict[str, str | None]) -> list[dict[str, Any]]:  # fmt: skip
+    out: list[dict[str, Any]] = []
+    for acct in lay.accounts:
+        out.append(account(lay, acct, facts, prices.get(acct.role), hourly))
+        out.append(blob_service(lay, acct, facts))
+        out += [container(acct, name, facts) for name in acct.containers]
+    return out
+
+
+def variables(lay: Layout) -> dict[str, str]:
+    from ._refs import account_name_value, account_var
+
+    return {account_var(a.role): account_name_value(lay, a.role) for a in lay.accounts}

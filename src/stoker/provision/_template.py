@@ -1,0 +1,128 @@
+"""``main.json`` and ``main.parameters.json``: the ARM deployment, resources in creation order.
+
+A plain array-of-resources template (no languageVersion 2.0, which the published root schema
+rejects), literal values wherever the plan knows them so the schemas can check them, and
+expressions only for what Azure decides at deploy time: globally unique storage names, role
+assignment GUIDs, resource ids, the identity's principal and the Lustre MGS addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog._schema import Provisioning
+from ._cloud_init import render as render_cloud_init
+from ._cost import Bill, Line
+from ._layout import Layout
+from ._res_compute import amlfs, identity, role_assignments, vmss
+from ._res_network import nat_name, network, nsg_name, pip_name
+from ._res_storage import storage, variables
+
+TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"
+PARAMETERS_SCHEMA = (
+    "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#"
+)
+
+
+def network_lines(lay: Layout) -> list[Line]:
+    """Network resources for the bill: free, except the NAT gateway and its public IP, which
+    the catalog does not price (so the README says unknown rather than $0)."""
+    return [
+        Line("networkSecurityGroup", nsg_name(lay), "VNet in, Internet denied", 0.0, True),
+        Line("publicIPAddress", pip_name(lay), "Standard, static, NAT only", None, True),
+        Line("natGateway", nat_name(lay), "outbound for the nodes", None, True),
+        Line("virtualNetwork", lay.vnet, _subnets_text(lay), 0.0, True),
+    ]
+
+
+def _subnets_text(lay: Layout) -> str:
+    parts = [f"{lay.address_space}: compute {lay.compute_subnet.cidr}"]
+    parts += [f"{lu.subnet.name} {lu.subnet.cidr}" for lu in lay.lustres]
+    parts += [f"cyclecloud {lay.cyclecloud_subnet.cidr}", f"netapp {lay.netapp_subnet.cidr}"]
+    return ", ".join(parts)
+
+
+def _param(type_: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": type_, "metadata": {"description": description}, **extra}
+
+
+def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
+    hourly = bill.tag_values()
+
+    def price(name: str) -> str | None:
+        value = hourly.get(name)
+        return None if value in (None, "unknown") else value
+
+    params: dict[str, Any] = {
+        "sshPublicKey": _param(
+            "string", "OpenSSH public key for the admin user (password login is disabled)"
+        ),
+        "deployScaleSets": _param(
+            "bool",
+            "false to deploy storage, network and Lustre only (CycleCloud Workspace for Slurm "
+            "then makes the nodes: ccws.parameters.json)",
+            defaultValue=True,
+        ),
+    }
+    if lay.lustres:
+        params["amlfsPrincipalId"] = _param(
+            "string",
+            "object id of the 'HPC Cache Resource Provider' service principal in this tenant: "
+            f"az ad sp show --id {facts.hpc_cache_rp_app_id} --query id -o tsv",
+        )
+    from ._cost import account_label
+
+    resources: list[dict[str, Any]] = network(lay, facts, hourly)
+    resources.append(identity(lay, facts, hourly))
+    prices = {a.role: price(account_label(lay, a.role)) for a in lay.accounts}
+    resources += storage(lay, facts, hourly, prices)
+    resources += role_assignments(lay, facts)
+    resources += [amlfs(lay, lu, facts, price(lu.name), hourly) for lu in lay.lustres]
+    resources += [vmss(lay, s, facts, price(s.name), hourly) for s in lay.scale_sets]
+    outputs: dict[str, Any] = {
+        "identityClientId": {
+            "type": "string",
+            "value": (
+                "[reference(resourceId('Microsoft.ManagedIdentity/userAssignedIdentities', "
+                f"'{lay.identity}'), '{facts.api_versions['Microsoft.ManagedIdentity']}')"
+                ".clientId]"
+            ),
+        },
+    }
+    for a in lay.accounts:
+        outputs[f"storageAccount_{a.role}"] = {
+            "type": "string",
+            "value": f"[variables('storage_{a.role}')]",
+        }
+    for lu in lay.lustres:
+        outputs[f"lustreMgsAddress_{lu.role}"] = {
+            "type": "string",
+            "value": (
+                "[reference(resourceId('Microsoft.StorageCache/amlFilesystems', "
+                f"'{lu.name}'), '{facts.api_versions['Microsoft.StorageCache']}')"
+                ".clientInfo.mgsAddress]"
+            ),
+        }
+    return {
+        "$schema": TEMPLATE_SCHEMA,
+        "contentVersion": "1.0.0.0",
+        "metadata": {
+            "generator": "stoker provision",
+            "plan": lay.plan_name,
+            "costPerHourUsd": hourly["total"],
+            "teardownAfter": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "parameters": params,
+        "variables": {**variables(lay), "cloudInit": render_cloud_init(lay)},
+        "resources": resources,
+        "outputs": outputs,
+    }
+
+
+def parameters(lay: Layout) -> dict[str, Any]:
+    """The parameters file; values not known here (the SSH key unless given, the tenant's
+    AMLFS principal) are passed on the deploy command line, as the README shows."""
+    values: dict[str, Any] = {"deployScaleSets": {"value": True}}
+    if lay.ssh_public_key:
+        values["sshPublicKey"] = {"value": lay.ssh_public_key}
+    return {"$schema": PARAMETERS_SCHEMA, "contentVersion": "1.0.0.0", "parameters": values}
