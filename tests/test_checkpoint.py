@@ -18,7 +18,7 @@ import torch
 
 from stoker.checkpoint import Checkpointer
 from stoker.checkpoint._manifest import MANIFEST, step_dir
-from stoker.checkpoint._retention import abandoned, to_delete
+from stoker.checkpoint._retention import plan_prune
 from stoker.errors import CheckpointError, CorruptCheckpointError, UntrustedStateError
 
 
@@ -90,7 +90,7 @@ def test_snapshot_buffer_is_reused_across_saves(tmp_path: Path) -> None:
         assert ckpt._snapshot.buffer is first  # type: ignore[union-attr]
 
 
-def test_flipped_byte_is_named_and_fallback_takes_previous(tmp_path: Path) -> None:
+def test_flipped_byte_is_named_and_load_skips_to_the_previous_step(tmp_path: Path) -> None:
     fast = tmp_path / "fast"
     with Checkpointer(fast) as ckpt:
         ckpt.save(1, _state(1))
@@ -103,9 +103,10 @@ def test_flipped_byte_is_named_and_fallback_takes_previous(tmp_path: Path) -> No
         f.write(bytes([byte[0] ^ 0x01]))
     with Checkpointer(fast) as ckpt:
         with pytest.raises(CorruptCheckpointError, match=r"step-000000000002/shard-00000"):
-            ckpt.load()
-        restored = ckpt.load(fallback=True)
-    assert restored.step == 1
+            ckpt.load(fallback=False)
+        restored = ckpt.load()
+    assert restored.step == 1 and list(restored.skipped) == [2]
+    assert "does not match the manifest" in restored.skipped[2]
     _assert_same(_state(1), restored.state)
 
 
@@ -147,13 +148,38 @@ def test_retention_keeps_last_and_every_and_never_the_newest(tmp_path: Path) -> 
     assert (fast / "latest.json").read_text().strip() == '{"step": 25}'
 
 
+def _plan(committed, incomplete=(), damaged=(), **kw):  # type: ignore[no-untyped-def]
+    asked: list[int] = []
+
+    def loads(step: int) -> str:
+        asked.append(step)
+        return "hash differs" if step in damaged else ""
+
+    kw.setdefault("keep_every", None)
+    pruned = plan_prune(list(committed), list(incomplete), loads, **kw)
+    return pruned.deleted, sorted(pruned.damaged), asked
+
+
 def test_retention_rules() -> None:
-    assert to_delete([1, 2, 3, 4], keep_last=2, keep_every=None) == [1, 2]
-    assert to_delete([10, 15, 20, 25], keep_last=1, keep_every=10) == [15]
-    assert to_delete([1, 2, 3], keep_last=1, keep_every=None, protect={1}) == [2]
-    assert to_delete([], keep_last=1, keep_every=None) == []
-    assert abandoned([5, 9, 12], newest_committed=10, protect={5}) == [9]
-    assert abandoned([5], newest_committed=None, protect=set()) == []
+    assert _plan([1, 2, 3, 4], keep_last=2)[0] == [1, 2]
+    assert _plan([10, 15, 20, 25], keep_last=1, keep_every=10)[0] == [15]
+    assert _plan([1, 2, 3], keep_last=1, protect={1})[0] == [2]
+    assert _plan([], keep_last=1)[0] == []
+    assert _plan([10], incomplete=[5, 9, 12], keep_last=1, protect={5})[0] == [9]
+    assert _plan([], incomplete=[5], keep_last=1)[0] == []
+
+
+def test_retention_counts_only_steps_that_load() -> None:
+    # the newest two do not load: keep-last 1 keeps the newest that does, and the damaged ones
+    deleted, damaged, asked = _plan([1, 2, 3, 4], damaged={3, 4}, keep_last=1)
+    assert (deleted, damaged, asked) == ([1], [3, 4], [4, 3, 2])  # 1 is never read
+    assert _plan([1, 2, 3, 4], damaged={3, 4}, keep_last=1, delete_damaged=True)[0] == [1, 3, 4]
+    # nothing loads: nothing committed goes, and an incomplete step is not "abandoned"
+    assert _plan([1, 2], incomplete=[0], damaged={1, 2}, keep_last=1)[0] == []
+    # incomplete steps are judged against the newest step that loads, not the newest committed
+    assert _plan([5, 9], incomplete=[7], damaged={9}, keep_last=1)[0] == []
+    assert _plan([5, 9], incomplete=[3, 7], damaged={9}, keep_last=2)[0] == [3]
+    assert _plan([5, 9], incomplete=[3, 7], keep_last=1)[0] == [3, 5, 7]
 
 
 def test_background_failure_is_raised_at_the_next_wait_and_earlier_ones_survive(
@@ -473,5 +499,5 @@ def test_a_slow_durable_tier_holds_the_saves_back_instead_of_filling_the_fast_on
             names = os.listdir(fast) if fast.exists() else []
             most = max(most, len([n for n in names if n.startswith("step-")]))
         ckpt.wait()
-        assert {i.step for i in ckpt.list() if i.tiers.get("durable") == "complete"} >= {7, 8}
+        assert {i.step for i in ckpt.list() if i.tiers.get("durable") == "ok"} >= {7, 8}
     assert most <= 2 + 2  # keep_last, plus the step being uploaded and the one behind it

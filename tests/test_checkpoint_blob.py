@@ -44,8 +44,8 @@ def test_saves_reach_blob_committed_and_pruned(blob_env: str, tmp_path: Path) ->
         assert ckpt.last_save.durable_s >= ckpt.last_save.fast_s  # type: ignore[operator]
         listed = {i.step: i.tiers for i in ckpt.list()}
     assert listed == {
-        3: {"fast": "complete", "durable": "complete"},
-        2: {"fast": "complete", "durable": "complete"},
+        3: {"fast": "ok", "durable": "ok"},
+        2: {"fast": "ok", "durable": "ok"},
     }
     assert _keys(url) == [
         "latest.json",
@@ -103,7 +103,7 @@ def test_dcp_save_reaches_blob_and_loads_back_from_it(blob_env: str, tmp_path: P
         dcp.save(state, storage_writer=ckpt.dcp_writer(40), no_dist=True)
         ckpt.wait()
         assert {i.step: i.tiers for i in ckpt.list()} == {
-            40: {"fast": "complete", "durable": "complete"}
+            40: {"fast": "ok", "durable": "ok"}
         }
     shutil.rmtree(fast)
     target = {"w": torch.zeros(3, 4), "epoch": 0}

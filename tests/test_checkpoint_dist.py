@@ -46,7 +46,7 @@ def test_two_ranks_save_one_commit_and_load_their_own_shard(blob_env: str, tmp_p
         "shard-00001-of-00002.bin",
     ]
     with Checkpointer(fast, durable) as ckpt:
-        assert {i.step: i.tiers["durable"] for i in ckpt.list()} == {3: "complete", 2: "complete"}
+        assert {i.step: i.tiers["durable"] for i in ckpt.list()} == {3: "ok", 2: "ok"}
         with pytest.raises(CheckpointError, match="saved by 2 ranks, this job has 1"):
             ckpt.load()
 

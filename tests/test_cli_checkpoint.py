@@ -33,7 +33,7 @@ def test_ls_shows_tiers_and_prices_blob_from_the_catalog(blob_env: str, tmp_path
     data = json.loads(out.stdout)
     assert [c["step"] for c in data["checkpoints"]] == [30, 20, 10]
     assert all(
-        c["tiers"] == {"fast": "complete", "durable": "complete"} for c in data["checkpoints"]
+        c["tiers"] == {"fast": "ok", "durable": "ok"} for c in data["checkpoints"]
     )
     fast_cost, blob_cost = data["costs"]
     assert fast_cost["usd_per_month"] is None and "billed with its VM" in fast_cost["basis"]
@@ -43,7 +43,7 @@ def test_ls_shows_tiers_and_prices_blob_from_the_catalog(blob_env: str, tmp_path
     )
     assert abs(blob_cost["usd_per_month"] - blob_cost["bytes"] / 1e9 * 0.0208) < 1e-9
     table = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable])
-    assert table.exit_code == 0 and "complete" in table.stdout and "USD/month" in table.stdout
+    assert table.exit_code == 0 and " ok " in table.stdout and "USD/month" in table.stdout
 
 
 def test_verify_names_the_corrupt_file_and_fails(blob_env: str, tmp_path: Path) -> None:
@@ -71,6 +71,7 @@ def test_prune_dry_run_then_for_real_on_both_tiers(blob_env: str, tmp_path: Path
     assert json.loads(dry.stdout) == {
         "dry_run": True,
         "deleted": {"fast": [1, 2], "durable": [1, 2]},
+        "damaged": {},
     }
     assert (fast / step_dir(1)).exists()
     real = runner.invoke(app, args)
@@ -305,7 +306,7 @@ def test_ls_with_the_durable_tier_out_of_reach_lists_the_fast_tier_and_exits_1(
     assert out.exit_code == 1, out.output
     data = json.loads(out.stdout)
     assert [c["step"] for c in data["checkpoints"]] == [20, 10]
-    assert all(c["tiers"] == {"fast": "complete"} for c in data["checkpoints"])
+    assert all(c["tiers"] == {"fast": "ok"} for c in data["checkpoints"])
     assert list(data["unreachable"]) == ["durable"] and "403" in data["unreachable"]["durable"]
     fast_cost, blob_cost = data["costs"]
     assert fast_cost["bytes"] > 2 * (1 << 20) and blob_cost["bytes"] is None
@@ -313,4 +314,4 @@ def test_ls_with_the_durable_tier_out_of_reach_lists_the_fast_tier_and_exits_1(
     assert out.stderr.startswith("error: the durable tier could not be listed")
     table = runner.invoke(app, ["checkpoint", "ls", str(fast), "--durable", durable])
     assert table.exit_code == 1, table.output
-    assert "complete" in table.stdout and "?" in table.stdout and "USD/month" in table.stdout
+    assert " ok " in table.stdout and "?" in table.stdout and "USD/month" in table.stdout

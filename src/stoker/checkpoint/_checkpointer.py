@@ -45,6 +45,15 @@ class SaveStats:
     started: float = field(default_factory=time.perf_counter, repr=False)
 
 
+class PruneReport(dict[str, list[int]]):
+    """Tier name -> steps deleted (or, dry, to delete); ``damaged``: tier name -> {step: why}
+    for the steps that do not load and were kept for inspection (or deleted, when asked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.damaged: dict[str, dict[int, str]] = {}
+
+
 class Checkpointer:
     """Async, atomic, tiered checkpoints.
 
@@ -231,16 +240,23 @@ class Checkpointer:
         self._pipeline.upload_external(stats or SaveStats(manifest.step), manifest)
 
     # ------------------------------------------------------------------ retention
-    def prune(self, *, dry_run: bool = False) -> dict[str, list[int]]:
-        """Apply the retention policy to every tier now (incomplete steps older than the newest
-        complete one go too); returns the steps deleted (or, dry, to delete) per tier."""
+    def prune(self, *, dry_run: bool = False, delete_damaged: bool = False) -> PruneReport:
+        """Apply the retention policy to every tier now; returns the steps deleted (or, dry, to
+        delete) per tier. Only steps that load count towards ``keep_last`` (each of the newest
+        is verified: manifest readable, every file's size and hash as recorded, on some tier),
+        so the newest step that loads is never deleted. A newer step that does not load is
+        kept for inspection and named in the report's ``damaged``, unless ``delete_damaged``.
+        Incomplete steps older than the newest one that loads go too."""
         self._open()
         self.wait()
         self._require_checkpoints()
-        out = {"fast": self._pipeline.prune(self.fast, dry_run)}
-        if self.durable is not None:
-            out["durable"] = self._pipeline.prune(self.durable, dry_run)
-        return out
+        report = PruneReport()
+        for tier in self.tiers:
+            pruned = self._pipeline.prune(tier, dry_run, delete_damaged)
+            report[tier.name] = pruned.deleted
+            if pruned.damaged:
+                report.damaged[tier.name] = pruned.damaged
+        return report
 
     def verify(self, step: int | None = None, progress: Progress | None = None) -> CheckReport:
         """Re-hash every file of every committed step (or ``step``) on every tier. Raises
@@ -287,26 +303,31 @@ class Checkpointer:
     def tiers(self) -> list[Tier]:
         return self._pipeline.tiers
 
-    def list(self) -> Listing:
-        """Every step on any tier, newest first, with its state on each tier. A fast folder that
+    def list(self, *, hashes: bool = False) -> Listing:
+        """Every step on any tier, newest first, with its state on each tier (ok, damaged and
+        why, missing, incomplete) and whether it loads; ``hashes=True`` reads every byte (else
+        manifests and sizes are checked, which finds torn and truncated files, not a flipped
+        byte). A fast folder that
         does not exist is an error (a mistyped path), unless the durable tier holds steps; an
         existing empty folder lists nothing. A tier that cannot be listed is named in the
         result's ``unreachable`` (tier -> why), and the other tiers are listed all the same."""
         self._open()
         self._require_checkpoints()
-        return list_steps(self.tiers)
+        return list_steps(self.tiers, hashes=hashes)
 
     def load(
         self,
         step: int | None = None,
         *,
-        fallback: bool = False,
+        fallback: bool = True,
         map_location: Any = None,
         trusted: bool = False,
     ) -> Restored:
-        """The newest complete checkpoint (or ``step``), from the fastest tier that has it,
-        every byte checked against the manifest. With ``fallback=True`` a corrupt checkpoint
-        is skipped (with a warning) for the previous verified one. ``trusted=True`` allows
+        """The newest checkpoint that loads (or ``step``), from the fastest tier that has it,
+        every byte checked against the manifest; a damaged manifest or shard on the fast tier
+        is read again from the durable tier. A step that loads from no tier is skipped, with a
+        warning, for the previous one (named with why in ``Restored.skipped``);
+        ``fallback=False`` raises instead. ``trusted=True`` allows
         arbitrary Python objects in the state (it unpickles them)."""
         self._open()
         self.wait()

@@ -9,7 +9,7 @@ tier (which repairs the fast copy) before the step is given up.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError, UntrustedStateError
@@ -26,6 +26,7 @@ class Restored:
     step: int
     state: Any
     tier: str  # where this rank's shard was read: "fast" or "durable"
+    skipped: dict[int, str] = field(default_factory=dict)  # newer steps that did not load: why
 
 
 def committed_steps(
@@ -77,6 +78,7 @@ def load_newest(
             f"no {what} on {where} (a step without its manifest.json is incomplete)"
         )
     errors: list[CheckpointError] = []
+    skipped: dict[int, str] = {}
     for s in candidates:
         restored, error = None, None
         try:
@@ -87,7 +89,8 @@ def load_newest(
         outcomes = group.all_gather(_outcome(error), "load")
         if all(o == "ok" for o in outcomes):
             assert restored is not None
-            return restored
+            _repair_fast_manifest(tiers[0], restored.manifest, group)
+            return Restored(restored.step, restored.state, restored.tier, skipped)
         if "untrusted" in outcomes:  # not damage: an older step would not load either
             raise error or CheckpointError(
                 f"step {s}: another rank's state needs load(trusted=True) (see its error)"
@@ -101,51 +104,96 @@ def load_newest(
             raise error or CheckpointError(
                 f"step {s}: another rank could not load its shard (see that rank's error)"
             )
-        log.warning("step %d does not load (%s); trying the previous checkpoint", s, error)
-    raise CheckpointError("no checkpoint loads: " + "; ".join(str(e) for e in errors))
+        why = str(error) if error else "another rank could not load its shard"
+        skipped[s] = why
+        log.warning("step %d does not load (%s); trying the previous checkpoint", s, why)
+    kind = (
+        CorruptCheckpointError
+        if errors and all(isinstance(e, CorruptCheckpointError) for e in errors)
+        else CheckpointError
+    )
+    raise kind("no checkpoint loads: " + "; ".join(str(e) for e in errors))
+
+
+def _repair_fast_manifest(fast: Tier, manifest: CheckpointManifest, group: Group) -> None:
+    """Every rank's shard of the loaded step is now on the fast tier, verified (read there, or
+    fetched from the durable tier); a fast manifest that is missing, unreadable or different
+    is written again from the one the load used, so the next load reads the fast tier. Rank 0
+    writes it, then, on a node-local tier, any rank that still sees a bad one."""
+
+    def bad() -> bool:
+        try:
+            return fast.manifest(manifest.step) != manifest
+        except CheckpointError:
+            return True
+
+    if not any(group.all_gather(bad(), "load")):
+        return
+    if group.leader:
+        fast.commit(manifest, pointer=False)
+    group.all_gather(None, "load")
+    if not group.leader and bad():
+        fast.commit(manifest, pointer=False)
 
 
 def _outcome(error: CheckpointError | None) -> str:
     if error is None:
         return "ok"
-    return "untrusted" if isinstance(error, UntrustedStateError) else "failed"
+    # not damage: the same on every step, so no older step is tried
+    return "untrusted" if isinstance(error, UntrustedStateError | _Refused) else "failed"
+
+
+@dataclass
+class _Loaded:
+    step: int
+    state: Any
+    tier: str
+    manifest: CheckpointManifest
 
 
 def _load_step(
     step: int, tiers: list[Tier], fast: Tier, group: Group, map_location: Any, trusted: bool
-) -> Restored:
+) -> _Loaded:
+    """This rank's shard of ``step``, from the first tier whose manifest and shard verify;
+    a damaged manifest or shard on the fast tier is read again from the next tier."""
     if not tiers:
         raise CheckpointError(f"step {step} is not committed on any tier this rank can see")
     name = shard_name(group.rank, group.world_size)
     first: CheckpointError | None = None
     for tier in tiers:
-        manifest = tier.manifest(step)
-        if manifest is None:
-            continue
-        if manifest.kind != "stoker":
-            raise CheckpointError(
-                f"step {step} on {tier} was written through torch.distributed.checkpoint: load "
-                "it with torch.distributed.checkpoint.load(state, storage_reader=ckpt.dcp_reader())"
-            )
-        if manifest.world_size != group.world_size:
-            raise CheckpointError(
-                f"step {step} on {tier} was saved by {manifest.world_size} ranks, this job has "
-                f"{group.world_size}: use the same world size, or save through the DCP adapter "
-                "(ckpt.dcp_writer()) to reshard"
-            )
-        record = manifest.file(name)
         try:
+            manifest = tier.manifest(step)
+            if manifest is None:
+                continue
+            _check_loadable(step, tier, manifest, group.world_size)
+            record = manifest.file(name)
             if tier is not fast:  # bring it to the fast tier: this load and the next read it there
                 fetch(tier, fast, step, name, manifest)
-                if group.world_size == 1:
-                    fast.commit(manifest, pointer=False)
             path = fast.path(step, name)
             buffer = read_verified(path, record.size, record.xxh3)
             state = restore(buffer, record.size, path, map_location=map_location, trusted=trusted)
-            return Restored(step, state, tier.name)
-        except UntrustedStateError:
+            return _Loaded(step, state, tier.name, manifest)
+        except (UntrustedStateError, _Refused):
             raise  # the same on every tier
         except CheckpointError as exc:
             first = first or exc
             log.warning("%s; trying the next tier", exc)
     raise first or CheckpointError(f"step {step}: no manifest could be read")
+
+
+class _Refused(CheckpointError):
+    """A step this job cannot load from any tier (another kind or world size)."""
+
+
+def _check_loadable(step: int, tier: Tier, manifest: CheckpointManifest, world_size: int) -> None:
+    if manifest.kind != "stoker":
+        raise _Refused(
+            f"step {step} on {tier} was written through torch.distributed.checkpoint: load "
+            "it with torch.distributed.checkpoint.load(state, storage_reader=ckpt.dcp_reader())"
+        )
+    if manifest.world_size != world_size:
+        raise _Refused(
+            f"step {step} on {tier} was saved by {manifest.world_size} ranks, this job has "
+            f"{world_size}: use the same world size, or save through the DCP adapter "
+            "(ckpt.dcp_writer()) to reshard"
+        )

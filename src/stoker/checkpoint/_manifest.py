@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CorruptCheckpointError
 
 FORMAT = "stoker.checkpoint/1"
 MANIFEST = "manifest.json"
@@ -83,4 +83,6 @@ class CheckpointManifest:
         except CheckpointError:
             raise
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise CheckpointError(f"{where}: unreadable checkpoint manifest ({exc})") from exc
+            raise CorruptCheckpointError(
+                f"{where}: unreadable checkpoint manifest ({exc})"
+            ) from exc

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError
+from ._health import StepChecker
 from ._load import committed_steps, fetch
 from ._manifest import MANIFEST
-from ._tier import Tier
+from ._tier import StepListing, Tier
 
 Progress = Callable[[str, int], None]  # (what, bytes done with it)
 
@@ -43,7 +44,10 @@ class CheckpointInfo:
     world_size: int
     kind: str
     created: str
-    tiers: dict[str, str]  # tier name -> "complete" | "incomplete"
+    # tier name -> "ok" | "damaged: why" | "missing" | "incomplete: no manifest.json"
+    tiers: dict[str, str]
+    loads: bool = False  # every file good on some tier: what load() would take
+    why: str = ""  # why it does not load
 
 
 class Listing(list[CheckpointInfo]):
@@ -58,30 +62,42 @@ class Listing(list[CheckpointInfo]):
         self.kept, self.unreachable = kept, unreachable
 
 
-def list_steps(tiers: list[Tier]) -> Listing:
-    """Every step on any tier, newest first, with its state on each tier. A tier out of reach
-    (Blob down, credentials expired) does not hide what the others hold: it is named in the
-    listing's ``unreachable``."""
-    infos: dict[int, CheckpointInfo] = {}
+def list_steps(tiers: list[Tier], *, hashes: bool = False) -> Listing:
+    """Every step on any tier, newest first, with its state on each tier (ok, damaged and why,
+    missing, incomplete) and whether it loads; ``hashes`` reads every byte (else manifests and
+    sizes are checked). A tier out of reach (Blob down, credentials expired) does not hide
+    what the others hold: it is named in the listing's ``unreachable``."""
+    checker = StepChecker(tiers, hashes=hashes)
     kept: dict[str, int] = {}
-    unreachable: dict[str, str] = {}
+    every: set[int] = set()
     for tier in tiers:
-        try:
-            steps = tier.steps()
-        except StokerError as exc:
-            unreachable[tier.name] = str(exc)
+        steps = checker.listing(tier)
+        if steps is None:
             continue
         kept[tier.name] = sum(sum(listing.files.values()) for listing in steps.values())
-        for step, listing in steps.items():
-            manifest = tier.manifest(step) if listing.committed else None
-            info = infos.setdefault(
-                step, CheckpointInfo(step, sum(listing.files.values()), 0, "", "", {})
+        every |= set(steps)
+    infos = []
+    for step in sorted(every, reverse=True):
+        health = checker.check(step)
+        info = CheckpointInfo(step, 0, 0, "", "", {}, health.loads, health.why)
+        for tier in tiers:
+            if tier.name not in checker.unreachable:
+                info.tiers[tier.name] = str(health.tiers[tier.name])
+        if health.manifest is not None:
+            m = health.manifest
+            info.bytes, info.world_size, info.kind, info.created = (
+                m.bytes,
+                m.world_size,
+                m.kind,
+                m.created,
             )
-            info.tiers[tier.name] = "complete" if manifest else "incomplete"
-            if manifest:
-                info.bytes, info.world_size = manifest.bytes, manifest.world_size
-                info.kind, info.created = manifest.kind, manifest.created
-    return Listing([infos[s] for s in sorted(infos, reverse=True)], kept, unreachable)
+        else:  # what the folders hold
+            info.bytes = max(
+                sum((checker.listing(t) or {}).get(step, StepListing(step)).files.values())
+                for t in tiers
+            )
+        infos.append(info)
+    return Listing(infos, kept, checker.unreachable)
 
 
 def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None) -> CheckReport:
@@ -95,8 +111,13 @@ def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None)
     for s, holders in sorted(committed.items(), reverse=True):
         for tier in holders:
             report.steps += 1
-            manifest = tier.manifest(s)
-            assert manifest is not None
+            try:
+                manifest = tier.manifest(s)
+            except CheckpointError as exc:
+                report.problems.append(Problem(tier.name, s, MANIFEST, str(exc)))
+                continue
+            if manifest is None:  # deleted since the listing
+                continue
             for record in manifest.files:
                 report.files += 1
                 try:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError, StokerError
 from ._group import Group
+from ._health import StepChecker
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name
-from ._retention import prune_tier
+from ._retention import Pruned, prune_tier
 from ._shardfile import Snapshot, write_snapshot
 from ._tier import Tier
 
@@ -51,6 +52,8 @@ class SavePipeline:
         self._uploading: set[int] = set()  # steps the fast tier must keep until uploaded
         self._lock = threading.Lock()
         self._prune_lock = threading.Lock()
+        # what retention judged of each file, kept across passes (a step is read once)
+        self.checker = StepChecker(self.tiers)
 
     @property
     def tiers(self) -> list[Tier]:
@@ -141,6 +144,7 @@ class SavePipeline:
             )
         manifest = CheckpointManifest(stats.step, self.group.world_size, records)
         self._commit(self.fast, manifest)
+        self.checker.trust(self.fast, manifest)  # every rank hashed its shard as it wrote it
         self._after_fast_commit(stats, manifest, [name], gather=True)
         if self.group.leader:
             self.prune(self.fast)
@@ -182,6 +186,7 @@ class SavePipeline:
                 self.group.all_gather(None, "upload")  # every shard is up before the commit
             if self.group.leader:
                 self.durable.commit(manifest)
+                self.checker.trust(self.durable, manifest)  # copied from files just verified
                 self.prune(self.durable)
             stats.durable_s = time.perf_counter() - stats.started
         finally:
@@ -191,14 +196,16 @@ class SavePipeline:
             self.prune(self.fast)
 
     # ------------------------------------------------------------------ deleting
-    def prune(self, tier: Tier, dry_run: bool = False) -> list[int]:
-        """Apply the retention policy to ``tier``; returns the steps deleted (or, dry, to
-        delete)."""
+    def prune(self, tier: Tier, dry_run: bool = False, delete_damaged: bool = False) -> Pruned:
+        """Apply the retention policy to ``tier``: what it deleted (or, dry, would delete), and
+        the steps that do not load, kept for inspection."""
         keep_last = self.keep_last if tier is self.fast else self.durable_keep_last
         with self._prune_lock:  # the writer and the uploader both prune the fast tier
             with self._lock:
                 protect = set(self._uploading) if tier is self.fast else set()
-            return prune_tier(tier, keep_last, self.keep_every, protect, dry_run)
+            return prune_tier(
+                tier, self.checker, keep_last, self.keep_every, protect, dry_run, delete_damaged
+            )
 
     def delete_after(self, step: int) -> list[int]:
         """Delete every step after ``step`` on every tier, and forget a measured save among

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
 
 if TYPE_CHECKING:
+    from ._health import StepChecker, StepHealth
     from ._tier import Tier
 
 log = logging.getLogger("stoker.checkpoint")
@@ -29,43 +32,91 @@ def check_retention(keep_last: int, keep_every: int | None, durable_keep_last: i
         )
 
 
-def to_delete(
-    committed: list[int], keep_last: int, keep_every: int | None, protect: set[int] = frozenset()
-) -> list[int]:
-    """Committed steps outside the policy: not among the ``keep_last`` newest, not a multiple
-    of ``keep_every``, not protected (e.g. still being uploaded), and never the newest one."""
-    if not committed:
-        return []
-    ordered = sorted(committed)
-    keep = set(ordered[-keep_last:]) if keep_last > 0 else set()
-    keep.add(ordered[-1])
-    if keep_every:
-        keep |= {s for s in ordered if s % keep_every == 0}
-    return [s for s in ordered if s not in keep and s not in protect]
+@dataclass
+class Pruned:
+    """What one pass of retention did (or, dry, would do) on one tier."""
+
+    deleted: list[int] = field(default_factory=list)
+    damaged: dict[int, str] = field(default_factory=dict)  # kept for inspection: step -> why
 
 
-def abandoned(incomplete: list[int], newest_committed: int | None, protect: set[int]) -> list[int]:
-    """Incomplete steps older than the newest committed one: a writer died on them. Newer ones
-    may still be in flight on another rank, so they wait for a later prune."""
-    if newest_committed is None:
-        return []
-    return [s for s in sorted(incomplete) if s < newest_committed and s not in protect]
+def plan_prune(
+    committed: list[int],
+    incomplete: list[int],
+    loads: Callable[[int], str],
+    keep_last: int,
+    keep_every: int | None,
+    protect: set[int] = frozenset(),
+    delete_damaged: bool = False,
+) -> Pruned:
+    """Which steps to delete (pure but for ``loads(step)``, which returns "" for a step that
+    loads and else why not; it is asked newest first, and only until ``keep_last`` steps that
+    load are found, so older steps are never read).
+
+    Kept: the ``keep_last`` newest steps that load, multiples of ``keep_every``, protected
+    steps (still being uploaded), and steps newer than the last kept one that do not load
+    (damaged: kept for inspection unless ``delete_damaged``). If no step loads, no committed
+    step is deleted. Incomplete steps (no manifest) older than the newest step that loads go:
+    a writer died on them; newer ones may still be in flight."""
+    out = Pruned()
+    good: list[int] = []
+    for step in sorted(committed, reverse=True):
+        if len(good) >= keep_last:  # beyond the kept steps: judged by number alone
+            if step not in protect and not (keep_every and step % keep_every == 0):
+                out.deleted.append(step)
+            continue
+        why = loads(step)
+        if not why:
+            good.append(step)
+            continue
+        out.damaged[step] = why
+        if delete_damaged and step not in protect:
+            out.deleted.append(step)
+    newest_good = good[0] if good else None
+    if newest_good is not None:
+        out.deleted += [s for s in incomplete if s < newest_good and s not in protect]
+    out.deleted.sort()
+    return out
 
 
 def prune_tier(
-    tier: Tier, keep_last: int, keep_every: int | None, protect: set[int], dry_run: bool
-) -> list[int]:
-    """Delete the tier's steps outside the policy, and incomplete ones a writer died on;
-    returns them (with ``dry_run``, only says which)."""
-    steps = tier.steps()
-    committed = [s for s, listing in steps.items() if listing.committed]
-    doomed = to_delete(committed, keep_last, keep_every, protect)
-    doomed += abandoned(
+    tier: Tier,
+    checker: StepChecker,
+    keep_last: int,
+    keep_every: int | None,
+    protect: set[int],
+    dry_run: bool,
+    delete_damaged: bool = False,
+) -> Pruned:
+    """Delete the tier's steps outside the policy (see ``plan_prune``); returns them (with
+    ``dry_run``, only says which). Whether a step loads is judged across every tier."""
+    checker.forget_listings()
+    steps = checker.listing(tier)
+    if steps is None:
+        tier.steps()  # raises the listing's error
+        return Pruned()
+
+    def loads(step: int) -> str:
+        health = checker.check(step)
+        return "" if health.loads else _why(health)
+
+    pruned = plan_prune(
+        [s for s, listing in steps.items() if listing.committed],
         [s for s, listing in steps.items() if not listing.committed],
-        max(committed, default=None),
+        loads,
+        keep_last,
+        keep_every,
         protect,
+        delete_damaged,
     )
-    for step in [] if dry_run else doomed:
+    for step, why in pruned.damaged.items():
+        log.warning("step %d does not load, kept for inspection: %s", step, why)
+    for step in [] if dry_run else pruned.deleted:
         log.info("pruning step %d from %s", step, tier)
         tier.delete_step(steps[step])
-    return doomed
+    return pruned
+
+
+def _why(health: StepHealth) -> str:
+    states = "; ".join(f"{name} {state}" for name, state in health.tiers.items())
+    return f"{health.why} ({states})" if health.why else states

@@ -31,6 +31,7 @@ RANGE = 16 << 20
 class StepListing:
     step: int
     files: dict[str, int] = field(default_factory=dict)  # name in the step folder -> size
+    etags: dict[str, str] = field(default_factory=dict)  # name -> version (ETag; mtime on POSIX)
 
     @property
     def committed(self) -> bool:
@@ -68,7 +69,8 @@ class Tier:
                     folder, _, name = info.key.partition("/")
                     step = step_of(folder)
                     if step is not None and name:
-                        found.setdefault(step, StepListing(step)).files[name] = info.size
+                        listing = found.setdefault(step, StepListing(step))
+                        listing.files[name], listing.etags[name] = info.size, info.etag
             if self.posix is not None and self.posix.root.is_dir():
                 # a killed writer's folder may hold only partial files, which listings skip
                 for entry in os.scandir(self.posix.root):

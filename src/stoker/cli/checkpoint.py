@@ -107,14 +107,23 @@ def ls(
             "e.g. 0.08; default: not priced (a folder is billed with its VM or volume)."
         ),
     ] = None,
+    hashes: Annotated[
+        bool,
+        typer.Option(
+            "--hash",
+            help="Read every byte to check it against its manifest (default: manifests and "
+            "sizes, which find torn and truncated files, not a flipped byte).",
+        ),
+    ] = False,
     json_out: Json = False,
 ) -> None:
-    """Every step on each tier (complete or not), and what keeping them costs per month; exit 1
-    when a tier cannot be listed (what the others hold is shown all the same)."""
+    """Every step with its state on each tier (ok, damaged and why, missing, incomplete),
+    whether it loads, and what keeping them costs per month; exit 1 when a tier cannot be
+    listed (what the others hold is shown all the same)."""
     from ..units import format_bytes
 
     with _open(fast, durable) as ckpt:
-        infos = ckpt.list()
+        infos = ckpt.list(hashes=hashes)
         costs = ckpt.costs(blob_tier=blob_tier, fast_usd_per_gb_month=fast_price, listing=infos)
     if json_out:
         emit_json(
@@ -128,11 +137,13 @@ def ls(
         return
     from rich.table import Table
 
-    table = Table("step", "size", "ranks", "kind", "created", *[c.tier for c in costs])
+    tiers = [c.tier for c in costs]
+    table = Table("step", "size", "ranks", "kind", "created", "loads", *tiers)
     for i in infos:
-        states = [i.tiers.get(c.tier, "?" if c.tier in infos.unreachable else "-") for c in costs]
+        states = [escape(i.tiers.get(t, "?" if t in infos.unreachable else "-")) for t in tiers]
         row = [str(i.step), format_bytes(i.bytes), str(i.world_size or "-"), i.kind or "-"]
-        table.add_row(*row, i.created or "-", *states)
+        loads = "[green]yes[/]" if i.loads else "[red]no[/]"
+        table.add_row(*row, i.created or "-", loads, *states)
     stdout.print(table)
     prices = Table("tier", "where", "kept", "USD/GB-month", "USD/month", "price basis")
     for c in costs:
@@ -207,18 +218,34 @@ def prune(
         typer.Option(help="Also keep every step that is a multiple of this (1 or more)."),
     ] = None,
     dry_run: Annotated[bool, typer.Option(help="Say what would go; delete nothing.")] = False,
+    delete_damaged: Annotated[
+        bool,
+        typer.Option(help="Also delete the steps that do not load (kept for inspection else)."),
+    ] = False,
     json_out: Json = False,
 ) -> None:
-    """Delete what the retention policy does not keep (never the newest complete step), and
-    incomplete steps older than the newest complete one."""
+    """Delete what the retention policy does not keep, counting only steps that load (each of
+    the newest is verified: manifest, sizes and hashes), so the newest step that loads always
+    stays; incomplete steps older than it go too. A newer step that does not load is kept for
+    inspection and named; exit 1 when there is one."""
     with _open(fast, durable, keep_last=keep_last, keep_every=keep_every) as ckpt:
-        gone = ckpt.prune(dry_run=dry_run)
+        gone = ckpt.prune(dry_run=dry_run, delete_damaged=delete_damaged)
     if json_out:
-        emit_json({"dry_run": dry_run, "deleted": gone})
-        return
-    verb = "would delete" if dry_run else "deleted"
-    for tier, steps in gone.items():
-        stdout.print(f"{tier}: {verb} {len(steps)} step(s) {steps if steps else ''}")
+        emit_json({"dry_run": dry_run, "deleted": gone, "damaged": gone.damaged})
+    else:
+        verb = "would delete" if dry_run else "deleted"
+        for tier, steps in gone.items():
+            stdout.print(f"{tier}: {verb} {len(steps)} step(s) {steps if steps else ''}")
+    for tier, damaged in gone.damaged.items():
+        fate = "deleted" if delete_damaged and not dry_run else "kept for inspection"
+        for step, why in damaged.items():
+            stderr.print(
+                f"[bold red]damaged:[/] {tier} step {step} does not load ({fate}): {escape(why)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    if gone.damaged:
+        raise typer.Exit(1)
 
 
 @app.command("pull")
