@@ -18,6 +18,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +34,9 @@ class EventsServer:
         self.gets = 0
         self.refused = 0  # requests without Metadata: true
         self.first_served: dict[str, float] = {}  # EventId -> perf_counter of its first GET
+        # called with the EventIds as an acknowledgement arrives, before it is answered (a
+        # test looks at the disk at that moment)
+        self.on_ack: Callable[[list[str]], Any] | None = None
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -88,6 +92,8 @@ class EventsServer:
             ids = [str(r["EventId"]) for r in body["StartRequests"]]
         except (KeyError, TypeError):
             return False
+        if self.on_ack is not None:
+            self.on_ack(ids)
         with self._lock:
             self.acks.append((time.perf_counter(), ids))
             if self.forget_acked:

@@ -137,16 +137,26 @@ class PreemptionWatcher:
                 assert self.vm_name is not None
                 if not event.aims_at(self.vm_name):
                     self._ignored.add(event.event_id)
-                    log.debug("preemption watch: ignoring %s %s for %s", event.event_type,
-                              event.event_id, ", ".join(event.resources) or "no resource")
+                    log.debug(
+                        "preemption watch: ignoring %s %s for %s",
+                        event.event_type,
+                        event.event_id,
+                        ", ".join(event.resources) or "no resource",
+                    )
                     continue
                 self._seen.add(event.event_id)
                 self._queued.append((event, now))
                 self.stop_requested = True
-            left = "already started" if event.not_before is None else (
-                f"starts in {event.not_before - time.time():.0f} s at the latest")
-            log.warning("preemption watch: %s event %s for %s (%s): the next should_stop() "
-                        "saves and stops", event.event_type, event.event_id, self.vm_name, left)
+            left = _notice_words(
+                None if event.not_before is None else event.not_before - time.time()
+            )
+            log.warning(
+                "preemption watch: %s event %s for %s (%s): the next should_stop() saves and stops",
+                event.event_type,
+                event.event_id,
+                self.vm_name,
+                left,
+            )
 
     # ------------------------------------------------------------------ the training loop
     def should_stop(self, step: int, state: Any = None) -> bool:
@@ -183,8 +193,7 @@ class PreemptionWatcher:
         kinds = ", ".join(sorted({e.event_type for e in events})) or "an event on another node"
         measured = ckpt._pipeline.measured  # the newest save whose write has finished
         report.say(
-            f"{kinds}: {'already started' if notice <= 0 else f'{notice:.1f} s of notice'}; "
-            f"saving step {step}",
+            f"{kinds}: {_notice_words(notice)}; saving step {step}",
             logging.WARNING,
         )
         if measured is not None and measured.fast_s is not None and measured.fast_s > notice:
@@ -219,8 +228,10 @@ class PreemptionWatcher:
                 logging.ERROR,
             )
             return report
-        report.say(f"step {report.step} committed on the fast tier" +
-                   (" and the durable tier" if report.durable else ""))
+        report.say(
+            f"step {report.step} committed on the fast tier"
+            + (" and the durable tier" if report.durable else "")
+        )
         self._acknowledge(report)
         return report
 
@@ -233,8 +244,11 @@ class PreemptionWatcher:
             return last
         if state is None and self.state_fn is None:
             if last is None:
-                report.say("no state given (state_fn or should_stop(step, state)) and nothing "
-                           "saved: nothing to save", logging.ERROR)
+                report.say(
+                    "no state given (state_fn or should_stop(step, state)) and nothing "
+                    "saved: nothing to save",
+                    logging.ERROR,
+                )
                 return None
             report.say(f"no state given: finishing the save of step {last.step}", logging.WARNING)
             return last
@@ -251,17 +265,22 @@ class PreemptionWatcher:
             upload = measured.durable_s - measured.fast_s
         if left <= 0 or (upload is not None and upload > left):
             took = f" (an upload took {upload:.1f} s the last time)" if upload is not None else ""
-            report.say(f"{max(left, 0):.1f} s left before NotBefore{took}: not waiting for the "
-                       "durable tier; its upload goes on in the background", logging.WARNING)
+            report.say(
+                f"{max(left, 0):.1f} s left before NotBefore{took}: not waiting for the "
+                "durable tier; its upload goes on in the background",
+                logging.WARNING,
+            )
             return
         until = time.time() + left
         while stats.durable_s is None and self.ckpt.busy and time.time() < until:
             time.sleep(SETTLE_S)
         report.durable = stats.durable_s is not None
         if not report.durable:
-            report.say("the upload to the durable tier did not finish in time; the step is on "
-                       "the fast tier (lost with the VM's local disks on Preempt and Redeploy)",
-                       logging.WARNING)
+            report.say(
+                "the upload to the durable tier did not finish in time; the step is on "
+                "the fast tier (lost with the VM's local disks on Preempt and Redeploy)",
+                logging.WARNING,
+            )
 
     def _acknowledge(self, report: Preemption) -> None:
         if self._client is None or not report.events:
@@ -270,8 +289,11 @@ class PreemptionWatcher:
         try:
             self._client.acknowledge(ids)
         except ImdsUnreachable as exc:
-            report.say(f"could not acknowledge {', '.join(ids)} ({exc}): Azure starts the event "
-                       "at NotBefore", logging.WARNING)
+            report.say(
+                f"could not acknowledge {', '.join(ids)} ({exc}): Azure starts the event "
+                "at NotBefore",
+                logging.WARNING,
+            )
             return
         report.acknowledged = True
         report.say(f"acknowledged {', '.join(ids)}")
@@ -290,6 +312,12 @@ class PreemptionWatcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _notice_words(left: float | None) -> str:
+    if left is None:
+        return "already started"
+    return f"{left:.1f} s of notice" if left > 0 else "no notice left (started or past NotBefore)"
 
 
 def _deadline(event: ScheduledEvent, seen: float) -> float:

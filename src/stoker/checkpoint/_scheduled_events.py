@@ -127,7 +127,9 @@ class EventsClient:
         except httpx.HTTPError as exc:
             raise ImdsUnreachable(f"{self.where}: {type(exc).__name__}: {exc}") from exc
         if response.status_code != 200:
-            raise ImdsUnreachable(f"{self.where} answered {method} with HTTP {response.status_code}")
+            raise ImdsUnreachable(
+                f"{self.where} answered {method} with HTTP {response.status_code}"
+            )
         return response
 
     @property
