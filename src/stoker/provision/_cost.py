@@ -62,9 +62,9 @@ def blob_per_hour(lay: Layout, stored_bytes: float) -> float | None:
 
 
 def account_label(lay: Layout, role: str) -> str:
-    """The README's name for an account; ARM names it st/sl + stem + uniqueString(RG)."""
-    stem = "".join(ch for ch in lay.prefix if ch.isalnum())[:9]
-    return f"{'st' if role == 'main' else 'sl'}{stem}<unique>"
+    from ._refs import account_name
+
+    return account_name(lay, role)
 
 
 def bill(lay: Layout, network_lines: list[Line]) -> Bill:

@@ -25,27 +25,17 @@ def _arg(name: str) -> str:
     return f"'{name}'"
 
 
-def account_var(role: str) -> str:
-    return f"storage_{role}"
+def account_name(lay: Layout, role: str) -> str:
+    """A storage account's name, literal so the schemas and checkov can read it: 'st' (main)
+    or 'sl' (Lustre-linked) + up to 10 characters of the name + 12 hex digits of a hash of
+    the resource group, name and region (account names are global: another deployment of the
+    same plan into a same-named group elsewhere would collide; --name changes it)."""
+    import hashlib
 
-
-def account_name(role: str) -> str:
-    """The expression for a storage account's name (globally unique: uniqueString of the RG)."""
-    return f"[variables('{account_var(role)}')]"
-
-
-def account_name_value(lay: Layout, role: str) -> str:
-    """The variable's value: 'st' or 'sl' + up to 9 letters of the name + 13 of uniqueString."""
-    stem = "".join(ch for ch in lay.prefix if ch.isalnum())[:9]
+    stem = "".join(ch for ch in lay.prefix if ch.isalnum())[:10]
     lead = "st" if role == "main" else "sl"
-    return f"[format('{lead}{stem}{{0}}', uniqueString(resourceGroup().id, '{lay.prefix}'))]"
-
-
-def child_name(parent_expr: str, *children: str) -> str:
-    """``[format('{0}/default/data', variables(...))]`` for a child of an expression-named parent."""
-    inner = parent_expr[1:-1]
-    path = "/".join(children)
-    return f"[format('{{0}}/{path}', {inner})]"
+    seed = f"{lay.resource_group}/{lay.prefix}/{lay.region}/{role}".encode()
+    return f"{lead}{stem}{hashlib.sha256(seed).hexdigest()[:12]}"
 
 
 def tags(lay: Layout, hourly: dict[str, str], own: str | None) -> dict[str, str]:

@@ -21,6 +21,11 @@ from ._res_storage import container_id, subnet_id
 MAINTENANCE = {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}  # CCWS's choice too
 OS_DISK_GB = 256
 
+_SKIP_AUTO_OS_UPGRADE = (
+    "CKV_AZURE_95",
+    "automatic OS image upgrades reimage nodes while a training job runs on them; the cluster "
+    "lives for one run on the pinned HPC image and is torn down after it",
+)
 _SKIP_ENCRYPTION_AT_HOST = (
     "CKV_AZURE_97",
     "encryption at host needs the EncryptionAtHost feature registered on the subscription and "
@@ -40,23 +45,24 @@ def identity(lay: Layout, facts: Provisioning, hourly: dict[str, str]) -> dict[s
     }
 
 
-def role_id(account: str, key: str) -> str:
+def role_id(lay: Layout, account: str, key: str) -> str:
     """The id of a role assignment scoped to a storage account (an extension resource)."""
-    acct = rid("Microsoft.Storage/storageAccounts", account_name(account))[1:-1]
+    name = account_name(lay, account)
+    acct = rid("Microsoft.Storage/storageAccounts", name)[1:-1]
     return (
         f"[extensionResourceId({acct}, 'Microsoft.Authorization/roleAssignments', "
-        f"guid(resourceGroup().id, variables('storage_{account}'), '{key}'))]"
+        f"guid(resourceGroup().id, '{name}', '{key}'))]"
     )
 
 
 def _role(lay: Layout, facts: Provisioning, role_role: str, account: str, principal: str,
           role_id: str, key: str) -> dict[str, Any]:  # fmt: skip
-    scope = f"[format('Microsoft.Storage/storageAccounts/{{0}}', variables('storage_{account}'))]"
+    name = account_name(lay, account)
     return {
         "type": "Microsoft.Authorization/roleAssignments",
         "apiVersion": api(facts, "Microsoft.Authorization"),
-        "name": f"[guid(resourceGroup().id, variables('storage_{account}'), '{key}')]",
-        "scope": scope,
+        "name": f"[guid(resourceGroup().id, '{name}', '{key}')]",
+        "scope": f"Microsoft.Storage/storageAccounts/{name}",
         "properties": {
             "roleDefinitionId": (
                 f"[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', '{role_id}')]"
@@ -66,7 +72,7 @@ def _role(lay: Layout, facts: Provisioning, role_role: str, account: str, princi
             "description": role_role,
         },
         "dependsOn": [
-            rid("Microsoft.Storage/storageAccounts", account_name(account)),
+            rid("Microsoft.Storage/storageAccounts", name),
             rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity),
         ],
     }
@@ -111,8 +117,8 @@ def amlfs(lay: Layout, lu: Lustre, facts: Provisioning, price: str | None,
             "maintenanceWindow": dict(MAINTENANCE),
             "hsm": {
                 "settings": {
-                    "container": container_id(acct, lu.container),
-                    "loggingContainer": container_id(acct, "lustre-logs"),
+                    "container": container_id(lay, acct, lu.container),
+                    "loggingContainer": container_id(lay, acct, "lustre-logs"),
                     "importPrefix": lu.import_prefix,
                 }
             },
@@ -120,10 +126,10 @@ def amlfs(lay: Layout, lu: Lustre, facts: Provisioning, price: str | None,
         },
         "dependsOn": [
             rid("Microsoft.Network/virtualNetworks", lay.vnet),
-            container_id(acct, lu.container),
-            container_id(acct, "lustre-logs"),
-            role_id("hsm", "amlfs-account"),
-            role_id("hsm", "amlfs-blob"),
+            container_id(lay, acct, lu.container),
+            container_id(lay, acct, "lustre-logs"),
+            role_id(lay, "hsm", "amlfs-account"),
+            role_id(lay, "hsm", "amlfs-blob"),
         ],
     }
 
@@ -210,7 +216,7 @@ def vmss(lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None,
             rid("Microsoft.Network/virtualNetworks", lay.vnet),
             ident,
             *(rid("Microsoft.StorageCache/amlFilesystems", lu.name) for lu in lay.lustres),
-            *(role_id(a.role, "vm-blob") for a in lay.accounts),
+            *(role_id(lay, a.role, "vm-blob") for a in lay.accounts),
         ],
     }
-    return with_skip(res, _SKIP_ENCRYPTION_AT_HOST)
+    return with_skip(res, _SKIP_ENCRYPTION_AT_HOST, _SKIP_AUTO_OS_UPGRADE)

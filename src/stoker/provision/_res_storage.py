@@ -15,7 +15,7 @@ from typing import Any
 
 from ..catalog._schema import Provisioning
 from ._layout import Account, Layout
-from ._refs import account_name, api, child_name, rid, tags, with_skip
+from ._refs import account_name, api, rid, tags, with_skip
 
 SOFT_DELETE_DAYS = 14
 
@@ -24,6 +24,12 @@ _SKIP_LRS = (
     "LRS on purpose: the plan prices Blob at the LRS rate, the data is re-creatable from its "
     "source and the checkpoints are versioned with soft delete; pass a ZRS sku by hand for "
     "zone failure",
+)
+_SKIP_PUBLIC = (
+    "CKV_AZURE_59",
+    "the firewall denies by default and admits only the VNet's compute and Lustre subnets "
+    "(service endpoints) and trusted Azure services; 'Disabled' would also shut those out and "
+    "require private endpoints and DNS zones",
 )
 _SKIP_SHARED_KEY = (
     "CKV2_AZURE_40",
@@ -43,7 +49,7 @@ def account(lay: Layout, acct: Account, facts: Provisioning, price: str | None,
     res: dict[str, Any] = {
         "type": "Microsoft.Storage/storageAccounts",
         "apiVersion": api(facts, "Microsoft.Storage"),
-        "name": account_name(acct.role),
+        "name": account_name(lay, acct.role),
         "location": lay.region,
         "tags": tags(lay, hourly, price),
         "sku": {"name": "Standard_LRS"},
@@ -59,7 +65,7 @@ def account(lay: Layout, acct: Account, facts: Provisioning, price: str | None,
             "publicNetworkAccess": "Enabled",
             "networkAcls": {
                 "defaultAction": "Deny",
-                "bypass": "AzureServices, Logging, Metrics",
+                "bypass": "AzureServices",
                 "virtualNetworkRules": rules,
                 "ipRules": [],
             },
@@ -76,7 +82,7 @@ def account(lay: Layout, acct: Account, facts: Provisioning, price: str | None,
         },
         "dependsOn": [rid("Microsoft.Network/virtualNetworks", lay.vnet)],
     }
-    skips = [_SKIP_LRS]
+    skips = [_SKIP_LRS, _SKIP_PUBLIC]
     if acct.shared_key:
         skips.append(_SKIP_SHARED_KEY)
     return with_skip(res, *skips)
@@ -87,33 +93,31 @@ def blob_service(lay: Layout, acct: Account, facts: Provisioning) -> dict[str, A
     return {
         "type": "Microsoft.Storage/storageAccounts/blobServices",
         "apiVersion": api(facts, "Microsoft.Storage"),
-        "name": child_name(account_name(acct.role), "default"),
+        "name": f"{account_name(lay, acct.role)}/default",
         "properties": {
             "deleteRetentionPolicy": {**retention, "allowPermanentDelete": False},
             "containerDeleteRetentionPolicy": retention,
             "isVersioningEnabled": True,
         },
-        "dependsOn": [rid("Microsoft.Storage/storageAccounts", account_name(acct.role))],
+        "dependsOn": [rid("Microsoft.Storage/storageAccounts", account_name(lay, acct.role))],
     }
 
 
-def container(acct: Account, name: str, facts: Provisioning) -> dict[str, Any]:
+def container(lay: Layout, acct: Account, name: str, facts: Provisioning) -> dict[str, Any]:
+    account = account_name(lay, acct.role)
     return {
         "type": "Microsoft.Storage/storageAccounts/blobServices/containers",
         "apiVersion": api(facts, "Microsoft.Storage"),
-        "name": child_name(account_name(acct.role), "default", name),
+        "name": f"{account}/default/{name}",
         "properties": {"publicAccess": "None"},
-        "dependsOn": [
-            rid("Microsoft.Storage/storageAccounts/blobServices", account_name(acct.role),
-                "default"),  # fmt: skip
-        ],
+        "dependsOn": [rid("Microsoft.Storage/storageAccounts/blobServices", account, "default")],
     }
 
 
-def container_id(acct: Account, name: str) -> str:
+def container_id(lay: Layout, acct: Account, name: str) -> str:
     return rid(
         "Microsoft.Storage/storageAccounts/blobServices/containers",
-        account_name(acct.role),
+        account_name(lay, acct.role),
         "default",
         name,
     )
@@ -125,11 +129,5 @@ def storage(lay: Layout, facts: Provisioning, hourly: dict[str, str],
     for acct in lay.accounts:
         out.append(account(lay, acct, facts, prices.get(acct.role), hourly))
         out.append(blob_service(lay, acct, facts))
-        out += [container(acct, name, facts) for name in acct.containers]
+        out += [container(lay, acct, name, facts) for name in acct.containers]
     return out
-
-
-def variables(lay: Layout) -> dict[str, str]:
-    from ._refs import account_name_value, account_var
-
-    return {account_var(a.role): account_name_value(lay, a.role) for a in lay.accounts}

@@ -16,7 +16,8 @@ from ._cost import Bill, Line
 from ._layout import Layout
 from ._res_compute import amlfs, identity, role_assignments, vmss
 from ._res_network import nat_name, network, nsg_name, pip_name
-from ._res_storage import storage, variables
+from ._refs import account_name
+from ._res_storage import storage
 
 TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"
 PARAMETERS_SCHEMA = (
@@ -92,7 +93,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
     for a in lay.accounts:
         outputs[f"storageAccount_{a.role}"] = {
             "type": "string",
-            "value": f"[variables('storage_{a.role}')]",
+            "value": account_name(lay, a.role),
         }
     for lu in lay.lustres:
         outputs[f"lustreMgsAddress_{lu.role}"] = {
@@ -113,7 +114,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
             "teardownAfter": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         "parameters": params,
-        "variables": {**variables(lay), "cloudInit": render_cloud_init(lay)},
+        "variables": {"cloudInit": render_cloud_init(lay)},
         "resources": resources,
         "outputs": outputs,
     }
