@@ -79,7 +79,7 @@ MiB, GiB = 1 << 20, 1 << 30
 STATES = ("tensor", "model", "small")
 TOOLS = ("torch.save", "dcp.save", "dcp.async_save", "stoker")
 ASYNC_TOOLS = ("dcp.async_save", "stoker")
-PARTS = ("compare", "growth", "crash", "first")  # --parts: which figures a run measures
+PARTS = ("compare", "growth", "crash", "first", "preempt")  # --parts: which figures a run measures
 FIRST_STATES = ("tensor", "model")  # the first-save part's states
 TARGET_BLOCKING, TARGET_CEILING, TARGET_MEMORY, TARGET_GROWTH = 0.1, 1.1, 1.1, 0.02
 MLP_WIDTH, MLP_BATCH, IDLE_S = 1024, 64, 1.0
@@ -1082,6 +1082,7 @@ def markdown(res: dict) -> str:
     )
     growth = growth_text(res.get("growth"), misses)
     first_save = first_save_text(res.get("first_save"), misses)
+    preempt = preempt_text(res.get("preempt"), misses)
     crash = crash_text(res.get("crash"), misses)
     missed = "".join(f"- {x}\n" for x in misses) or "- none\n"
     return f"""## checkpoint: async saves against `torch.save` and DCP (targets: blocking 0.1x `torch.save`, durable 1.1x the disk)
@@ -1117,6 +1118,9 @@ keeps between saves count; the worst save is shown. stoker's round trip after it
 ### Crash safety
 
 {crash}
+{PREEMPT_HEADING}
+
+{preempt}
 ### Where stoker misses a target
 
 {missed}
@@ -1307,6 +1311,144 @@ def replace_subsection(path: Path, heading: str, body: str) -> None:
 FIRST_HEADING = "### First save: blocking time against the later saves"
 
 
+# --------------------------------------------------------------------------------- preemption
+PREEMPT_HEADING = "### Save on preemption: from the event to the step committed on the fast tier"
+PREEMPT_NOTICE_S = 30.0  # a Spot eviction's notice (Preempt)
+TARGET_PREEMPT_S = PREEMPT_NOTICE_S / 2  # "well inside the notice": half of it at most
+PREEMPT_POLL_S = 1.0  # the watcher's default, as Azure recommends
+PREEMPT_STEP_S = 0.1  # a training step (on the GPU, say): the loop reaches should_stop this often
+
+
+def preempt_run(root: Path, nbytes: int, in_flight: bool, rng: random.Random) -> dict:
+    """One Preempt served by a local Scheduled Events server to a loop that calls
+    ``should_stop`` every step; ``in_flight``: the event comes while a periodic save of the same
+    state is still being written (the worst case: that write is finished first)."""
+    import torch
+
+    from stoker.checkpoint import Checkpointer
+    from stoker.checkpoint._events_server import EventsServer
+
+    shutil.rmtree(root, ignore_errors=True)
+    state = {"w": torch.zeros(nbytes // 4), "step": 0}
+    os.sync()
+    with EventsServer("bench-vm") as server, Checkpointer(fast=str(root), keep_last=2) as ckpt:
+        ckpt.save(1, state)  # a periodic save before: the buffer exists, a write was measured
+        ckpt.wait()
+        watcher = ckpt.watch_preemption(lambda: state, endpoint=server.url, poll_s=PREEMPT_POLL_S)
+        while watcher.polls < 1:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, PREEMPT_POLL_S))  # the event is posted anywhere in a poll cycle
+        step = 1
+        if in_flight:
+            step = 2
+            ckpt.save(step, state)
+        posted = time.perf_counter()
+        event = server.schedule("Preempt", notice_s=PREEMPT_NOTICE_S)
+        while True:
+            step += 1
+            state["w"][0] = step
+            state["step"] = step
+            time.sleep(PREEMPT_STEP_S)
+            if watcher.should_stop(step):
+                break
+        r, stats = watcher.last, ckpt.last_save
+        served, acked = server.first_served[event], server.acks[0][0]
+        watcher.close()
+    shutil.rmtree(root, ignore_errors=True)
+    assert r is not None and r.fast_at is not None and r.seen_at is not None and stats is not None
+    return {
+        "posted_to_fast_s": r.fast_at - posted,
+        "served_to_fast_s": r.fast_at - served,
+        "poll_wait_s": served - posted,
+        "seen_after_served_s": r.seen_at - served,
+        "loop_s": stats.started - r.seen_at,
+        "blocking_s": stats.blocking_s,
+        "write_s": (stats.fast_s or 0.0) - stats.blocking_s,
+        "ack_after_commit_s": acked - r.fast_at,
+        "acknowledged": r.acknowledged,
+        "note": r.note,
+    }
+
+
+def measure_preempt(runs: int, nbytes: int, folder: Path) -> dict:
+    """``runs`` preemptions with no save in flight and ``runs`` with one, each followed by dd's
+    write of the same bytes to the same disk (the ceiling)."""
+    rng = random.Random(23)
+    out: dict = {
+        "bytes": nbytes,
+        "runs": runs,
+        "when": datetime.now(UTC).isoformat(timespec="minutes"),
+    }
+    for variant, in_flight in (("idle", False), ("in_flight", True)):
+        rows = []
+        for i in range(runs):
+            row = preempt_run(folder / "preempt", nbytes, in_flight, rng)
+            row["ceiling"] = dd_ceiling(nbytes, folder)
+            print(
+                f"preempt {variant} {i + 1}/{runs}: event served -> fast commit "
+                f"{row['served_to_fast_s']:.2f} s (write {row['write_s']:.2f} s; dd "
+                f"{row['ceiling']['seconds']:.2f} s)",
+                flush=True,
+            )
+            rows.append(row)
+        out[variant] = rows
+    return out
+
+
+def preempt_text(p: dict | None, misses: list[str]) -> str:
+    if not p:
+        return "Not measured (`--parts preempt`).\n"
+
+    def med(rows: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    out = (
+        f"A local Scheduled Events server (stoker.checkpoint._events_server, the documented "
+        f"documents) posts a Preempt with {PREEMPT_NOTICE_S:.0f} s of notice at a random moment "
+        f"of the watcher's {PREEMPT_POLL_S:g} s poll cycle; the training loop steps every "
+        f"{PREEMPT_STEP_S * 1e3:.0f} ms and calls `watcher.should_stop(step)`, which saves the "
+        f"{p['bytes'] / GiB:.2f} GiB state, waits for the fast tier's commit and acknowledges. "
+        f"Before each run a periodic save of the same state was made (the buffer exists, as in "
+        f"steady training); 'during a save' posts the event right after a periodic save started, "
+        f"so that save's write is finished before the new one. Medians of {p['runs']} runs each "
+        f"(measured {p['when']}); the ceiling is dd writing the same bytes with O_DIRECT and "
+        "`fsync` to the same disk after each run. Target: the event served to the fast commit "
+        f"within {TARGET_PREEMPT_S:.0f} s, half the Spot notice.\n\n"
+        "| the event comes | served -> fast commit, s | posted -> fast commit, s | target | met "
+        "| poll wait | loop to save | save blocks | write | dd ceiling, s | write / ceiling "
+        "| ack after commit |\n"
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    for variant, title in (("idle", "between saves"), ("in_flight", "during a save")):
+        rows = p.get(variant) or []
+        if not rows:
+            continue
+        total = med(rows, "served_to_fast_s")
+        ceiling = statistics.median(r["ceiling"]["seconds"] for r in rows)
+        ok = total <= TARGET_PREEMPT_S
+        if not ok:
+            misses.append(
+                f"preemption {title}: {total:.1f} s from the event to the fast commit "
+                f"(target {TARGET_PREEMPT_S:.0f} s)"
+            )
+        out += (
+            f"| {title} | {_s(total)} | {_s(med(rows, 'posted_to_fast_s'))} | "
+            f"<= {TARGET_PREEMPT_S:.0f} | {_yes(ok)} | {_s(med(rows, 'poll_wait_s'))} | "
+            f"{_s(med(rows, 'loop_s'))} | {_s(med(rows, 'blocking_s'))} | "
+            f"{_s(med(rows, 'write_s'))} | {_s(ceiling)} | "
+            f"{med(rows, 'write_s') / ceiling:.2f}x | {1e3 * med(rows, 'ack_after_commit_s'):.0f} ms |\n"
+        )
+    acked = all(r["acknowledged"] for v in ("idle", "in_flight") for r in p.get(v) or [])
+    out += (
+        "\n'save blocks' includes, during a save, the wait for the write in flight. Every event was "
+        + ("acknowledged after its commit" if acked else "**not always acknowledged**")
+        + ". With a durable tier the watcher also waits for the upload when the notice leaves "
+        "time for the upload measured last (not measured here: the durable tier's rate is the "
+        "stage and storage benches').\n"
+    )
+    return out
+
+
 # --------------------------------------------------------------------------------- driver
 def machine(folder: Path) -> dict:
     mem = Path("/proc/meminfo").read_text().split()[1]
@@ -1346,6 +1488,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--parts", default=",".join(PARTS), help="which of " + ",".join(PARTS) + " to run"
+    )
+    parser.add_argument(
+        "--preempt-runs", type=int, help="preemptions per case (default 3, 1 with --quick)"
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1424,11 +1569,22 @@ def main() -> None:
         res.pop("growth", None)
         res.pop("crash", None)
     first_states = [s for s in states if s in FIRST_STATES]
+    if "stoker" in tools and "preempt" in parts and not skipped:
+        res["preempt"] = measure_preempt(
+            args.preempt_runs or (1 if args.quick else 3), SIZES[mode][0], folder
+        )
     if "stoker" in tools and "first" in parts and first_states:
         res["first_save"] = measure_first_save(first_states, mode, max(reps, 3), folder)
     out_path.write_text(json.dumps(res, indent=1))
     res["states"] = {k: v for k, v in res["states"].items() if "bytes" in v}
     if "compare" not in parts:  # one part's figures: its subsection, the others' stay
+        if "preempt" in parts:
+            misses = []
+            body = preempt_text(res.get("preempt"), misses)
+            body += "".join(f"\nMissed: {x}." for x in misses)
+            if args.write:
+                replace_subsection(args.write, PREEMPT_HEADING, body)
+            print(f"{PREEMPT_HEADING}\n\n{body}")
         if "first" in parts:
             misses: list[str] = []
             body = first_save_text(res.get("first_save"), misses)
