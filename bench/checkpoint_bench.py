@@ -1374,6 +1374,7 @@ def measure_preempt(runs: int, nbytes: int, folder: Path) -> dict:
     """``runs`` preemptions with no save in flight and ``runs`` with one, each followed by dd's
     write of the same bytes to the same disk (the ceiling)."""
     rng = random.Random(23)
+    start_cpu = cpu_mark()
     out: dict = {
         "bytes": nbytes,
         "runs": runs,
@@ -1392,6 +1393,7 @@ def measure_preempt(runs: int, nbytes: int, folder: Path) -> dict:
             )
             rows.append(row)
         out[variant] = rows
+    out["cpu_elsewhere"] = others_cpu_share(start_cpu)
     return out
 
 
@@ -1444,7 +1446,13 @@ def preempt_text(p: dict | None, misses: list[str]) -> str:
         + ("acknowledged after its commit" if acked else "**not always acknowledged**")
         + ". With a durable tier the watcher also waits for the upload when the notice leaves "
         "time for the upload measured last (not measured here: the durable tier's rate is the "
-        "stage and storage benches').\n"
+        "stage and storage benches'). "
+        + (
+            f"Other processes used {p['cpu_elsewhere']:.0%} of the CPU during these runs."
+            if p.get("cpu_elsewhere") is not None
+            else ""
+        )
+        + "\n"
     )
     return out
 
