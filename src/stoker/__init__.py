@@ -46,6 +46,9 @@ _WHERE = {
     "make_plan": "plan",
     "markdown": "plan",
     "plan_job": "plan",
+    "Deployment": "provision",
+    "provision": "provision",
+    "ProvisionError": "errors",
     "CacheResult": "stage",
     "StageSummary": "stage",
     "VerifyReport": "stage",
@@ -79,8 +82,8 @@ def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'stoker' has no attribute {name!r}")
     module = importlib.import_module(f".{_WHERE[name]}", __name__)
-    # stoker.stage is the subpackage, which is callable as the stage() function.
-    value = module if name == "stage" else getattr(module, name)
+    # stoker.stage and stoker.provision are subpackages, callable as the functions they name.
+    value = module if name in ("stage", "provision") else getattr(module, name)
     globals()[name] = value
     return value
 
@@ -109,6 +112,7 @@ if TYPE_CHECKING:
         CorruptCheckpointError,
         NoContainerError,
         PriceError,
+        ProvisionError,
         SourceChangedError,
         SpecError,
         StageError,
@@ -123,6 +127,7 @@ if TYPE_CHECKING:
     )
     from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
+    from .provision import Deployment, provision
     from .provision import TeardownReport, expired, teardown
     from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
     from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards

@@ -10,6 +10,7 @@ from . import catalog as _catalog
 from . import checkpoint as _checkpoint
 from . import doctor as _doctor
 from . import plan as _plan
+from . import provision as _provision
 from . import shards as _shards
 from . import stage as _stage
 from . import watch as _watch
@@ -22,6 +23,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("plan")(_plan.plan)
+app.command("provision")(_provision.provision)
 app.add_typer(_catalog.app, name="catalog")
 app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)

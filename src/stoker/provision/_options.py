@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import re
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -106,3 +107,15 @@ def options(**fields: object) -> ProvisionOptions:
         return ProvisionOptions(**fields)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ProvisionError(describe(exc)) from exc
+
+
+def read_ssh_key(path: str | Path) -> str:
+    """The public key text in ``path`` (``~`` expanded); refuses a private key."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text("utf-8").strip()
+    except OSError as exc:
+        raise ProvisionError(f"--ssh-key {path}: cannot be read ({exc.strerror})") from exc
+    if "PRIVATE KEY" in text:
+        raise ProvisionError(f"--ssh-key {path}: is a private key; give the .pub file")
+    return text

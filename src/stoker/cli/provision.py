@@ -1,0 +1,97 @@
+"""``stoker provision JOB.toml --out DIR``: write the plan as a deployment (ARM template,
+cloud-init, CCWS parameters, README with the cost); ``--check`` validates it offline."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._output import command, emit_json, stderr, stdout
+from .plan import CatalogOpt
+
+
+@command
+def provision(
+    spec: Annotated[Path, typer.Argument(help="Job spec (TOML), as for stoker plan.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the deployment to.")],
+    name: Annotated[
+        str | None, typer.Option(help="Stem of every resource name (default: the plan's name).")
+    ] = None,
+    resource_group: Annotated[
+        str | None, typer.Option("--resource-group", "-g", help="Default rg-<name>.")
+    ] = None,
+    address_space: Annotated[
+        str, typer.Option(help="The VNet's private IPv4 range.")
+    ] = "10.0.0.0/16",
+    admin_username: Annotated[str, typer.Option(help="Admin user on the nodes.")] = "azureuser",
+    ssh_key: Annotated[
+        Path | None,
+        typer.Option(help="OpenSSH public key file to put in the parameters (else at deploy)."),
+    ] = None,
+    teardown_after: Annotated[
+        dt.datetime | None,
+        typer.Option(help="UTC time for the teardown-after tag (default: the plan's run end)."),
+    ] = None,
+    install: Annotated[
+        str, typer.Option(help="pip requirement the nodes install stoker from.")
+    ] = "stoker",
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Validate: ARM schemas (strict), CCWS schema, checkov."),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Write the plan as infrastructure: main.json + parameters, cloud-init, CCWS, README."""
+    from ..provision import provision as run
+    from ..provision._options import read_ssh_key
+    from ..provision._readme import money
+
+    key = read_ssh_key(ssh_key) if ssh_key else None
+    d = run(spec, out, catalog or (), name=name, resource_group=resource_group,
+            address_space=address_space, admin_username=admin_username, ssh_public_key=key,
+            teardown_after=teardown_after, install=install)  # fmt: skip
+    summary = d.to_dict()
+    report = None
+    if check:
+        from ..provision.validate import check as validate
+
+        report = validate(out)
+        summary["check"] = {
+            "resources": report.resources,
+            "schema_errors": report.schema_errors,
+            "checkov_passed": report.checkov_passed,
+            "checkov_failed": report.checkov_failed,
+            "checkov_skipped": report.checkov_skipped,
+        }
+    if json_out:
+        emit_json(summary)
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"stoker provision: {d.layout.plan_name} -> {out}",
+                      title_justify="left")  # fmt: skip
+        for col in ("#", "resource", "name", "size", "per hour"):
+            table.add_column(col, overflow="fold", justify="right" if col == "per hour" else "left")
+        for i, line in enumerate(d.bill.lines, 1):
+            table.add_row(str(i), line.resource, line.name, line.size, money(line.per_hour_usd))
+        stdout.print(table)
+        unknown = f" (priced part; unpriced: {', '.join(d.bill.unknown)})" if d.bill.unknown else ""
+        stdout.print(f"total per hour {money(d.per_hour_usd)}{unknown}; per idle day "
+                     f"{money(d.per_hour_usd * 24)}; storage only {money(d.bill.idle_per_hour_usd * 24)}"
+                     f" a day", highlight=False)  # fmt: skip
+        stdout.print(f"wrote {', '.join(p.name for p in d.files)} in {d.elapsed_s * 1000:.0f} ms; "
+                     f"deploy and teardown commands: {out / 'README.md'}", highlight=False)  # fmt: skip
+        if report is not None:
+            checkov = ("checkov not installed (make checkov)" if report.checkov_passed is None else
+                       f"checkov {report.checkov_passed} passed, {len(report.checkov_failed)} "
+                       f"failed, {len(report.checkov_skipped)} skipped with a reason")  # fmt: skip
+            stdout.print(f"check: {report.resources} ARM resources, "
+                         f"{len(report.schema_errors)} schema errors; {checkov}", highlight=False)  # fmt: skip
+            for line in report.schema_errors + report.checkov_failed:
+                stderr.print(f"  {line}", highlight=False, markup=False)
+    if report is not None and not report.ok:
+        raise typer.Exit(1)
