@@ -1131,6 +1131,7 @@ keeps between saves count; the worst save is shown. stoker's round trip after it
 # --------------------------------------------------------------------------------- first save
 FIRST_TRAIN_S = 4.0  # training steps between the Checkpointer's making and its first save
 TARGET_FIRST = 1.2  # first save's blocking over the median of the later ones
+FIRST_ROUNDS = 3  # fresh processes per variant (2 with --quick)
 
 
 def first_save_worker(cfg: dict) -> dict:
@@ -1192,16 +1193,21 @@ def first_save_worker(cfg: dict) -> dict:
     }
 
 
-def measure_first_save(states: list[str], mode: str, reps: int, folder: Path) -> dict:
-    """Per state, side by side: ``torch.save`` (its median blocking), stoker without a
-    reservation, stoker with ``reserve_like=state``; each in a fresh process."""
+def measure_first_save(
+    states: list[str], mode: str, reps: int, folder: Path, rounds: int = FIRST_ROUNDS
+) -> dict:
+    """Per state, side by side: ``torch.save`` (its median blocking), then ``rounds`` fresh
+    processes each of stoker without a reservation and with ``reserve_like=state``, taking
+    turns (a first save is one sample per process: the rounds give it a median)."""
     out = {}
     for state in states:
         print(f"first save: {state}", flush=True)
         base = {"state": state, "mode": mode, "reps": reps, "dir": str(folder)}
-        row = {"torch.save": spawn_worker({**base, "tool": "torch.save", "warmup": 1})}
-        for variant in ("none", "reserve"):
-            row[variant] = spawn_worker({**base, "first": True, "variant": variant})
+        row: dict = {"torch.save": spawn_worker({**base, "tool": "torch.save", "warmup": 1})}
+        for _ in range(rounds):
+            for variant in ("none", "reserve"):
+                cfg = {**base, "first": True, "variant": variant}
+                row.setdefault(variant, []).append(spawn_worker(cfg))
         out[state] = row
     return out
 
@@ -1210,12 +1216,14 @@ def first_save_text(fs: dict | None, misses: list[str]) -> str:
     if not fs:
         return "Not measured (`--parts first`).\n"
     out = (
-        f"Each stoker row is one fresh process: a CPU MLP steps for {IDLE_S:.0f} s idle, the "
-        f"`Checkpointer` is made (with `reserve_like=state` or without), the MLP steps "
-        f"{FIRST_TRAIN_S:.0f} s more (the training that runs before a first save), then the first "
-        "save and the later ones, each after the previous one was durable and `os.sync()`. "
-        "`torch.save` is the same state's median blocking in its own process, just before.\n\n"
-        "| state | stoker | first save, s | later saves (median), s | first / later | target "
+        f"Each stoker process: a CPU MLP steps for {IDLE_S:.0f} s idle, the `Checkpointer` is "
+        f"made (with `reserve_like=state` or without), the MLP steps until {FIRST_TRAIN_S:.0f} s "
+        "after that (the training that runs before a first save), then come the first save and "
+        "the later ones, each after the previous one was durable and `os.sync()`. Fresh "
+        "processes in turns, several per row: first save = the median of their first saves, "
+        "later = the median of all their later saves. `torch.save`: the same state's median "
+        "blocking in its own process, just before.\n\n"
+        "| state | stoker | first save, s | later saves, s | first / later | target "
         "| met | later / `torch.save` | target | met | training step while the pages go in |\n"
         "|---|---|---:|---:|---:|---|---|---:|---|---|---|\n"
     )
@@ -1225,19 +1233,19 @@ def first_save_text(fs: dict | None, misses: list[str]) -> str:
             timed(row["torch.save"], "blocking_s") if "runs" in row.get("torch.save", {}) else None
         )
         for variant, title in (("none", "no reserve"), ("reserve", "`reserve_like=state`")):
-            e = row.get(variant, {})
-            if "blocking_s" not in e:
+            runs = [e for e in row.get(variant, []) if "blocking_s" in e]
+            if not runs:
                 out += f"| {LABELS[name]} | {title} | failed | | | | | | | | |\n"
                 misses.append(f"first save, {LABELS[name]}, {title}: the run failed")
                 continue
-            first_s, later = e["blocking_s"][0], statistics.median(e["blocking_s"][1:])
+            firsts = [e["blocking_s"][0] for e in runs]
+            laters = [b for e in runs for b in e["blocking_s"][1:]]
+            first_s, later = statistics.median(firsts), statistics.median(laters)
             r = first_s / later
             steady = later / torch_s if torch_s else None
             held = variant == "reserve"
-            ok_first, ok_steady = (
-                r <= TARGET_FIRST,
-                steady is not None and steady <= TARGET_BLOCKING,
-            )
+            ok_first = r <= TARGET_FIRST
+            ok_steady = steady is not None and steady <= TARGET_BLOCKING
             if held and not ok_first:
                 misses.append(
                     f"first save, {LABELS[name]}: {first_s:.3f} s, {r:.2f}x the later saves' "
@@ -1249,25 +1257,37 @@ def first_save_text(fs: dict | None, misses: list[str]) -> str:
                     f"(target {TARGET_BLOCKING}x)"
                 )
             steps = "-"
-            if e.get("prefaulting_ms"):
+            busy = [e for e in runs if e.get("prefaulting_ms")]
+            if busy:
                 steps = (
-                    f"{e['prefaulting_ms']:.1f} ms ({e['prefaulting_steps']} steps; idle "
-                    f"{e['idle_ms']:.1f} ms, after {e['after_ms'] or 0:.1f} ms)"
+                    f"{statistics.median(e['prefaulting_ms'] for e in busy):.1f} ms "
+                    f"({sum(e['prefaulting_steps'] for e in busy)} steps; idle "
+                    f"{statistics.median(e['idle_ms'] for e in runs):.1f} ms, after "
+                    f"{statistics.median(e['after_ms'] or 0 for e in busy):.1f} ms)"
                 )
             out += (
-                f"| {state_label(name, {'bytes': e['bytes']})} | {title} | {_s(first_s)} | "
-                f"{_s(later)} ({len(e['blocking_s']) - 1} saves) | {r:.2f}x | "
-                f"{f'<= {TARGET_FIRST}x' if held else '-'} | {_yes(ok_first) if held else '-'} | "
+                f"| {state_label(name, {'bytes': runs[0]['bytes']})} | {title} | {_s(first_s)} "
+                f"({', '.join(_s(f) for f in firsts)}) | {_s(later)} ({len(laters)} saves) | "
+                f"{r:.2f}x | {f'<= {TARGET_FIRST}x' if held else '-'} | "
+                f"{_yes(ok_first) if held else '-'} | "
                 f"{f'{steady:.3f}x of {_s(torch_s)} s' if steady else '-'} | <= {TARGET_BLOCKING}x | "
                 f"{_yes(ok_steady)} | {steps} |\n"
             )
-            if held and e.get("prefault_s") is not None:
+            faulted = [e for e in runs if e.get("prefault_s") is not None]
+            if held and faulted:
+                late = sum(1 for e in faulted if not e["ready_at_save"])
                 notes.append(
                     f"{LABELS[name]}: the background thread faulted the buffer in "
-                    f"({e['method']}) in {e['prefault_s']:.2f} s, "
-                    f"{'done before' if e['ready_at_save'] else '**not done by**'} the first save "
-                    f"{FIRST_TRAIN_S:.0f} s after the `Checkpointer` was made (made in "
-                    f"{1e3 * e['made_s']:.0f} ms)"
+                    f"({faulted[0]['method']}) in "
+                    + ", ".join(f"{e['prefault_s']:.2f}" for e in faulted)
+                    + " s, "
+                    + (
+                        "each done before the first save"
+                        if not late
+                        else f"**{late} not done by the first save**"
+                    )
+                    + f" (the `Checkpointer` was made in "
+                    f"{statistics.median(1e3 * e['made_s'] for e in faulted):.0f} ms)"
                 )
     out += (
         "\nWhere the first save's time goes without a reservation (a profile of one 1 GiB save): "
@@ -1582,7 +1602,8 @@ def main() -> None:
             args.preempt_runs or (1 if args.quick else 3), SIZES[mode][0], folder
         )
     if "stoker" in tools and "first" in parts and first_states:
-        res["first_save"] = measure_first_save(first_states, mode, max(reps, 3), folder)
+        rounds = 2 if args.quick else FIRST_ROUNDS
+        res["first_save"] = measure_first_save(first_states, mode, max(reps, 3), folder, rounds)
     out_path.write_text(json.dumps(res, indent=1))
     res["states"] = {k: v for k, v in res["states"].items() if "bytes" in v}
     if "compare" not in parts:  # one part's figures: its subsection, the others' stay
