@@ -1,0 +1,315 @@
+"""``stoker provision``: the plan as a deployment. The numbers agree with ``stoker plan``, the
+resources carry what InfiniBand, Lustre and a hardened Blob need, and every refusal names its
+field, exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import stoker
+from stoker.catalog import load_catalog
+from stoker.cli import app
+from stoker.errors import ProvisionError
+from stoker.plan import plan_job
+from stoker.provision._checks import check_lustre
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SPECS = sorted(EXAMPLES.glob("*.toml"))
+BIG = EXAMPLES / "llama3-405b-2048vm.toml"
+NOW = dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC)
+
+LUSTRE_DATA = """
+name = "lustre-data"
+[cluster]
+vm_size = "ND96isr_H100_v5"
+nodes = 64
+[workload]
+kind = "pretrain"
+params = "70B"
+tokens_per_s_per_gpu = 1000
+seq_len = 4096
+global_batch = 512
+dataset_size = "200 TB"
+sharding = "fsdp"
+[data]
+source = "az://pretrain/tokens/v1"
+tier = "lustre"
+[run]
+length = "48 h"
+"""
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> tuple[stoker.Deployment, dict]:
+    out = tmp_path_factory.mktemp("big")
+    d = stoker.provision(BIG, out, now=NOW)
+    return d, json.loads((out / "main.json").read_text())
+
+
+def _of(template: dict, kind: str) -> list[dict]:
+    return [r for r in template["resources"] if r["type"] == kind]
+
+
+def _plan_per_hour(plan) -> float:
+    """The plan's own cost per hour, from its cost lines: the GPU line is priced per VM-hour,
+    every other line is one resource held for its hours."""
+    total = 0.0
+    for item in plan.cost.items:
+        if item.usd is None:
+            continue
+        rate = item.usd / item.hours
+        total += rate * plan.nodes if item.item.startswith("GPU VMs") else rate
+    return total
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
+def test_readme_cost_per_hour_equals_the_plans(spec, tmp_path):
+    d = stoker.provision(spec, tmp_path / "out", now=NOW)
+    readme = (tmp_path / "out" / "README.md").read_text()
+    shown = re.search(r"\*\*Total per hour: \$([\d,]+\.\d\d)\*\*", readme)
+    assert shown, readme
+    expected = round(_plan_per_hour(plan_job(spec)), 2)
+    assert float(shown.group(1).replace(",", "")) == expected
+    summary = json.loads((tmp_path / "out" / "stoker-deployment.json").read_text())
+    assert summary["cost_per_hour_usd"] == expected
+    assert d.plan.cost.items == plan_job(spec).cost.items  # the very plan `stoker plan` makes
+
+
+def test_scale_sets_split_at_the_fabric_boundary(big):
+    d, template = big
+    sets = _of(template, "Microsoft.Compute/virtualMachineScaleSets")
+    assert [s["sku"]["capacity"] for s in sets] == [300] * 6 + [248]
+    for s in sets:
+        assert s["sku"]["name"] == "Standard_ND96isr_H100_v5"
+        props = s["properties"]
+        assert props["singlePlacementGroup"] is True
+        assert props["platformFaultDomainCount"] == 1
+        assert props["orchestrationMode"] == "Uniform"
+        profile = props["virtualMachineProfile"]
+        nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
+        assert nic["enableAcceleratedNetworking"] is True
+        assert "publicIPAddressConfiguration" not in nic["ipConfigurations"][0]["properties"]
+        linux = profile["osProfile"]["linuxConfiguration"]
+        assert linux["disablePasswordAuthentication"] is True
+        assert "adminPassword" not in profile["osProfile"]
+        assert profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
+        assert s["identity"]["type"] == "UserAssigned"
+    readme = (d.out / "README.md").read_text()
+    assert "collectives do not cross scale sets" in readme
+
+
+def test_network_avoids_the_rdma_range_and_sizes_the_lustre_subnet(big):
+    import ipaddress
+
+    _, template = big
+    (vnet,) = _of(template, "Microsoft.Network/virtualNetworks")
+    rdma = ipaddress.ip_network("172.16.0.0/16")
+    subnets = {s["name"]: ipaddress.ip_network(s["properties"]["addressPrefix"])
+               for s in vnet["properties"]["subnets"]}  # fmt: skip
+    assert not any(net.overlaps(rdma) for net in subnets.values())
+    assert subnets["compute"].num_addresses - 5 >= 2048
+    assert subnets["lustre-0"].prefixlen == 24  # 100 TiB: /24 per Microsoft's table
+    nets = list(subnets.values())
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :])
+
+
+def test_lustre_has_blob_integration_and_the_plans_size(big):
+    d, template = big
+    (fs,) = _of(template, "Microsoft.StorageCache/amlFilesystems")
+    volume = d.plan.checkpoints.volume
+    assert fs["sku"]["name"] == "AMLFS-Durable-Premium-500"
+    assert fs["properties"]["storageCapacityTiB"] == round(volume.size_bytes / 2**40) == 100
+    hsm = fs["properties"]["hsm"]["settings"]
+    assert "'checkpoints'" in hsm["container"] and "'lustre-logs'" in hsm["loggingContainer"]
+    assert fs["properties"]["maintenanceWindow"] == {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}
+    params = json.loads((d.out / "main.json").read_text())["parameters"]
+    assert "az ad sp show" in params["amlfsPrincipalId"]["metadata"]["description"]
+
+
+def test_storage_is_hardened_and_only_the_lustre_account_allows_shared_keys(big):
+    _, template = big
+    accounts = _of(template, "Microsoft.Storage/storageAccounts")
+    assert len(accounts) == 2
+    for a in accounts:
+        p = a["properties"]
+        assert p["supportsHttpsTrafficOnly"] and p["minimumTlsVersion"] == "TLS1_2"
+        assert p["allowBlobPublicAccess"] is False
+        assert p["encryption"]["requireInfrastructureEncryption"] is True
+        assert p["networkAcls"]["defaultAction"] == "Deny"
+        assert p["allowSharedKeyAccess"] is a["name"].startswith("sl")
+    containers = {c["name"].split("/")[-1] for c in
+                  _of(template, "Microsoft.Storage/storageAccounts/blobServices/containers")}  # fmt: skip
+    assert {"data", "checkpoints", "models", "lustre-logs"} <= containers
+    for svc in _of(template, "Microsoft.Storage/storageAccounts/blobServices"):
+        assert svc["properties"]["isVersioningEnabled"] is True
+        assert svc["properties"]["deleteRetentionPolicy"]["enabled"] is True
+    roles = _of(template, "Microsoft.Authorization/roleAssignments")
+    assert {r["properties"]["principalId"] for r in roles} >= {"[parameters('amlfsPrincipalId')]"}
+
+
+def test_every_resource_is_tagged_with_plan_cost_and_teardown_time(big):
+    d, template = big
+    total = f"{d.per_hour_usd:.2f}"
+    for r in template["resources"]:
+        if "tags" not in r:
+            assert r["type"].count("/") > 1 or r["type"].endswith("roleAssignments"), r["type"]
+            continue
+        assert r["tags"]["stoker-plan"] == "llama3-405b-scale"
+        assert r["tags"]["stoker-cost-per-hour-usd"] == total
+        teardown = dt.datetime.fromisoformat(r["tags"]["teardown-after"].replace("Z", "+00:00"))
+        assert teardown - NOW >= dt.timedelta(seconds=d.plan.run.wall_s)
+
+
+def test_cloud_init_scratch_lustre_doctor_and_its_mgs_filled_by_arm(big):
+    d, template = big
+    text = (d.out / "cloud-init.yaml").read_text()
+    assert text.startswith("#cloud-config")
+    assert "mdadm --create /dev/md128 --level 0" in text
+    assert "/usr/local/sbin/stoker-nvme-raid /mnt/nvme" in text
+    assert "mount -t lustre" in text and "__LUSTRE_MGS_CHECKPOINTS__@tcp:/lustrefs" in text
+    assert "stoker doctor --json > /var/log/stoker-doctor.json" in text
+    assert template["variables"]["cloudInit"] == text
+    custom = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
+        "virtualMachineProfile"]["osProfile"]["customData"]  # fmt: skip
+    assert "'__LUSTRE_MGS_CHECKPOINTS__'" in custom and ".clientInfo.mgsAddress" in custom
+
+
+def test_data_on_lustre_imports_the_source_prefix(tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text(LUSTRE_DATA)
+    d = stoker.provision(spec, tmp_path / "out", now=NOW)
+    template = json.loads((tmp_path / "out" / "main.json").read_text())
+    (fs,) = _of(template, "Microsoft.StorageCache/amlFilesystems")
+    assert fs["properties"]["hsm"]["settings"]["importPrefix"] == "/tokens/v1"
+    assert "'data'" in fs["properties"]["hsm"]["settings"]["container"]
+    assert [lu.role for lu in d.layout.lustres] == ["data"]
+    ccws = json.loads((tmp_path / "out" / "ccws.parameters.json").read_text())["parameters"]
+    assert ccws["additionalFilesystem"]["value"]["type"] == "aml-existing"
+    assert ccws["gpu"]["value"] == {"sku": "Standard_ND96isr_H100_v5",
+                                    "osImage": "cycle.image.ubuntu22", "maxNodes": 64}  # fmt: skip
+
+
+def test_no_lustre_means_one_account_without_shared_keys(tmp_path):
+    stoker.provision(EXAMPLES / "finetune-1vm.toml", tmp_path / "out", now=NOW)
+    template = json.loads((tmp_path / "out" / "main.json").read_text())
+    assert not _of(template, "Microsoft.StorageCache/amlFilesystems")
+    (account,) = _of(template, "Microsoft.Storage/storageAccounts")
+    assert account["properties"]["allowSharedKeyAccess"] is False
+    assert "amlfsPrincipalId" not in template["parameters"]
+
+
+def test_provision_of_2048_vms_is_fast(tmp_path):
+    stoker.provision(BIG, tmp_path / "warm")  # imports and catalog load, once
+    started = time.perf_counter()
+    d = stoker.provision(BIG, tmp_path / "out")
+    assert time.perf_counter() - started < 1.0
+    assert d.elapsed_s < 1.0
+
+
+# ------------------------------------------------------------------------------ refusals
+
+runner = CliRunner()
+
+
+def _refused(tmp_path, args: list[str], field: str, spec: Path | str = BIG) -> None:
+    out = tmp_path / "deploy"
+    result = runner.invoke(app, ["provision", str(spec), "--out", str(out), *args])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert field in result.output, result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--address-space", "172.16.0.0/16"], "address_space: 172.16.0.0/16 overlaps"),
+        (["--address-space", "10.0.0.0/24"], "address_space: 10.0.0.0/24 is too small"),
+        (["--address-space", "8.8.0.0/16"], "address_space"),
+        (["--name", "Bad_Name"], "name"),
+        (["--resource-group", "rg with spaces"], "resource_group"),
+        (["--admin-username", "root"], "admin_username"),
+    ],
+)
+def test_refusals_name_the_field_and_write_nothing(tmp_path, args, field):
+    _refused(tmp_path, args, field)
+
+
+def test_refuses_a_region_name_azure_does_not_use(tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text(BIG.read_text().replace('region = "eastus"', 'region = "East US"'))
+    _refused(tmp_path, [], "cluster.region", spec)
+
+
+def test_refuses_a_vm_size_the_catalog_says_the_region_lacks(tmp_path):
+    override = tmp_path / "regions.toml"
+    override.write_text('[vm.ND96isr_H100_v5]\nregions = ["westus3", "southcentralus"]\n')
+    _refused(tmp_path, ["--catalog", str(override)], "cluster.region")
+    ok = runner.invoke(app, ["provision", str(BIG), "--out", str(tmp_path / "ok"),
+                             "--catalog", str(override)])  # fmt: skip
+    assert ok.exit_code == 2  # still eastus: refused; the same override with the region passes
+    override.write_text('[vm.ND96isr_H100_v5]\nregions = ["eastus"]\n')
+    ok = runner.invoke(app, ["provision", str(BIG), "--out", str(tmp_path / "ok2"),
+                             "--catalog", str(override)])  # fmt: skip
+    assert ok.exit_code == 0, ok.output
+
+
+def test_refuses_a_scale_set_larger_than_a_placement_group(tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text(BIG.read_text().replace(
+        'placement = "scale_set_on_request"', "fabric_boundary_vms = 500"))  # fmt: skip
+    _refused(tmp_path, [], "cluster.fabric_boundary_vms", spec)
+
+
+def test_refuses_an_out_path_that_is_a_file_or_holds_other_files(tmp_path):
+    (tmp_path / "deploy").write_text("x")
+    result = runner.invoke(app, ["provision", str(BIG), "--out", str(tmp_path / "deploy")])
+    assert result.exit_code == 2 and "--out" in result.output
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["provision", str(BIG), "--out", str(busy)])
+    assert result.exit_code == 2 and "notes.txt" in result.output
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+
+
+def test_refuses_a_private_key(tmp_path):
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n")
+    _refused(tmp_path, ["--ssh-key", str(key)], "private key")
+
+
+@pytest.mark.parametrize(
+    ("tib", "message"),
+    [(6, "not a multiple of its 4 TiB step"), (2, "not a multiple"), (4096, "exceeds")],
+)
+def test_lustre_capacity_steps_and_ceiling(tib, message):
+    with pytest.raises(ProvisionError, match=message) as info:
+        check_lustre("checkpoints.tier", "AMLFS-Durable-Premium-500", tib, load_catalog())
+    assert str(info.value).startswith("checkpoints.tier:")
+    check_lustre("checkpoints.tier", "AMLFS-Durable-Premium-500", 100, load_catalog())
+
+
+def test_cli_json_summary_and_ssh_key(tmp_path):
+    key = tmp_path / "id.pub"
+    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample test@host\n")
+    out = tmp_path / "deploy"
+    result = runner.invoke(app, ["provision", str(EXAMPLES / "pretrain-64vm.toml"), "--out",
+                                 str(out), "--json", "--ssh-key", str(key)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["schema"] == "stoker.deployment/1"
+    assert summary["files"] == ["main.json", "main.parameters.json", "cloud-init.yaml",
+                                "ccws.parameters.json", "README.md", "stoker-deployment.json"]  # fmt: skip
+    assert [s["vms"] for s in summary["scale_sets"]] == [64]
+    params = json.loads((out / "main.parameters.json").read_text())["parameters"]
+    assert params["sshPublicKey"]["value"].startswith("ssh-ed25519 ")
+    readme = (out / "README.md").read_text()
+    assert "az deployment group create --resource-group rg-pretrain-70b-64vm" in readme
+    assert "sshPublicKey=" not in readme.split("## Deploy")[1].split("```")[1]
