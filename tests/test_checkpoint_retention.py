@@ -155,3 +155,51 @@ def test_load_fallback_false_still_raises_on_damage(tmp_path: Path) -> None:
     _flip(fast / step_dir(1) / SHARD)
     with Checkpointer(fast) as ckpt, pytest.raises(CorruptCheckpointError, match="no checkpoint"):
         ckpt.load()  # nothing loads: said plainly, naming both steps' faults
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A folder this process cannot write: a read-only tmpfs when root (root ignores chmod),
+    else a folder without write permission."""
+    import os
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", folder], check=True)
+        yield folder
+        subprocess.run(["umount", folder], check=True)
+    else:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("where", ["the folder", "a folder below it"])
+def test_a_read_only_fast_tier_is_refused_when_the_checkpointer_is_made(
+    read_only_folder: Path, where: str
+) -> None:
+    from stoker.errors import CheckpointError
+
+    fast = read_only_folder if where == "the folder" else read_only_folder / "run" / "fast"
+    with pytest.raises(CheckpointError, match="cannot be written.*(read-only|ermission)"):
+        Checkpointer(fast)
+    with Checkpointer(fast, check_writable=False) as ckpt:  # inspecting needs no write
+        if where == "the folder":
+            assert ckpt.list() == []
+
+
+def test_a_durable_container_that_does_not_exist_is_refused_before_any_save(
+    blob_env: str, tmp_path: Path
+) -> None:
+    from stoker.errors import CheckpointError
+
+    missing = "az://no-such-container-" + blob_env.rsplit("-", 1)[-1] + "/run"
+    with pytest.raises(CheckpointError, match="durable tier.*cannot be written.*no-such-container"):
+        Checkpointer(tmp_path / "fast", missing)
+    assert not (tmp_path / "fast").exists()  # nothing was written anywhere
+    with Checkpointer(tmp_path / "fast", f"{blob_env}/run") as ckpt:  # the real one is fine
+        ckpt.save(1, _state(1))
+        ckpt.wait()
+        assert ckpt.list()[0].tiers == {"fast": "ok", "durable": "ok"}

@@ -58,9 +58,11 @@ class Checkpointer:
     """Async, atomic, tiered checkpoints.
 
     ``fast`` is a POSIX folder (local NVMe, a Lustre or NetApp mount); ``durable`` is any
-    stoker store URL (``az://account/container/prefix``, a path). Keeps the ``keep_last``
-    newest checkpoints and every step that is a multiple of ``keep_every`` on each tier, and
-    never deletes the newest one.
+    stoker store URL (``az://container/prefix``, a path). Keeps the ``keep_last`` newest
+    checkpoints that load and every step that is a multiple of ``keep_every`` on each tier,
+    and never deletes the newest one that loads. Each tier is probed for a write when the
+    Checkpointer is made, so a missing container or a read-only mount fails here, not at a
+    later save; ``check_writable=False`` skips it (to list, verify, load or pull only).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class Checkpointer:
         durable_keep_last: int | None = None,
         mtbf: float | str | None = None,
         reserve_like: Any = None,
+        check_writable: bool = True,
     ) -> None:
         check_retention(keep_last, keep_every, durable_keep_last)
         self.mtbf = mtbf
@@ -85,6 +88,8 @@ class Checkpointer:
             )
         self.durable = Tier("durable", durable, self._io) if durable is not None else None
         self.group = Group()
+        if check_writable:  # found now, not at the first save's commit
+            self._check_writable()
         self.last_save: SaveStats | None = None
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
@@ -100,6 +105,23 @@ class Checkpointer:
         close_at_exit(self)
         if reserve_like is not None:  # the first save then copies into ready memory
             self.reserve(reserve_like)
+
+    def _check_writable(self) -> None:
+        """Every rank probes its tiers; all raise together if any rank cannot write (one rank
+        raising alone would leave the others waiting for it at the first save)."""
+        error: CheckpointError | None = None
+        try:
+            for tier in [self.fast] + ([self.durable] if self.durable else []):
+                tier.check_writable()
+        except CheckpointError as exc:
+            error = exc
+        failed = self.group.all_gather(None if error is None else str(error), "write")
+        if error is not None:
+            raise error
+        bad = [(rank, why) for rank, why in enumerate(failed) if why]
+        if bad:
+            rank, why = bad[0]
+            raise CheckpointError(f"rank {rank} cannot save: {why}")
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any) -> SaveStats:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +128,25 @@ class Tier:
         self._run(download(self.store, key, size, dest), f"downloading {key}")
 
     # ------------------------------------------------------------------ writing
+    def check_writable(self) -> None:
+        """Raise now, not at the first save's commit, if this tier cannot be written: a
+        missing container, credentials that may read but not write, a read-only mount. A
+        folder is probed with a file (or, not made yet, through its nearest existing parent,
+        which is left as it was); a store with a small object, deleted again."""
+        probe = f".stoker-write-check-{socket.gethostname()}-{os.getpid()}"
+        try:
+            if self.posix is not None:
+                _probe_folder(self.posix.root, probe)
+                return
+            self._run(self.store.write_bytes(probe, b""), "a test write")
+            self._run(self.store.delete(probe), "deleting its test write")
+        except (StokerError, OSError) as exc:
+            raise CheckpointError(
+                f"the {self} cannot be written, so no checkpoint could be saved there: {exc}; "
+                "fix the path, container or permissions (to only list, verify or load, make "
+                "the Checkpointer with check_writable=False)"
+            ) from exc
+
     def upload(self, step: int, name: str, source: Path, size: int) -> None:
         key = f"{step_dir(step)}/{name}"
         self._run(self.store.write_file(key, source, size, None), f"uploading {key}")
@@ -155,3 +175,21 @@ class Tier:
             self.io.run(self.store.close())
         except Exception:  # noqa: BLE001 - closing connections must not hide the real result
             pass
+
+
+def _probe_folder(root: Path, probe: str) -> None:
+    if root.is_dir():
+        path = root / probe
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        path.unlink()
+        return
+    parent = root
+    while not parent.is_dir():
+        if parent.exists():
+            raise CheckpointError(f"{parent} is a file, not a folder")
+        parent = parent.parent
+    if os.statvfs(parent).f_flag & os.ST_RDONLY:
+        raise OSError(30, "read-only file system", str(parent))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(13, "permission denied", str(parent))

@@ -122,7 +122,7 @@ def ls(
     listed (what the others hold is shown all the same)."""
     from ..units import format_bytes
 
-    with _open(fast, durable) as ckpt:
+    with _open(fast, durable, check_writable=False) as ckpt:
         infos = ckpt.list(hashes=hashes)
         costs = ckpt.costs(blob_tier=blob_tier, fast_usd_per_gb_month=fast_price, listing=infos)
     if json_out:
@@ -177,7 +177,7 @@ def verify(
     json_out: Json = False,
 ) -> None:
     """Re-hash every file of every committed step on every tier; exit 1 on any mismatch."""
-    with _open(fast, durable) as ckpt:
+    with _open(fast, durable, check_writable=False) as ckpt:
 
         def size() -> int | None:  # the bar's: a listing of its own, so only for a bar
             with contextlib.suppress(StokerError):  # verify names what is wrong
@@ -257,7 +257,7 @@ def pull(
     json_out: Json = False,
 ) -> None:
     """Bring a checkpoint from the durable tier to the fast tier, verified (a new VM)."""
-    with _open(fast, durable) as ckpt:
+    with _open(fast, durable, check_writable=False) as ckpt:  # pull reports its own writes
         with _progress(None, "pull", json_out) as progress:
             got, size = ckpt.pull(step, progress)
     if json_out:
