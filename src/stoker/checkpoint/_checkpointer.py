@@ -153,6 +153,7 @@ class Checkpointer:
         for what is left of it. Also ``Checkpointer(..., reserve_like=state)``."""
         self._open()
         self._snapshot = reserve_snapshot(like, reuse=self._snapshot)
+        self._pipeline._writer.submit(int)  # start the writer thread now, not in the first save
 
     def _check_step_grows(self, step: int) -> None:
         """Refuse a step below one already saved: retention and resume go by step number, so
