@@ -166,8 +166,11 @@ class Azurite:
         return client
 
     def client(self, url: str) -> Any:
-        """The container client for ``az://ACCOUNT/CONTAINER[/...]``."""
-        container = url.removeprefix(f"az://{ACCOUNT}/").split("/")[0]
+        """The container client for ``az://CONTAINER[/...]`` (or the path-style URL)."""
+        rest = url.split("://", 1)[1]
+        if not url.startswith("az://"):  # http://HOST:PORT/ACCOUNT/CONTAINER/...
+            rest = rest.split("/", 2)[2]
+        container = rest.split("/")[0]
         return self.service().get_container_client(container)
 
     def sas(self, container: str, *, expiry: dt.datetime | None = None, **permissions: bool) -> str:

@@ -16,7 +16,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from azurite import ACCOUNT as AZURITE_ACCOUNT
 from azurite import Azurite
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -128,7 +127,9 @@ def price_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[PriceServer]:
 _STORAGE_VARS = (
     "AZURE_STORAGE_CONNECTION_STRING",
     "AZURE_STORAGE_ACCOUNT",
+    "AZURE_STORAGE_ACCOUNT_NAME",
     "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
     "AZURE_STORAGE_SAS_TOKEN",
     "STOKER_ALLOW_HTTP",
     "RANK",
@@ -161,9 +162,10 @@ def azurite() -> Iterator[Azurite]:
 
 @pytest.fixture
 def blob_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Credentials for Azurite in the environment, and a fresh container's URL."""
+    """Credentials for Azurite in the environment, and a fresh container's URL (its account,
+    devstoreaccount1, is the connection string's)."""
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
-    return f"az://{AZURITE_ACCOUNT}/{azurite.container().container_name}"
+    return f"az://{azurite.container().container_name}"
 
 
 @pytest.fixture

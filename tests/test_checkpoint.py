@@ -215,7 +215,7 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="keep_last=0"):
         Checkpointer(tmp_path, keep_last=0)
     with pytest.raises(CheckpointError, match="fast tier must be a local"):
-        Checkpointer("az://acct/container/x")
+        Checkpointer("https://acct.blob.core.windows.net/container/x")
     with Checkpointer(tmp_path / "f") as ckpt:
         with pytest.raises(CheckpointError, match="no complete checkpoint is on fast tier"):
             ckpt.load()

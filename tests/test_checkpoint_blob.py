@@ -85,7 +85,7 @@ def test_corrupt_fast_shard_is_read_again_from_blob(blob_env: str, tmp_path: Pat
 
 
 def test_blob_failure_reaches_the_training_loop(blob_env: str, tmp_path: Path) -> None:
-    missing = blob_env.rsplit("/", 1)[0] + "/no-such-container/run"
+    missing = "az://no-such-container/run"  # in the account of blob_env
     # made without the write probe, as if the container were deleted after the job started
     with Checkpointer(tmp_path / "fast", missing, check_writable=False) as ckpt:
         ckpt.save(1, _state(1))

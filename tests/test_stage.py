@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from azurite import ACCOUNT, ACCOUNT_KEY, Azurite, blob_tree, partials, read_tree
+from azurite import ACCOUNT_KEY, Azurite, blob_tree, partials, read_tree
 from stoker.errors import AccessDeniedError, StageError, StokerError
 from stoker.shard import owner
 from stoker.stage import stage
@@ -65,7 +65,7 @@ def posix_side(root: Path) -> Side:
 def blob_side(azurite: Azurite, container: Any, prefix: str) -> Side:
     return Side(
         "blob",
-        f"az://{ACCOUNT}/{container.container_name}/{prefix}",
+        f"az://{container.container_name}/{prefix}",
         lambda: blob_tree(container, prefix + "/"),
         lambda k, d: container.upload_blob(f"{prefix}/{k}", d, overwrite=True),
         lambda k: container.delete_blob(f"{prefix}/{k}"),
@@ -249,7 +249,7 @@ def test_unsafe_keys_are_refused(
     safe = {"ok/one.bin": b"1" * 1000, "two.txt": b"2", "ok/deep/three": b"3" * 5000}
     src = make_side("blob", "src")
     src.fill(safe)
-    container = src.url.split("/")[3]
+    container = src.url.split("/")[2]  # az://CONTAINER/PREFIX
     for key in UNSAFE:
         azurite.put_raw(container, f"src/{key}", b"evil payload")
     listed = {b.name for b in azurite.service().get_container_client(container).list_blobs()}
@@ -290,7 +290,7 @@ def test_secrets_never_shown(
     # Errors: a container that does not exist, and a key the service refuses.
     messages = []
     with pytest.raises(StokerError) as err:
-        stage(f"az://{ACCOUNT}/no-such-container", back.url)
+        stage("az://no-such-container", back.url)
     messages.append(str(err.value))
     wrong_key = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
     monkeypatch.setenv(
@@ -361,7 +361,7 @@ def test_a_missing_container_is_created_or_named_once(
     for i in range(6):
         (src / f"d/{i}.bin").parent.mkdir(parents=True, exist_ok=True)
         (src / f"d/{i}.bin").write_bytes(os.urandom(3000 + i))
-    made = f"az://{ACCOUNT}/not-yet-{random.randrange(10**9)}/data"
+    made = f"az://not-yet-{random.randrange(10**9)}/data"
     assert stage(str(src), made).files_copied == 6 and verify(str(src), made).ok
     nowhere = f"{azurite.endpoint}/never-made-{random.randrange(10**9)}"
     sas = azurite.sas(nowhere.rsplit("/", 1)[1], read=True, write=True, create=True, list=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from azurite import ACCOUNT, Azurite, blob_tree, partials, read_tree
+from azurite import Azurite, blob_tree, partials, read_tree
 from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
 from stoker.stage import _engine, _small, stage
@@ -236,7 +236,7 @@ def test_azurite_restart_mid_transfer(
         try:
             result.append(
                 stage(
-                    f"az://{ACCOUNT}/{container.container_name}",
+                    f"az://{container.container_name}",
                     str(dst),
                     block_size=BLOCK,
                     concurrency=4,

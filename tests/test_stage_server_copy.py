@@ -47,9 +47,9 @@ def test_one_account_is_copied_by_the_service(
     for key, data in FILES.items():
         (staged / key).parent.mkdir(parents=True, exist_ok=True)
         (staged / key).write_bytes(data)
-    src_url = f"az://{ACCOUNT}/{src.container_name}/in"
+    src_url = f"az://{src.container_name}/in"
     assert stage(str(staged), src_url, block_size=BLOCK).ok
-    dst_url = f"az://{ACCOUNT}/{dst.container_name}/out"
+    dst_url = f"az://{dst.container_name}/out"
 
     _no_reads(monkeypatch)
     first = stage(src_url, dst_url, block_size=BLOCK)
@@ -83,8 +83,8 @@ def test_a_source_changed_after_the_listing_is_not_copied(
         src.upload_blob("k.bin", b"a newer version", overwrite=True)  # after the listing
 
     monkeypatch.setattr(BlobStore, "list", listing_then_change)
-    src_url = f"az://{ACCOUNT}/{src.container_name}"
-    dst_url = f"az://{ACCOUNT}/{dst.container_name}"
+    src_url = f"az://{src.container_name}"
+    dst_url = f"az://{dst.container_name}"
     summary = stage(src_url, dst_url)
     assert not summary.ok and "changed while it was being copied" in summary.failed[0]
     assert blob_tree(dst) == {}
@@ -151,8 +151,8 @@ def test_an_azurite_started_as_its_docs_say_takes_every_call(
         for key, data in FILES.items():
             (src / key).parent.mkdir(parents=True, exist_ok=True)
             (src / key).write_bytes(data)
-        up = f"az://{ACCOUNT}/{strict.container().container_name}/data"
-        copy = f"az://{ACCOUNT}/{strict.container().container_name}"
+        up = f"az://{strict.container().container_name}/data"
+        copy = f"az://{strict.container().container_name}"
         assert stage(str(src), up, block_size=BLOCK).ok  # uploads set Content-MD5 by the SDK
         assert stage(up, copy).ok  # Copy Blob, by the SDK
         assert stage(copy, str(tmp_path / "back")).ok  # listed by the SDK

@@ -54,7 +54,7 @@ def test_a_throttled_import_export_and_verify_complete(
     container = azurite.container()
     for key, data in files.items():
         container.upload_blob(f"in/{key}", data)
-    url = f"az://{ACCOUNT}/{container.container_name}"
+    url = f"az://{container.container_name}"
     local = tmp_path / "local"
 
     served, rule = every_third(12)
@@ -81,7 +81,7 @@ def test_a_throttled_listing_waits_as_long_as_it_is_asked(
     answer said; it now backs off from 100 ms, and waits as long as a Retry-After asks."""
     container = azurite.container()
     container.upload_blob("in/a.bin", b"a" * 100)
-    url = f"az://{ACCOUNT}/{container.container_name}/in"
+    url = f"az://{container.container_name}/in"
     asked = iter([(503, "ServerBusy", 1.0), (500, "OperationTimedOut", None)])
 
     def rule(method: str, path: str) -> Fault | None:

@@ -34,20 +34,21 @@ def test_a_closed_io_loop_leaves_nothing_to_warn_about() -> None:
 
 
 # ------------------------------------------------------------------------------ parse_url
-def test_parse_az_url() -> None:
-    loc = parse_url("az://acct/cont/a/b")
+def test_parse_az_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    loc = parse_url("az://cont/a/b")
     assert (loc.scheme, loc.account, loc.bucket, loc.prefix, loc.endpoint) == (
         "az",
         "acct",
         "cont",
         "a/b/",
-        "",
+        "https://acct.blob.core.windows.net",
     )
     assert loc.is_remote
-    assert str(loc) == "az://acct/cont/a/b"
-    bare = parse_url("az://acct/cont")
+    assert str(loc) == "https://acct.blob.core.windows.net/cont/a/b"
+    bare = parse_url("az://cont")
     assert (bare.bucket, bare.prefix) == ("cont", "")
-    assert parse_url("az://acct/cont/a/").prefix == "a/"
+    assert parse_url("az://cont/a/").prefix == "a/"
 
 
 def test_parse_https_url_keeps_the_sas_out_of_sight() -> None:
@@ -107,9 +108,9 @@ def test_parse_plain_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.parametrize(
     "url",
     [
-        "az://acct/cont/run#2",
-        "az://acct/cont/run?2",
-        "az://acct/cont/run?v=2",
+        "az://cont/run#2",
+        "az://cont/run?2",
+        "az://cont/run?v=2",
         "http://127.0.0.1:10000/acct/cont/run#2",
         "https://acct.blob.core.windows.net/cont/run?v=2",  # a query that is no SAS
     ],
@@ -148,7 +149,7 @@ def test_auth_from_connection_string(monkeypatch: pytest.MonkeyPatch) -> None:
         f"DefaultEndpointsProtocol=http;AccountName=acct;AccountKey={key};"
         "BlobEndpoint=http://127.0.0.1:10000/acct;",
     )
-    auth = azure_auth(parse_url("az://acct/cont"))
+    auth = azure_auth(parse_url("az://cont"))
     assert (auth.account, auth.endpoint, auth.key, auth.sas) == (
         "acct",
         "http://127.0.0.1:10000/acct",
@@ -158,7 +159,7 @@ def test_auth_from_connection_string(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not auth.uses_aad
     assert key not in repr(auth)
     # A connection string for another account is not used for this one.
-    other = azure_auth(parse_url("az://someone/cont"))
+    other = azure_auth(parse_url("https://someone.blob.core.windows.net/cont"))
     assert other.key is None and other.uses_aad
     assert other.endpoint == "https://someone.blob.core.windows.net"
 
@@ -169,14 +170,14 @@ def test_auth_from_connection_string_with_endpoint_suffix(monkeypatch: pytest.Mo
         "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=U3VmZml4S2V5S2V5;"
         "EndpointSuffix=core.chinacloudapi.cn",
     )
-    auth = azure_auth(parse_url("az://acct/cont"))
+    auth = azure_auth(parse_url("az://cont"))
     assert auth.endpoint == "https://acct.blob.core.chinacloudapi.cn"
     assert auth.key == "U3VmZml4S2V5S2V5"
 
 
 def test_auth_use_development_storage(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "UseDevelopmentStorage=true")
-    auth = azure_auth(parse_url(f"az://{ACCOUNT}/cont"))
+    auth = azure_auth(parse_url("az://cont"))
     assert auth.endpoint == f"http://127.0.0.1:10000/{ACCOUNT}"
     assert auth.key == ACCOUNT_KEY and auth.sas is None
 
@@ -184,17 +185,17 @@ def test_auth_use_development_storage(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_auth_from_account_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
     monkeypatch.setenv("AZURE_STORAGE_KEY", "QWNjb3VudEtleUZyb21FbnY=")
-    auth = azure_auth(parse_url("az://acct/cont/p"))
+    auth = azure_auth(parse_url("az://cont/p"))
     assert auth.key == "QWNjb3VudEtleUZyb21FbnY=" and auth.sas is None
     assert auth.endpoint == "https://acct.blob.core.windows.net"
     # The variables name one account: another gets no key from them.
-    assert azure_auth(parse_url("az://other/cont")).uses_aad
+    assert azure_auth(parse_url("https://other.blob.core.windows.net/cont")).uses_aad
 
 
 def test_auth_from_sas_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
     monkeypatch.setenv("AZURE_STORAGE_SAS_TOKEN", "?sv=2022-11-02&sp=rl&sig=EnvSasSignature")
-    auth = azure_auth(parse_url("az://acct/cont"))
+    auth = azure_auth(parse_url("az://cont"))
     assert auth.key is None
     assert auth.sas == "sv=2022-11-02&sp=rl&sig=EnvSasSignature"
     assert "EnvSasSignature" not in repr(auth)
@@ -203,12 +204,14 @@ def test_auth_from_sas_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_auth_sas_in_url_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
     monkeypatch.setenv("AZURE_STORAGE_KEY", "QWNjb3VudEtleUZyb21FbnY=")
-    auth = azure_auth(parse_url("https://acct.blob.core.windows.net/c?sv=1&sig=UrlSignature"))
+    auth = azure_auth(parse_url("https://acct.blob.core.windows.net/cont?sv=1&sig=UrlSignature"))
     assert auth.key is None and auth.sas is not None and "UrlSignature" in auth.sas
 
 
-def test_auth_without_credentials_uses_azure_ad() -> None:
-    auth = azure_auth(parse_url("az://acct/cont"))
+def test_auth_without_credentials_uses_azure_ad(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert azure_auth(parse_url("https://acct.blob.core.windows.net/cont")).uses_aad
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")  # a name, and no key
+    auth = azure_auth(parse_url("az://cont"))
     assert auth.uses_aad and auth.key is None and auth.sas is None
 
 
@@ -218,19 +221,19 @@ def test_plain_http_to_a_remote_host_is_refused(monkeypatch: pytest.MonkeyPatch)
         "AccountName=acct;AccountKey=UmVmdXNlZEtleUtleQ==;BlobEndpoint=http://10.1.2.3:10000/acct",
     )
     with pytest.raises(StoreError) as err:
-        azure_auth(parse_url("az://acct/cont"))
+        azure_auth(parse_url("az://cont"))
     assert "--allow-http" in str(err.value)
     assert "http://10.1.2.3:10000/acct" in str(err.value)
     assert "UmVmdXNlZEtleUtleQ" not in str(err.value)
-    auth = azure_auth(parse_url("az://acct/cont"), allow_http=True)
+    auth = azure_auth(parse_url("az://cont"), allow_http=True)
     assert auth.endpoint == "http://10.1.2.3:10000/acct"
 
     with pytest.raises(StoreError, match="--allow-http"):
-        azure_auth(parse_url("http://storage.example.com/acct/cont"))
+        azure_auth(parse_url("http://storage.example.com:10000/acct/cont"))
     with pytest.raises(StoreError, match="--allow-http"):
-        open_store("http://storage.example.com/acct/cont")
+        open_store("http://storage.example.com:10000/acct/cont")
     monkeypatch.setenv("STOKER_ALLOW_HTTP", "1")
-    assert str(open_store("http://storage.example.com/acct/cont")).startswith("http://storage")
+    assert str(open_store("http://storage.example.com:10000/acct/cont")).startswith("http://st")
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "127.5.6.7"])
@@ -248,7 +251,7 @@ def test_redact_removes_keys_and_signatures(monkeypatch: pytest.MonkeyPatch) -> 
         "AZURE_STORAGE_CONNECTION_STRING",
         f"AccountName=acct;AccountKey={key};BlobEndpoint=http://127.0.0.1:1/acct",
     )
-    azure_auth(parse_url("az://acct/cont"))
+    azure_auth(parse_url("az://cont"))
     assert key not in redact(f"request failed: bad key {key} (retry)")
     assert "request failed" in redact(f"request failed: bad key {key}")
     text = redact("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc123XYZ;x=1")
@@ -524,7 +527,7 @@ def test_no_credentials_at_all_is_one_clear_error_at_once(tmp_path: Path, verb: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_")}
     env["AZURE_TOKEN_CREDENTIALS"] = "EnvironmentCredential"  # no sign-in to be had here
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "stoker"), verb, "az://someacct/cont/p", str(tmp_path)],
+        [str(Path(sys.executable).parent / "stoker"), verb, "https://someacct.blob.core.windows.net/cont/p", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
@@ -545,7 +548,7 @@ def test_a_connection_strings_endpoint_that_is_no_url_is_named(
         f"AccountName=acct;AccountKey=QWNjb3VudEtleQ==;BlobEndpoint={endpoint}",
     )
     with pytest.raises(StoreError, match=r"BlobEndpoint in AZURE_STORAGE_CONNECTION_STRING .*"):
-        open_store("az://acct/cont/p")
+        open_store("az://cont/p")
 
 
 @pytest.mark.parametrize(
@@ -565,7 +568,7 @@ def test_an_account_key_that_is_not_base64_is_named_without_showing_it(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(StoreError, match=rf"^{named}.* is not an account key") as err:
-        open_store("az://acct/cont/p")
+        open_store("az://cont/p")
     assert "s3cr" not in str(err.value)
 
 
@@ -580,5 +583,5 @@ def test_plain_http_without_a_key_or_sas_says_azure_ad_needs_https(
 
 @pytest.mark.parametrize("name", ["UPPER", "ab", "x_y", "-ab", "a--b", "a" * 64])
 def test_a_container_name_azure_refuses_is_named_with_the_rule(name: str) -> None:
-    with pytest.raises(StoreError, match=rf"'{name}' is not a container name: use 3-63 lowercase"):
-        open_store(f"az://acct/{name}/prefix")
+    with pytest.raises(StoreError, match=rf"'{name}' is not a container name \(3-63 lowercase"):
+        open_store(f"https://acct.blob.core.windows.net/{name}/prefix")

@@ -26,7 +26,7 @@ def test_a_cli_verb_against_a_dead_endpoint_fails_at_once(tmp_path: Path, verb: 
     """It retried for ~90 s before saying anything."""
     endpoint = f"http://127.0.0.1:{free_port()}/{ACCOUNT}"
     env = dict(os.environ, AZURE_STORAGE_CONNECTION_STRING=_connection_string(endpoint))
-    src = f"az://{ACCOUNT}/data/p"
+    src = "az://data/p"
     args = ["cache", "pull", src, str(tmp_path)] if verb == "cache" else [verb, src, str(tmp_path)]
     out = subprocess.run(
         [str(Path(sys.executable).parent / "stoker"), *args],
@@ -49,7 +49,7 @@ def test_a_dataset_on_a_dead_endpoint_fails_at_once(
         _connection_string(f"http://127.0.0.1:{free_port()}/{ACCOUNT}"),
     )
     with pytest.raises(StoreError, match=r"reading .*index.json: nothing answers at 127\.0\.0\.1"):
-        StreamingDataset(f"az://{ACCOUNT}/data/ds", tmp_path / "cache")
+        StreamingDataset("az://data/ds", tmp_path / "cache")
 
 
 def test_a_host_name_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -58,7 +58,7 @@ def test_a_host_name_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPa
         "AZURE_STORAGE_CONNECTION_STRING",
         _connection_string(f"https://{ACCOUNT}.blob.example.invalid"),
     )
-    store = open_store(f"az://{ACCOUNT}/data/p")
+    store = open_store("az://data/p")
 
     async def first_batch() -> None:
         try:

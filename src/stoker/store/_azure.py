@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +16,7 @@ from ._base import LIST_BATCH, ObjectInfo, Store
 from ._credentials import AzureAuth
 from ._reach import check_answers
 from ._retry import RETRY, sdk_retry_policy
-from ._url import Location
+from ._url import _SPECIAL_CONTAINERS, CONTAINER_NAME, Location
 
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
 STREAM_CHUNK = 1 << 20
@@ -59,7 +58,6 @@ def _content_md5(md5: str) -> Any:
 
 
 STORAGE_SCOPE = "https://storage.azure.com/.default"
-CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*")
 # The REST version the SDK's calls ask for. The SDK's own default moves with each release, ahead of
 # what the Azurite emulator (3.35) accepts without --skipApiVersionCheck; the service accepts
 # older versions, and nothing here needs a newer one.
@@ -130,7 +128,7 @@ class BlobStore(Store):
     ) -> None:
         from obstore.store import AzureStore
 
-        if not CONTAINER_NAME.fullmatch(loc.bucket) and loc.bucket not in ("$root", "$web"):
+        if not CONTAINER_NAME.fullmatch(loc.bucket) and loc.bucket not in _SPECIAL_CONTAINERS:
             raise StoreError(
                 f"{loc}: {loc.bucket!r} is not a container name: use 3-63 lowercase letters, "
                 "digits and single hyphens, starting and ending with a letter or digit"

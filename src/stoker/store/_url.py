@@ -1,18 +1,47 @@
 """Storage URLs: one parser for every place stoker reads or writes.
 
-    az://ACCOUNT/CONTAINER/PREFIX                       Azure Blob (endpoint from credentials)
-    https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX[?SAS]
-    http://127.0.0.1:10000/ACCOUNT/CONTAINER/PREFIX     path-style, e.g. the Azurite emulator
-    s3://BUCKET/PREFIX, gs://BUCKET/PREFIX             through obstore, credentials from env
-    /path, ./path, file:///path                         POSIX (Lustre, NetApp, NVMe, Files)
+Azure Blob, as obstore, adlfs and fsspec write it::
+
+    az://CONTAINER/PATH                      the account from the environment (below)
+    abfs[s]://CONTAINER/PATH                 the same (fsspec's form)
+    az|abfs[s]|wasb[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH  (or .blob.; Hadoop's)
+    https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH[?SAS] (or .dfs.)
+    http://127.0.0.1:10000/ACCOUNT/CONTAINER/PATH               path style: an emulator
+
+and any cloud's endpoint suffix in place of ``core.windows.net`` (``core.usgovcloudapi.net``,
+``core.chinacloudapi.cn``, ...): a host is a Blob account when it reads
+``ACCOUNT.blob.SUFFIX`` or ``ACCOUNT.dfs.SUFFIX`` (a DNS-zone endpoint ``ACCOUNT.zNN.blob...``
+too). Path style is read only where no account can be meant by the host: an IP address, a host
+name of one label (``localhost``, ``azurite``), or a host with an explicit port.
+
+``az://CONTAINER/PATH`` takes its account from ``AZURE_STORAGE_ACCOUNT_NAME`` (obstore, adlfs),
+``AZURE_STORAGE_ACCOUNT`` (the Azure CLI) or the ``AccountName`` of
+``AZURE_STORAGE_CONNECTION_STRING``; they must agree, and its endpoint is the connection
+string's (``BlobEndpoint``, or ``EndpointSuffix``) when it names that account, else
+``https://ACCOUNT.blob.core.windows.net``. The first part after ``az://`` is always the
+container. stoker's earlier ``az://ACCOUNT/CONTAINER/PATH`` therefore reads as a container named
+after the account; where that container's name is the environment's account, the URL is
+ambiguous and refused, with the two ways to write it.
+
+    s3://BUCKET/PREFIX, gs://BUCKET/PREFIX   through obstore, credentials from env
+    /path, ./path, file:///path              POSIX (Lustre, NetApp, NVMe, Files)
+
+Anything that looks like a URL but is not one of these (``az:/container`` with one slash,
+``az:container``, ``htps://``, an unknown scheme, no container) is refused with the forms
+accepted, never read as a local path: an upload would land in a folder named ``az:``.
 
 A SAS token in a URL is taken out at parse time and kept only in ``Location.sas``; ``str()``
 of a Location never shows it. A URL with a user:password@ is refused without showing it.
+``str()`` of a Blob location is its endpoint, container and prefix, whichever form named it: it
+shows the account the environment chose.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -21,7 +50,41 @@ from urllib.parse import urlsplit
 from ..errors import StoreError
 
 Scheme = Literal["az", "s3", "gs", "file"]
-_BLOB_HOST = ".blob.core.windows.net"
+
+AZ_SCHEMES = ("az", "abfs", "abfss", "wasb", "wasbs")
+SCHEMES = (*AZ_SCHEMES, "https", "http", "s3", "gs", "file")
+ACCOUNT_VARS = ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT")
+CONN_VAR = "AZURE_STORAGE_CONNECTION_STRING"
+CONN_ACCOUNT = f"AccountName in {CONN_VAR}"
+
+FORMS = (
+    "az://CONTAINER/PATH (the account from AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_ACCOUNT or "
+    "AZURE_STORAGE_CONNECTION_STRING), abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH, "
+    "https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH, "
+    "http://127.0.0.1:10000/ACCOUNT/CONTAINER/PATH (an emulator), s3://BUCKET/PATH, "
+    "gs://BUCKET/PATH, or a local path (./NAME for one that starts like a URL)"
+)
+
+# ACCOUNT.blob.SUFFIX, ACCOUNT.dfs.SUFFIX, ACCOUNT.zNN.blob.SUFFIX (Azure DNS-zone endpoints)
+_ACCOUNT_HOST = re.compile(
+    r"([a-z0-9]{3,24})\.((?:z\d\d\.)?)(blob|dfs)\.([a-z0-9-]+(?:\.[a-z0-9-]+)+)"
+)
+# Hosts of Azure's clouds: one of them that is not an account's Blob host is a mistake.
+_AZURE_SUFFIXES = (
+    "core.windows.net",
+    "core.usgovcloudapi.net",
+    "core.chinacloudapi.cn",
+    "core.cloudapi.de",
+    "storage.azure.net",
+)
+CONTAINER_NAME = re.compile(r"(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9]))*")
+_SPECIAL_CONTAINERS = ("$root", "$web", "$logs")
+# A scheme and a colon at the start: "az:", "https:", "s3:", "c+x:".
+_SCHEME_START = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+
+# Azurite's well-known development account (public, documented by Microsoft).
+DEV_ACCOUNT = "devstoreaccount1"
+DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 @dataclass(frozen=True)
@@ -30,9 +93,11 @@ class Location:
     bucket: str = ""  # Blob container, S3/GCS bucket
     prefix: str = ""  # key prefix inside the bucket, "" or ending in "/"
     account: str = ""  # Azure storage account
-    endpoint: str = ""  # explicit Blob endpoint, e.g. http://127.0.0.1:10000/devstoreaccount1
+    endpoint: str = ""  # Blob endpoint, e.g. https://acct.blob.core.windows.net
     path: Path | None = None  # POSIX root
     sas: str = field(default="", repr=False)
+    # Where the endpoint came from, for messages: "" (the URL), or the variable that gave it.
+    endpoint_from: str = ""
 
     @property
     def is_remote(self) -> bool:
@@ -42,8 +107,7 @@ class Location:
         if self.scheme == "file":
             return str(self.path)
         if self.scheme == "az":
-            base = self.endpoint.rstrip("/") if self.endpoint else f"az://{self.account}"
-            return f"{base}/{self.bucket}/{self.prefix}".rstrip("/")
+            return f"{self.endpoint.rstrip('/')}/{self.bucket}/{self.prefix}".rstrip("/")
         return f"{self.scheme}://{self.bucket}/{self.prefix}".rstrip("/")
 
 
@@ -61,21 +125,164 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_connection_string(text: str) -> dict[str, str]:
+    fields = {}
+    for part in text.split(";"):
+        if "=" in part:
+            name, value = part.split("=", 1)
+            fields[name.strip()] = value.strip()
+    if fields.get("UseDevelopmentStorage", "").lower() == "true":
+        fields.setdefault("AccountName", DEV_ACCOUNT)
+        fields.setdefault("AccountKey", DEV_KEY)
+        fields.setdefault("BlobEndpoint", f"http://127.0.0.1:10000/{DEV_ACCOUNT}")
+    return fields
+
+
+def connection_endpoint(conn: dict[str, str], account: str) -> str:
+    """The Blob endpoint a connection string gives ``account`` ("" when it gives none)."""
+    if conn.get("BlobEndpoint"):
+        return conn["BlobEndpoint"].rstrip("/")
+    if conn.get("EndpointSuffix"):
+        protocol = conn.get("DefaultEndpointsProtocol", "https")
+        return f"{protocol}://{account}.blob.{conn['EndpointSuffix']}"
+    return ""
+
+
+def env_accounts() -> dict[str, str]:
+    """The storage account each variable of the environment names: {where: account}."""
+    env = os.environ
+    named = {var: env[var].strip() for var in ACCOUNT_VARS if env.get(var, "").strip()}
+    conn = parse_connection_string(os.environ.get(CONN_VAR, ""))
+    if conn.get("AccountName"):
+        named[CONN_ACCOUNT] = conn["AccountName"]
+    return named
+
+
+def _env_account(shown: str, container: str, path: str) -> tuple[str, str, str]:
+    """The account, endpoint and the endpoint's source for ``az://CONTAINER/PATH``."""
+    named = env_accounts()
+    accounts = sorted(set(named.values()))
+    rest = f"/{path}" if path else ""
+    if not accounts:
+        raise StoreError(
+            f"{shown}: az://CONTAINER/PATH takes the storage account from the environment, and "
+            "none is set: set AZURE_STORAGE_ACCOUNT_NAME (or AZURE_STORAGE_ACCOUNT, or "
+            "AZURE_STORAGE_CONNECTION_STRING), or name the account in the URL: "
+            f"https://ACCOUNT.blob.core.windows.net/{container}{rest}. (az://ACCOUNT/CONTAINER, "
+            f"stoker's earlier form, is now https://ACCOUNT.blob.core.windows.net/CONTAINER.)"
+        )
+    if len(accounts) > 1:
+        which = ", ".join(f"{where}={name}" for where, name in sorted(named.items()))
+        raise StoreError(
+            f"{shown}: the environment names more than one storage account ({which}), and "
+            "az://CONTAINER/PATH does not say which: unset all but one, or name the account in "
+            f"the URL: https://ACCOUNT.blob.core.windows.net/{container}{rest}"
+        )
+    account = accounts[0]
+    endpoint, source = f"https://{account}.blob.core.windows.net", ""
+    conn = parse_connection_string(os.environ.get(CONN_VAR, ""))
+    if conn.get("AccountName") == account and connection_endpoint(conn, account):
+        endpoint = connection_endpoint(conn, account)
+        source = f"BlobEndpoint in {CONN_VAR}" if conn.get("BlobEndpoint") else CONN_VAR
+    if container == account:  # stoker's earlier az://ACCOUNT/CONTAINER, or a container so named
+        where = " and ".join(sorted(w for w, a in named.items() if a == account))
+        head, _, tail = path.partition("/")
+        instead = (
+            f"For container {head!r} of that account write az://{head}{'/' if tail else ''}{tail}; "
+            if head
+            else "Name a container there, az://CONTAINER/PATH; "
+        )
+        raise StoreError(
+            f"{shown}: ambiguous: {account!r} is the storage account ({where}), and az:// "
+            "names the container first (az://CONTAINER/PATH, as obstore, adlfs and fsspec read "
+            f"it). {instead}for a container named {account!r}, "
+            f"{endpoint}/{account}{rest}"
+        )
+    return account, endpoint, source
+
+
+def _container(shown: str, name: str, example: str) -> str:
+    if not name:
+        raise StoreError(f"{shown}: the URL names no container; write it as {example}")
+    if not CONTAINER_NAME.fullmatch(name) and name not in _SPECIAL_CONTAINERS:
+        raise StoreError(
+            f"{shown}: {name!r} is not a container name (3-63 lowercase letters, digits and "
+            f"single hyphens, starting and ending with a letter or digit); write it as {example}"
+        )
+    return name
+
+
+def _account_host(host: str) -> tuple[str, str] | None:
+    """(account, Blob host) for ``ACCOUNT.blob|dfs.SUFFIX``, else None."""
+    m = _ACCOUNT_HOST.fullmatch(host)
+    if not m:
+        return None
+    account, zone, _, suffix = m.groups()
+    return account, f"{account}.{zone}blob.{suffix}"
+
+
+def _not_a_url(text: str, why: str) -> StoreError:
+    return StoreError(f"{text}: {why}. Write {FORMS}")
+
+
+def _looks_like_url(text: str) -> str | None:
+    """The scheme of a string that starts like a URL and is no local path anyone means, else
+    None: ``az:/x``, ``az:x``, ``htps:/x``, ``s3:bucket``."""
+    m = _SCHEME_START.match(text)
+    if not m:
+        return None
+    scheme = m.group(1).lower()
+    rest = text[m.end() :]
+    if rest.startswith("/") or scheme in SCHEMES:  # ("data:2024" stays a folder's name)
+        return scheme
+    return None
+
+
+def _close_scheme(scheme: str) -> str | None:
+    close = difflib.get_close_matches(scheme, SCHEMES, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def parse_url(url: str | Path) -> Location:
     """Read a storage URL or path; raises StoreError naming what is wrong (never a secret)."""
     text = str(url)
-    if isinstance(url, Path) or "://" not in text:
-        return Location("file", path=Path(text).expanduser().resolve())
+    if isinstance(url, Path):
+        return Location("file", path=url.expanduser().resolve())
+    if "://" not in text:
+        scheme = _looks_like_url(text)
+        if scheme is None:
+            return Location("file", path=Path(text).expanduser().resolve())
+        shown = text.split("?", 1)[0]
+        raise _not_a_url(
+            shown,
+            f"a URL needs '://' after {scheme!r} (this one would be a local folder named "
+            f"{text.split('/', 1)[0]!r})",
+        )
     parts = urlsplit(text)
     scheme = parts.scheme.lower()
     segments = [s for s in parts.path.split("/") if s]
-    host = parts.netloc.rpartition("@")[2]
-    shown = f"{scheme}://{host}{parts.path}"  # no query (a SAS), no user:password
-    if host != parts.netloc:  # Blob, S3 and GCS take no credentials there: they would show
+    userinfo, at, host = parts.netloc.rpartition("@")
+    shown = f"{text.split('://', 1)[0]}://{host}{parts.path}"  # no query (a SAS), no password
+    if scheme not in SCHEMES:
+        close = _close_scheme(scheme)
+        hint = f" (did you mean {close}://?)" if close else ""
+        raise _not_a_url(shown, f"unknown scheme {scheme!r}{hint}")
+    named_container = scheme in AZ_SCHEMES and at and ":" not in userinfo and userinfo
+    if at and not named_container:  # Blob, S3 and GCS take no credentials there: they'd show
         raise StoreError(
             f"{shown}: a storage URL takes no user:password@ (it was left out here); give "
             "credentials as a SAS in the URL or in the environment (see the README)"
         )
+    if named_container:
+        shown = f"{scheme}://{userinfo}@{host}{parts.path}"
     # A '#' or '?' would cut the prefix short without a word: another prefix would be
     # copied, or, with --delete, emptied.
     if parts.fragment or "#" in text:
@@ -87,43 +294,103 @@ def parse_url(url: str | Path) -> Location:
             "one, its SAS; name a prefix without '?'"
         )
     if scheme == "file":
+        if host not in ("", "localhost"):
+            raise _not_a_url(shown, f"a file:// URL names a path on this machine, not {host!r}")
         return Location("file", path=Path(parts.path).resolve())
     if scheme in ("s3", "gs"):
-        if not parts.netloc:
+        if not host:
             raise StoreError(f"{shown}: give a bucket, like {scheme}://BUCKET/PREFIX")
-        return Location(scheme, bucket=parts.netloc, prefix=_prefix(segments))  # type: ignore[arg-type]
-    if scheme == "az":
-        if not parts.netloc or not segments:
-            raise StoreError(f"{shown}: write Blob URLs as az://ACCOUNT/CONTAINER/PREFIX")
-        return Location(
-            "az", bucket=segments[0], prefix=_prefix(segments[1:]), account=parts.netloc
-        )
-    if scheme in ("http", "https"):
-        host = parts.hostname or ""
-        sas = parts.query  # as written: decoding would turn a signature's %2B into a space
-        if host.endswith(_BLOB_HOST):
-            if not segments:
-                raise StoreError(f"{shown}: the URL names no container")
-            account = host[: -len(_BLOB_HOST)]
-            return Location(
-                "az",
-                bucket=segments[0],
-                prefix=_prefix(segments[1:]),
-                account=account,
-                endpoint=f"{scheme}://{host}",
-                sas=sas,
+        return Location(scheme, bucket=host, prefix=_prefix(segments))  # type: ignore[arg-type]
+    if scheme in AZ_SCHEMES:
+        return _parse_az(shown, scheme, userinfo if named_container else "", host, segments)
+    try:
+        port = parts.port
+    except ValueError:
+        raise _not_a_url(shown, "its port is not a number from 0 to 65535") from None
+    return _parse_http(shown, scheme, parts.hostname or "", port, segments, parts.query)
+
+
+def _parse_az(shown: str, scheme: str, userinfo: str, host: str, segments: list[str]) -> Location:
+    if userinfo:  # CONTAINER@ACCOUNT.dfs.core.windows.net
+        found = _account_host(host.lower())
+        if found is None:
+            raise _not_a_url(
+                shown,
+                f"after '@', {scheme}:// takes an account's host, ACCOUNT.dfs.core.windows.net or "
+                f"ACCOUNT.blob.core.windows.net (or another cloud's suffix), not {host!r}",
             )
-        if len(segments) < 2:
-            raise StoreError(f"{shown}: a path-style Blob URL is http(s)://HOST/ACCOUNT/CONTAINER")
-        endpoint = f"{scheme}://{parts.netloc}/{segments[0]}"
+        account, blob_host = found
+        example = f"{scheme}://CONTAINER@{host}/PATH"
         return Location(
             "az",
-            bucket=segments[1],
-            prefix=_prefix(segments[2:]),
-            account=segments[0],
-            endpoint=endpoint,
+            bucket=_container(shown, userinfo, example),
+            prefix=_prefix(segments),
+            account=account,
+            endpoint=f"https://{blob_host}",
+        )
+    if _account_host(host.lower()) or "." in host or ":" in host:
+        raise _not_a_url(
+            shown,
+            f"{scheme}://{host} names a host, and {scheme}:// takes a container there: write "
+            f"{scheme}://CONTAINER/PATH with the account from the environment, or "
+            f"https://{host}/CONTAINER/PATH",
+        )
+    container = _container(shown, host, f"{scheme}://CONTAINER/PATH")
+    account, endpoint, source = _env_account(shown, container, "/".join(segments))
+    return Location(
+        "az",
+        bucket=container,
+        prefix=_prefix(segments),
+        account=account,
+        endpoint=endpoint,
+        endpoint_from=source,
+    )
+
+
+def _parse_http(
+    shown: str, scheme: str, host: str, port: int | None, segments: list[str], query: str
+) -> Location:
+    sas = query  # as written: decoding would turn a signature's %2B into a space
+    if not host:
+        raise _not_a_url(shown, "the URL names no host")
+    found = _account_host(host)
+    if found:
+        account, blob_host = found
+        example = f"{scheme}://{host}/CONTAINER/PATH"
+        return Location(
+            "az",
+            bucket=_container(shown, segments[0] if segments else "", example),
+            prefix=_prefix(segments[1:]),
+            account=account,
+            endpoint=f"{scheme}://{blob_host}" + (f":{port}" if port is not None else ""),
             sas=sas,
         )
-    raise StoreError(
-        f"{shown}: unknown scheme {scheme!r}; use az://, https://, s3://, gs:// or a path"
+    if any(host == s or host.endswith("." + s) for s in _AZURE_SUFFIXES):
+        raise _not_a_url(
+            shown,
+            f"{host} is not a storage account's Blob host (ACCOUNT.blob.SUFFIX or "
+            "ACCOUNT.dfs.SUFFIX, e.g. ACCOUNT.blob.core.windows.net)",
+        )
+    if not (port is not None or _is_ip(host) or "." not in host):
+        raise _not_a_url(
+            shown,
+            f"{host} is not a Blob Storage host (ACCOUNT.blob.core.windows.net, or another "
+            "cloud's suffix), and a path-style URL (an emulator's) is read only with an IP "
+            "address, a one-label host name or an explicit port: "
+            f"{scheme}://{host}:PORT/ACCOUNT/CONTAINER/PATH",
+        )
+    if len(segments) < 2:
+        raise StoreError(
+            f"{shown}: a path-style Blob URL is {scheme}://HOST:PORT/ACCOUNT/CONTAINER/PATH"
+        )
+    netloc = f"[{host}]" if ":" in host else host
+    netloc += f":{port}" if port is not None else ""
+    example = f"{scheme}://{netloc}/ACCOUNT/CONTAINER/PATH"
+    return Location(
+        "az",
+        bucket=_container(shown, segments[1], example),
+        prefix=_prefix(segments[2:]),
+        account=segments[0],
+        endpoint=f"{scheme}://{netloc}/{segments[0]}",
+        sas=sas,
     )
