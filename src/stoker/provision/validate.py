@@ -141,16 +141,23 @@ def schema_errors(template: dict[str, Any], *, strict: bool = True) -> tuple[int
 
 
 def _deepest(error: Any) -> Any:
-    """The error under a oneOf (real type or expression) that points deepest: the property
-    actually at fault, not 'is not valid under any of the given schemas' at the top."""
-    best = error
-    for sub in error.context or ():
-        sub = _deepest(sub)
-        if "does not match '^\\[" in sub.message:  # the expression branch: never the cause
-            continue
-        if len(sub.absolute_path) > len(best.absolute_path):
-            best = sub
-    return best
+    """The leaf error under the oneOf choices (real type or expression) that points deepest:
+    the property actually at fault, not 'is not valid under any of the given schemas'."""
+    leaves = [e for e in _leaves(error) if not _is_expression_branch(e)]
+    if not leaves:
+        return error
+    return max(leaves, key=lambda e: len(e.absolute_path))
+
+
+def _leaves(error: Any) -> list[Any]:
+    if not error.context:
+        return [error]
+    return [leaf for sub in error.context for leaf in _leaves(sub)]
+
+
+def _is_expression_branch(error: Any) -> bool:
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    return str(schema.get("pattern", "")).startswith("^\\[")
 
 
 def _walk(resources_: list[dict[str, Any]]) -> list[dict[str, Any]]:
