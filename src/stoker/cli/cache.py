@@ -14,7 +14,7 @@ app = typer.Typer(help="A shared model cache for inference cold starts.", no_arg
 @app.command("pull")
 @command
 def pull(
-    src: Annotated[str, typer.Argument(help="The model, e.g. az://acct/models/llama-70b")],
+    src: Annotated[str, typer.Argument(help="The model, e.g. az://models/llama-70b")],
     root: Annotated[str, typer.Argument(help="Shared cache root (Azure Files / NetApp mount).")],
     name: Annotated[
         str | None, typer.Option(help="Cache name (default: last URL segment).")

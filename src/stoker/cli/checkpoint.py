@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 Fast = Annotated[str, typer.Argument(help="The fast tier folder (local NVMe, Lustre, NetApp).")]
-Durable = Annotated[str | None, typer.Option(help="The durable tier, e.g. az://acct/ckpts/run1.")]
+Durable = Annotated[str | None, typer.Option(help="The durable tier, e.g. az://ckpts/run1.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -251,7 +251,7 @@ def prune(
 @app.command("pull")
 @_checkpoint_command
 def pull(
-    durable: Annotated[str, typer.Argument(help="The durable tier, e.g. az://acct/ckpts/run1.")],
+    durable: Annotated[str, typer.Argument(help="The durable tier, e.g. az://ckpts/run1.")],
     fast: Fast,
     step: Annotated[int | None, typer.Option(help="This step (default: the newest).")] = None,
     json_out: Json = False,

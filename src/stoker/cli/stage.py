@@ -43,7 +43,7 @@ def _selection(
 @command
 def stage(
     src: Annotated[
-        str, typer.Argument(help="az://ACCOUNT/CONTAINER/PREFIX, https://..., or a path")
+        str, typer.Argument(help="az://CONTAINER/PATH, https://ACCOUNT.blob..., or a path")
     ],
     dst: Annotated[str, typer.Argument(help="Where to copy to: a URL or a path.")],
     include: IncludeOpt = None,
