@@ -111,8 +111,10 @@ def test_network_avoids_the_rdma_range_and_sizes_the_lustre_subnet(big):
     _, template = big
     (vnet,) = _of(template, "Microsoft.Network/virtualNetworks")
     rdma = ipaddress.ip_network("172.16.0.0/16")
-    subnets = {s["name"]: ipaddress.ip_network(s["properties"]["addressPrefix"])
-               for s in vnet["properties"]["subnets"]}  # fmt: skip
+    subnets = {
+        s["name"]: ipaddress.ip_network(s["properties"]["addressPrefix"])
+        for s in vnet["properties"]["subnets"]
+    }
     assert not any(net.overlaps(rdma) for net in subnets.values())
     assert subnets["compute"].num_addresses - 5 >= 2048
     assert subnets["lustre-0"].prefixlen == 24  # 100 TiB: /24 per Microsoft's table
@@ -128,7 +130,10 @@ def test_lustre_has_blob_integration_and_the_plans_size(big):
     assert fs["properties"]["storageCapacityTiB"] == round(volume.size_bytes / 2**40) == 100
     hsm = fs["properties"]["hsm"]["settings"]
     assert "'checkpoints'" in hsm["container"] and "'lustre-logs'" in hsm["loggingContainer"]
-    assert fs["properties"]["maintenanceWindow"] == {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}
+    assert fs["properties"]["maintenanceWindow"] == {
+        "dayOfWeek": "Saturday",
+        "timeOfDayUTC": "23:00",
+    }
     params = json.loads((d.out / "main.json").read_text())["parameters"]
     assert "az ad sp show" in params["amlfsPrincipalId"]["metadata"]["description"]
 
@@ -144,8 +149,10 @@ def test_storage_is_hardened_and_only_the_lustre_account_allows_shared_keys(big)
         assert p["encryption"]["requireInfrastructureEncryption"] is True
         assert p["networkAcls"]["defaultAction"] == "Deny"
         assert p["allowSharedKeyAccess"] is a["name"].startswith("sl")
-    containers = {c["name"].split("/")[-1] for c in
-                  _of(template, "Microsoft.Storage/storageAccounts/blobServices/containers")}  # fmt: skip
+    containers = {
+        c["name"].split("/")[-1]
+        for c in _of(template, "Microsoft.Storage/storageAccounts/blobServices/containers")
+    }
     assert {"data", "checkpoints", "models", "lustre-logs"} <= containers
     for svc in _of(template, "Microsoft.Storage/storageAccounts/blobServices"):
         assert svc["properties"]["isVersioningEnabled"] is True
@@ -177,7 +184,8 @@ def test_cloud_init_scratch_lustre_doctor_and_its_mgs_filled_by_arm(big):
     assert "stoker doctor --json > /var/log/stoker-doctor.json" in text
     assert template["variables"]["cloudInit"] == text
     custom = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
-        "virtualMachineProfile"]["osProfile"]["customData"]  # fmt: skip
+        "virtualMachineProfile"
+    ]["osProfile"]["customData"]
     assert "'__LUSTRE_MGS_CHECKPOINTS__'" in custom and ".clientInfo.mgsAddress" in custom
 
 
@@ -192,8 +200,11 @@ def test_data_on_lustre_imports_the_source_prefix(tmp_path):
     assert [lu.role for lu in d.layout.lustres] == ["data"]
     ccws = json.loads((tmp_path / "out" / "ccws.parameters.json").read_text())["parameters"]
     assert ccws["additionalFilesystem"]["value"]["type"] == "aml-existing"
-    assert ccws["gpu"]["value"] == {"sku": "Standard_ND96isr_H100_v5",
-                                    "osImage": "cycle.image.ubuntu22", "maxNodes": 64}  # fmt: skip
+    assert ccws["gpu"]["value"] == {
+        "sku": "Standard_ND96isr_H100_v5",
+        "osImage": "cycle.image.ubuntu22",
+        "maxNodes": 64,
+    }
 
 
 def test_no_lustre_means_one_account_without_shared_keys(tmp_path):
@@ -251,19 +262,22 @@ def test_refuses_a_vm_size_the_catalog_says_the_region_lacks(tmp_path):
     override = tmp_path / "regions.toml"
     override.write_text('[vm.ND96isr_H100_v5]\nregions = ["westus3", "southcentralus"]\n')
     _refused(tmp_path, ["--catalog", str(override)], "cluster.region")
-    ok = runner.invoke(app, ["provision", str(BIG), "--out", str(tmp_path / "ok"),
-                             "--catalog", str(override)])  # fmt: skip
+    ok = runner.invoke(
+        app, ["provision", str(BIG), "--out", str(tmp_path / "ok"), "--catalog", str(override)]
+    )
     assert ok.exit_code == 2  # still eastus: refused; the same override with the region passes
     override.write_text('[vm.ND96isr_H100_v5]\nregions = ["eastus"]\n')
-    ok = runner.invoke(app, ["provision", str(BIG), "--out", str(tmp_path / "ok2"),
-                             "--catalog", str(override)])  # fmt: skip
+    ok = runner.invoke(
+        app, ["provision", str(BIG), "--out", str(tmp_path / "ok2"), "--catalog", str(override)]
+    )
     assert ok.exit_code == 0, ok.output
 
 
 def test_refuses_a_scale_set_larger_than_a_placement_group(tmp_path):
     spec = tmp_path / "job.toml"
-    spec.write_text(BIG.read_text().replace(
-        'placement = "scale_set_on_request"', "fabric_boundary_vms = 500"))  # fmt: skip
+    spec.write_text(
+        BIG.read_text().replace('placement = "scale_set_on_request"', "fabric_boundary_vms = 500")
+    )
     _refused(tmp_path, [], "cluster.fabric_boundary_vms", spec)
 
 
@@ -300,13 +314,29 @@ def test_cli_json_summary_and_ssh_key(tmp_path):
     key = tmp_path / "id.pub"
     key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample test@host\n")
     out = tmp_path / "deploy"
-    result = runner.invoke(app, ["provision", str(EXAMPLES / "pretrain-64vm.toml"), "--out",
-                                 str(out), "--json", "--ssh-key", str(key)])  # fmt: skip
+    result = runner.invoke(
+        app,
+        [
+            "provision",
+            str(EXAMPLES / "pretrain-64vm.toml"),
+            "--out",
+            str(out),
+            "--json",
+            "--ssh-key",
+            str(key),
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["schema"] == "stoker.deployment/1"
-    assert summary["files"] == ["main.json", "main.parameters.json", "cloud-init.yaml",
-                                "ccws.parameters.json", "README.md", "stoker-deployment.json"]  # fmt: skip
+    assert summary["files"] == [
+        "main.json",
+        "main.parameters.json",
+        "cloud-init.yaml",
+        "ccws.parameters.json",
+        "README.md",
+        "stoker-deployment.json",
+    ]
     assert [s["vms"] for s in summary["scale_sets"]] == [64]
     params = json.loads((out / "main.parameters.json").read_text())["parameters"]
     assert params["sshPublicKey"]["value"].startswith("ssh-ed25519 ")

@@ -57,7 +57,8 @@ def test_deep_misspelling_and_wrong_types_are_caught(big):
     template = _template(big)
     vmss = next(r for r in template["resources"] if r["type"].endswith("ScaleSets"))
     nic = vmss["properties"]["virtualMachineProfile"]["networkProfile"][
-        "networkInterfaceConfigurations"][0]["properties"]  # fmt: skip
+        "networkInterfaceConfigurations"
+    ][0]["properties"]
     nic["enableAcceleratedNetworkin"] = nic.pop("enableAcceleratedNetworking")
     fs = next(r for r in template["resources"] if r["type"].endswith("amlFilesystems"))
     fs["properties"]["storageCapacityTiB"] = "100"

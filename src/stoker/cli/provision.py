@@ -51,9 +51,18 @@ def provision(
     from ..provision._readme import money
 
     key = read_ssh_key(ssh_key) if ssh_key else None
-    d = run(spec, out, catalog or (), name=name, resource_group=resource_group,
-            address_space=address_space, admin_username=admin_username, ssh_public_key=key,
-            teardown_after=teardown_after, install=install)  # fmt: skip
+    d = run(
+        spec,
+        out,
+        catalog or (),
+        name=name,
+        resource_group=resource_group,
+        address_space=address_space,
+        admin_username=admin_username,
+        ssh_public_key=key,
+        teardown_after=teardown_after,
+        install=install,
+    )
     summary = d.to_dict()
     report = None
     if check:
@@ -72,25 +81,38 @@ def provision(
     else:
         from rich.table import Table
 
-        table = Table(title=f"stoker provision: {d.layout.plan_name} -> {out}",
-                      title_justify="left")  # fmt: skip
+        table = Table(
+            title=f"stoker provision: {d.layout.plan_name} -> {out}", title_justify="left"
+        )
         for col in ("#", "resource", "name", "size", "per hour"):
             table.add_column(col, overflow="fold", justify="right" if col == "per hour" else "left")
         for i, line in enumerate(d.bill.lines, 1):
             table.add_row(str(i), line.resource, line.name, line.size, money(line.per_hour_usd))
         stdout.print(table)
         unknown = f" (priced part; unpriced: {', '.join(d.bill.unknown)})" if d.bill.unknown else ""
-        stdout.print(f"total per hour {money(d.per_hour_usd)}{unknown}; per idle day "
-                     f"{money(d.per_hour_usd * 24)}; storage only {money(d.bill.idle_per_hour_usd * 24)}"
-                     f" a day", highlight=False)  # fmt: skip
-        stdout.print(f"wrote {', '.join(p.name for p in d.files)} in {d.elapsed_s * 1000:.0f} ms; "
-                     f"deploy and teardown commands: {out / 'README.md'}", highlight=False)  # fmt: skip
+        stdout.print(
+            f"total per hour {money(d.per_hour_usd)}{unknown}; per idle day "
+            f"{money(d.per_hour_usd * 24)}; storage only {money(d.bill.idle_per_hour_usd * 24)}"
+            f" a day",
+            highlight=False,
+        )
+        stdout.print(
+            f"wrote {', '.join(p.name for p in d.files)} in {d.elapsed_s * 1000:.0f} ms; "
+            f"deploy and teardown commands: {out / 'README.md'}",
+            highlight=False,
+        )
         if report is not None:
-            checkov = ("checkov not installed (make checkov)" if report.checkov_passed is None else
-                       f"checkov {report.checkov_passed} passed, {len(report.checkov_failed)} "
-                       f"failed, {len(report.checkov_skipped)} skipped with a reason")  # fmt: skip
-            stdout.print(f"check: {report.resources} ARM resources, "
-                         f"{len(report.schema_errors)} schema errors; {checkov}", highlight=False)  # fmt: skip
+            checkov = (
+                "checkov not installed (make checkov)"
+                if report.checkov_passed is None
+                else f"checkov {report.checkov_passed} passed, {len(report.checkov_failed)} "
+                f"failed, {len(report.checkov_skipped)} skipped with a reason"
+            )
+            stdout.print(
+                f"check: {report.resources} ARM resources, "
+                f"{len(report.schema_errors)} schema errors; {checkov}",
+                highlight=False,
+            )
             for line in report.schema_errors + report.checkov_failed:
                 stderr.print(f"  {line}", highlight=False, markup=False)
     if report is not None and not report.ok:

@@ -96,10 +96,11 @@ class ArmClients:
             from azure.mgmt.storagecache import StorageCacheManagementClient
 
             self._made["lustre"] = StorageCacheManagementClient(
-                self._credential(), self.subscription_id,
+                self._credential(),
+                self.subscription_id,
                 api_version=api_version("Microsoft.StorageCache"),
                 **self._options(),
-            )  # fmt: skip
+            )
         return self._made["lustre"]
 
     @property
@@ -118,9 +119,11 @@ class ArmClients:
             from azure.mgmt.resource.resources import ResourceManagementClient
 
             self._made["resources"] = ResourceManagementClient(
-                self._credential(), self.subscription_id, api_version=RESOURCES_API,
+                self._credential(),
+                self.subscription_id,
+                api_version=RESOURCES_API,
                 **self._options(),
-            )  # fmt: skip
+            )
         return self._made["resources"]
 
     def close(self) -> None:

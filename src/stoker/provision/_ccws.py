@@ -73,18 +73,21 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
         ),
         "storagePrivateDnsZone": _v({"type": "new"}),
         "schedulerNode": _v({"sku": SCHEDULER_SKU, "osImage": OS_IMAGE}),
-        "loginNodes": _v({"sku": LOGIN_SKU, "osImage": OS_IMAGE, "initialNodes": 1,
-                          "maxNodes": 1}),  # fmt: skip
-        "htc": _v({"sku": "Standard_F2s_v2", "osImage": OS_IMAGE, "maxNodes": 0,
-                   "useSpot": False}),  # fmt: skip
+        "loginNodes": _v({"sku": LOGIN_SKU, "osImage": OS_IMAGE, "initialNodes": 1, "maxNodes": 1}),
+        "htc": _v({"sku": "Standard_F2s_v2", "osImage": OS_IMAGE, "maxNodes": 0, "useSpot": False}),
         "hpc": _v({"sku": "Standard_HB176rs_v4", "osImage": OS_IMAGE, "maxNodes": 0}),
-        "gpu": _v({"sku": f"Standard_{lay.vm_size}", "osImage": OS_IMAGE,
-                   "maxNodes": lay.nodes}),  # fmt: skip
-        "slurmSettings": _v({"startCluster": True, "version": "25.11.5",
-                             "healthCheckEnabled": True}),  # fmt: skip
-        "tags": _v({"Resource group": {"stoker-plan": lay.plan_name,
-                                       "teardown-after": lay.teardown_after.strftime(
-                                           "%Y-%m-%dT%H:%M:%SZ")}}),  # fmt: skip
+        "gpu": _v({"sku": f"Standard_{lay.vm_size}", "osImage": OS_IMAGE, "maxNodes": lay.nodes}),
+        "slurmSettings": _v(
+            {"startCluster": True, "version": "25.11.5", "healthCheckEnabled": True}
+        ),
+        "tags": _v(
+            {
+                "Resource group": {
+                    "stoker-plan": lay.plan_name,
+                    "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            }
+        ),
     }
     return {
         "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#",

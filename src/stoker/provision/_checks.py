@@ -40,7 +40,7 @@ def check_boundary(spec: JobSpec, cat: Catalog, boundary: int) -> None:
         raise ProvisionError(
             f"cluster.fabric_boundary_vms: {boundary} VMs in one scale set; a single-placement-"
             f"group scale set (needed for InfiniBand) holds at most {most} "
-            f"(placement = \"scale_set_on_request\"); lower it to {most} or less"
+            f'(placement = "scale_set_on_request"); lower it to {most} or less'
         )
 
 
@@ -54,7 +54,9 @@ def check_lustre(where: str, sku_key: str, capacity_tib: float, cat: Catalog) ->
             f"{step:g} TiB step; AMLFS refuses it"
         )
     if capacity_tib < low:
-        raise ProvisionError(f"{where}: {capacity_tib:g} TiB is below {sku_key}'s {low:g} TiB minimum")
+        raise ProvisionError(
+            f"{where}: {capacity_tib:g} TiB is below {sku_key}'s {low:g} TiB minimum"
+        )
     if capacity_tib > ceiling:
         raise ProvisionError(
             f"{where}: {capacity_tib:g} TiB exceeds the {ceiling:g} TiB Azure offers at most "
@@ -73,7 +75,9 @@ def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) 
     check_region(spec, cat)
     check_boundary(spec, cat, boundary)
     if plan.data and plan.data.chosen.tier == "lustre":
-        _check_lustre_choice("data.lustre_sku", plan.data.chosen.name, plan.data.chosen.size_bytes, cat)
+        _check_lustre_choice(
+            "data.lustre_sku", plan.data.chosen.name, plan.data.chosen.size_bytes, cat
+        )
     if plan.checkpoints and plan.checkpoints.volume and plan.checkpoints.volume.tier == "lustre":
         volume = plan.checkpoints.volume
         _check_lustre_choice("checkpoints.tier", volume.name, volume.size_bytes, cat)
@@ -84,4 +88,6 @@ def _check_lustre_choice(where: str, display: str, size_bytes: float | None, cat
         if sku.name == display:
             check_lustre(where, key, (size_bytes or 0.0) / TiB, cat)
             return
-    raise ProvisionError(f"{where}: the plan chose {display!r}, which no catalog [lustre] entry names")
+    raise ProvisionError(
+        f"{where}: the plan chose {display!r}, which no catalog [lustre] entry names"
+    )

@@ -16,11 +16,10 @@ from ..catalog import Catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan
 from ..plan.shape import shape
-TiB = 2**40
 from ._network import Subnet, address_plan
 from ._options import ProvisionOptions
 
-# One AMLFS step in bytes is a whole number of TiB; a capacity is emitted as an integer.
+TiB = 2**40  # an AMLFS capacity is a whole number of TiB, emitted as an integer
 _SHORT = {"data": "data", "checkpoints": "ckpt"}  # AMLFS names stay short
 
 

@@ -60,9 +60,7 @@ def lustre_prefix(capacity_tib: int, facts: Provisioning) -> tuple[int, str | No
     )
 
 
-def address_plan(
-    space: str, vms: int, lustre_tib: list[int], facts: Provisioning
-) -> AddressPlan:
+def address_plan(space: str, vms: int, lustre_tib: list[int], facts: Provisioning) -> AddressPlan:
     net = ipaddress.ip_network(space)
     reserved = ipaddress.ip_network(facts.rdma_reserved_range)
     if net.overlaps(reserved):

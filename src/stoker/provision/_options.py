@@ -18,11 +18,39 @@ from ..errors import ProvisionError
 
 # Linux admin names Azure refuses (osProfile.adminUsername), as the portal lists them.
 _RESERVED_USERS = {
-    "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1",
-    "1", "123", "a", "actuser", "adm", "admin2", "aspnet", "backup", "console", "david",
-    "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0", "sys",
-    "test2", "test3", "user4", "user5",
-}  # fmt: skip
+    "administrator",
+    "admin",
+    "user",
+    "user1",
+    "test",
+    "user2",
+    "test1",
+    "user3",
+    "admin1",
+    "1",
+    "123",
+    "a",
+    "actuser",
+    "adm",
+    "admin2",
+    "aspnet",
+    "backup",
+    "console",
+    "david",
+    "guest",
+    "john",
+    "owner",
+    "root",
+    "server",
+    "sql",
+    "support",
+    "support_388945a0",
+    "sys",
+    "test2",
+    "test3",
+    "user4",
+    "user5",
+}
 
 
 class ProvisionOptions(BaseModel):
@@ -79,8 +107,10 @@ class ProvisionOptions(BaseModel):
     @classmethod
     def _user(cls, v: str) -> str:
         if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", v) or v in _RESERVED_USERS:
-            raise ValueError(f"{v!r}: 1-32 lowercase letters, digits, '_' or '-'; not a name "
-                             "Azure reserves (root, admin, ...)")  # fmt: skip
+            raise ValueError(
+                f"{v!r}: 1-32 lowercase letters, digits, '_' or '-'; not a name "
+                "Azure reserves (root, admin, ...)"
+            )
         return v
 
     @field_validator("ssh_public_key")
@@ -89,7 +119,9 @@ class ProvisionOptions(BaseModel):
         if v is None:
             return v
         v = v.strip()
-        if not re.fullmatch(r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?", v):
+        if not re.fullmatch(
+            r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?", v
+        ):
             raise ValueError("not an OpenSSH public key (ssh-rsa, ssh-ed25519 or ecdsa-sha2-...)")
         return v
 

@@ -61,7 +61,7 @@ class Deployment:
         return self.bill.per_hour_usd
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` summary and ``stoker-deployment.json`` (``schema = stoker.deployment/1``)."""
+        """The ``--json`` summary and ``stoker-deployment.json`` (``stoker.deployment/1``)."""
         lay = self.layout
         return {
             "schema": SCHEMA,

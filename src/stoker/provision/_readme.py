@@ -30,6 +30,12 @@ def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
     ]
 
 
+def _ccws_lustre_role(lay: Layout) -> str:
+    """The file system CCWS mounts: the data one when there is one (as _ccws.py picks)."""
+    roles = [lu.role for lu in lay.lustres]
+    return "data" if "data" in roles else roles[0]
+
+
 def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
     out = [
         f"# Deployment for plan `{lay.plan_name}`",
@@ -59,7 +65,9 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         ),
         "",
         f"**Total per hour: {money(bill.per_hour_usd)}**"
-        + (f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""),
+        + (
+            f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""
+        ),
         "",
         f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**; with the "
         f"scale sets deallocated (storage only): {money(bill.idle_per_hour_usd * 24)}.",
@@ -110,20 +118,16 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         "```sh",
         f"git clone https://github.com/Azure/cyclecloud-slurm-workspace && "
         f"git -C cyclecloud-slurm-workspace checkout {facts.ccws_commit}",
-        "sed -e \"s/__SUBSCRIPTION_ID__/$(az account show --query id -o tsv)/\" "
+        'sed -e "s/__SUBSCRIPTION_ID__/$(az account show --query id -o tsv)/" '
         + (
-            f"-e \"s/__LUSTRE_MGS_ADDRESS__/$(az deployment group show -g {lay.resource_group} "
+            f'-e "s/__LUSTRE_MGS_ADDRESS__/$(az deployment group show -g {lay.resource_group} '
             f"-n stoker --query properties.outputs.lustreMgsAddress_"
-            f"{(next((lu for lu in lay.lustres if lu.role == 'data'), None) or lay.lustres[0]).role}"
-            ".value -o tsv)/\" "
+            f"{_ccws_lustre_role(lay)}"
+            '.value -o tsv)/" '
             if lay.lustres
             else ""
         )
-        + (
-            ""
-            if lay.ssh_public_key
-            else "-e \"s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|\" "
-        )
+        + ("" if lay.ssh_public_key else '-e "s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|" ')
         + "ccws.parameters.json > ccws.deploy.json",
         f"az deployment sub create --name ccws-{lay.prefix} --location {lay.region} "
         "--template-file cyclecloud-slurm-workspace/bicep/mainTemplate.bicep "

@@ -55,8 +55,15 @@ def role_id(lay: Layout, account: str, key: str) -> str:
     )
 
 
-def _role(lay: Layout, facts: Provisioning, role_role: str, account: str, principal: str,
-          role_id: str, key: str) -> dict[str, Any]:  # fmt: skip
+def _role(
+    lay: Layout,
+    facts: Provisioning,
+    role_role: str,
+    account: str,
+    principal: str,
+    role_id: str,
+    key: str,
+) -> dict[str, Any]:
     name = account_name(lay, account)
     return {
         "type": "Microsoft.Authorization/roleAssignments",
@@ -85,15 +92,41 @@ def role_assignments(lay: Layout, facts: Provisioning) -> list[dict[str, Any]]:
     )
     out = []
     for acct in lay.accounts:
-        out.append(_role(lay, facts, "GPU VMs read and write Blob through their identity",
-                         acct.role, vm_principal, facts.role_blob_data_contributor,
-                         "vm-blob"))  # fmt: skip
+        out.append(
+            _role(
+                lay,
+                facts,
+                "GPU VMs read and write Blob through their identity",
+                acct.role,
+                vm_principal,
+                facts.role_blob_data_contributor,
+                "vm-blob",
+            )
+        )
     if any(a.role == "hsm" for a in lay.accounts):
         rp = "[parameters('amlfsPrincipalId')]"
-        out.append(_role(lay, facts, "AMLFS (HPC Cache Resource Provider) manages the account",
-                         "hsm", rp, facts.role_account_contributor, "amlfs-account"))  # fmt: skip
-        out.append(_role(lay, facts, "AMLFS (HPC Cache Resource Provider) imports and archives",
-                         "hsm", rp, facts.role_blob_data_contributor, "amlfs-blob"))  # fmt: skip
+        out.append(
+            _role(
+                lay,
+                facts,
+                "AMLFS (HPC Cache Resource Provider) manages the account",
+                "hsm",
+                rp,
+                facts.role_account_contributor,
+                "amlfs-account",
+            )
+        )
+        out.append(
+            _role(
+                lay,
+                facts,
+                "AMLFS (HPC Cache Resource Provider) imports and archives",
+                "hsm",
+                rp,
+                facts.role_blob_data_contributor,
+                "amlfs-blob",
+            )
+        )
     return out
 
 
@@ -101,8 +134,9 @@ def _hsm_account(lay: Layout) -> Any:
     return next(a for a in lay.accounts if a.role == "hsm")
 
 
-def amlfs(lay: Layout, lu: Lustre, facts: Provisioning, price: str | None,
-          hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def amlfs(
+    lay: Layout, lu: Lustre, facts: Provisioning, price: str | None, hourly: dict[str, str]
+) -> dict[str, Any]:
     acct = _hsm_account(lay)
     return {
         "type": "Microsoft.StorageCache/amlFilesystems",
@@ -144,8 +178,9 @@ def custom_data(lay: Layout, facts: Provisioning) -> str:
     return f"[base64({text})]"
 
 
-def vmss(lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None,
-         hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def vmss(
+    lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None, hourly: dict[str, str]
+) -> dict[str, Any]:
     publisher, offer, sku, version = facts.hpc_image.split(":")
     ident = rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity)
     nic = {
@@ -153,8 +188,9 @@ def vmss(lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None,
         "properties": {
             "primary": True,
             "enableAcceleratedNetworking": True,
-            "networkSecurityGroup": {"id": rid("Microsoft.Network/networkSecurityGroups",
-                                               nsg_name(lay))},  # fmt: skip
+            "networkSecurityGroup": {
+                "id": rid("Microsoft.Network/networkSecurityGroups", nsg_name(lay))
+            },
             "ipConfigurations": [
                 {
                     "name": "ipconfig0",
@@ -199,8 +235,11 @@ def vmss(lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None,
                 },
                 "storageProfile": {
                     "imageReference": {
-                        "publisher": publisher, "offer": offer, "sku": sku, "version": version,
-                    },  # fmt: skip
+                        "publisher": publisher,
+                        "offer": offer,
+                        "sku": sku,
+                        "version": version,
+                    },
                     "osDisk": {
                         "createOption": "FromImage",
                         "caching": "ReadWrite",

@@ -80,7 +80,9 @@ def nat_gateway(lay: Layout, facts: Any, hourly: dict[str, str]) -> dict[str, An
         "sku": {"name": "Standard"},
         "properties": {
             "idleTimeoutInMinutes": 10,
-            "publicIpAddresses": [{"id": rid("Microsoft.Network/publicIPAddresses", pip_name(lay))}],
+            "publicIpAddresses": [
+                {"id": rid("Microsoft.Network/publicIPAddresses", pip_name(lay))}
+            ],
         },
         "dependsOn": [rid("Microsoft.Network/publicIPAddresses", pip_name(lay))],
     }
@@ -89,7 +91,9 @@ def nat_gateway(lay: Layout, facts: Any, hourly: dict[str, str]) -> dict[str, An
 def _subnet(name: str, cidr: str, lay: Layout, **extra: Any) -> dict[str, Any]:
     props: dict[str, Any] = {
         "addressPrefix": cidr,
-        "networkSecurityGroup": {"id": rid("Microsoft.Network/networkSecurityGroups", nsg_name(lay))},
+        "networkSecurityGroup": {
+            "id": rid("Microsoft.Network/networkSecurityGroups", nsg_name(lay))
+        },
         "natGateway": {"id": rid("Microsoft.Network/natGateways", nat_name(lay))},
         "defaultOutboundAccess": False,
         "privateEndpointNetworkPolicies": "Enabled",

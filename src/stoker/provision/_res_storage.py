@@ -42,8 +42,9 @@ def subnet_id(lay: Layout, name: str) -> str:
     return rid("Microsoft.Network/virtualNetworks/subnets", lay.vnet, name)
 
 
-def account(lay: Layout, acct: Account, facts: Provisioning, price: str | None,
-            hourly: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+def account(
+    lay: Layout, acct: Account, facts: Provisioning, price: str | None, hourly: dict[str, str]
+) -> dict[str, Any]:
     rules = [{"id": subnet_id(lay, "compute"), "action": "Allow"}]
     rules += [{"id": subnet_id(lay, lu.subnet.name), "action": "Allow"} for lu in lay.lustres]
     res: dict[str, Any] = {
@@ -123,8 +124,9 @@ def container_id(lay: Layout, acct: Account, name: str) -> str:
     )
 
 
-def storage(lay: Layout, facts: Provisioning, hourly: dict[str, str],
-            prices: dict[str, str | None]) -> list[dict[str, Any]]:  # fmt: skip
+def storage(
+    lay: Layout, facts: Provisioning, hourly: dict[str, str], prices: dict[str, str | None]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for acct in lay.accounts:
         out.append(account(lay, acct, facts, prices.get(acct.role), hourly))

@@ -14,9 +14,9 @@ from ..catalog._schema import Provisioning
 from ._cloud_init import render as render_cloud_init
 from ._cost import Bill, Line
 from ._layout import Layout
+from ._refs import account_name
 from ._res_compute import amlfs, identity, role_assignments, vmss
 from ._res_network import nat_name, network, nsg_name, pip_name
-from ._refs import account_name
 from ._res_storage import storage
 
 TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"

@@ -54,8 +54,10 @@ def _close(node: Any) -> None:
     """Strict mode: every object schema with ``properties`` and no ``additionalProperties``
     gets ``additionalProperties: false``, recursively."""
     if isinstance(node, dict):
-        if "properties" in node and "additionalProperties" not in node and (
-            node.get("type") in (None, "object")
+        if (
+            "properties" in node
+            and "additionalProperties" not in node
+            and (node.get("type") in (None, "object"))
         ):
             node["additionalProperties"] = False
         for value in node.values():
@@ -79,7 +81,7 @@ def _arm(strict: bool) -> tuple[Any, dict[tuple[str, str], str]]:
         doc = json.loads(path.read_text("utf-8"))
         if strict and rel not in _OPEN and "resourceDefinitions" in doc:
             _close(doc.get("definitions", {}))
-            for name, rdef in doc["resourceDefinitions"].items():
+            for rdef in doc["resourceDefinitions"].values():
                 _close(rdef.get("properties", {}))
                 rdef.setdefault("properties", {})
                 for key in TEMPLATE_KEYS:
@@ -116,7 +118,9 @@ def schema_errors(template: dict[str, Any], *, strict: bool = True) -> tuple[int
     registry, index = _arm(strict)
     errors: list[str] = []
     envelope = {**template, "resources": []}
-    root = Draft4Validator({"$ref": BASE + "2019-04-01/deploymentTemplate.json#"}, registry=registry)
+    root = Draft4Validator(
+        {"$ref": BASE + "2019-04-01/deploymentTemplate.json#"}, registry=registry
+    )
     errors += [f"template: {e.message}" for e in root.iter_errors(envelope)]
     count = 0
     for resource in _walk(template.get("resources", [])):
@@ -181,7 +185,7 @@ def ccws_errors(params: dict[str, Any]) -> list[str]:
 
 
 def find_checkov() -> str | None:
-    """``$STOKER_CHECKOV``, else ``checkov`` on PATH, else the Makefile's ``.bench/checkov-venv``."""
+    """``$STOKER_CHECKOV``, else ``checkov`` on PATH, else ``.bench/checkov-venv``."""
     env = os.environ.get("STOKER_CHECKOV")
     if env:
         return env
@@ -197,17 +201,30 @@ def find_checkov() -> str | None:
 
 def run_checkov(template_path: Path, checkov: str) -> tuple[int, list[str], list[str]]:
     """(passed, failed 'ID resource', skipped 'ID resource: reason'), offline."""
-    cmd = [checkov, "-f", str(template_path), "--framework", "arm", "--output", "json",
-           "--skip-download"]  # fmt: skip
+    cmd = [
+        checkov,
+        "-f",
+        str(template_path),
+        "--framework",
+        "arm",
+        "--output",
+        "json",
+        "--skip-download",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
-        raise ProvisionError(f"checkov gave no JSON (exit {proc.returncode}): {proc.stderr[-500:]}") from exc
+        raise ProvisionError(
+            f"checkov gave no JSON (exit {proc.returncode}): {proc.stderr[-500:]}"
+        ) from exc
     if isinstance(data, list):
         data = data[0]
     results = data.get("results", {})
-    failed = [f"{c['check_id']} {c['resource']}: {c['check_name']}" for c in results.get("failed_checks", [])]
+    failed = [
+        f"{c['check_id']} {c['resource']}: {c['check_name']}"
+        for c in results.get("failed_checks", [])
+    ]
     skipped = [
         f"{c['check_id']} {c['resource']}: {c.get('check_result', {}).get('suppress_comment', '')}"
         for c in results.get("skipped_checks", [])
@@ -238,8 +255,10 @@ def check(out: str | Path, *, checkov: bool | str = True, strict: bool = True) -
         if binary:
             passed, failed, skipped = run_checkov(out / "main.json", binary)
             report.checkov_passed, report.checkov_failed, report.checkov_skipped = (
-                passed, failed, skipped,
-            )  # fmt: skip
+                passed,
+                failed,
+                skipped,
+            )
     return report
 
 
