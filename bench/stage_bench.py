@@ -524,7 +524,7 @@ def setup_source(shape: Shape, data: Path, az: Azurite) -> None:
     with tempfile.TemporaryDirectory(dir=BENCH) as state:
         summary = stage(
             str(data),
-            f"az://{ACCOUNT}/{SRC_CONTAINER}/{shape.name}",
+            f"az://{SRC_CONTAINER}/{shape.name}",
             state_dir=Path(state),
             allow_http=True,
         )
@@ -579,7 +579,7 @@ def stoker_extra(run: Run) -> dict:
 
 def measure_import(shape: Shape, data: Path, az: Azurite, tools: Tools, reps: int) -> dict:
     rec = Recorder(shape)
-    src_az = f"az://{ACCOUNT}/{SRC_CONTAINER}/{shape.name}"
+    src_az = f"az://{SRC_CONTAINER}/{shape.name}"
     commands = {
         "stoker": lambda dst: tools.stoker(src_az, dst),
         "stoker-no-md5": lambda dst: tools.stoker(src_az, dst, "no-md5"),
@@ -618,7 +618,7 @@ def _export_once(
         tools = Tools(peers, az, Path(state))
         drop_caches()
         if tool == "stoker":
-            argv = tools.stoker(str(data), f"az://{ACCOUNT}/{DST_CONTAINER}/{shape.name}")
+            argv = tools.stoker(str(data), f"az://{DST_CONTAINER}/{shape.name}")
         elif tool == "rclone":
             argv = tools.rclone(str(data), f":azureblob:{DST_CONTAINER}/{shape.name}", upload=True)
         else:
@@ -665,7 +665,7 @@ def _log(shape: Shape, what: str, rep: int) -> Path:
 def measure_resume(shape: Shape, data: Path, az: Azurite, tools: Tools) -> dict:
     """Kill -9 a stoker import at ~half the bytes, re-run it, count what the re-run fetched."""
     dst = fresh_dir("resume")
-    argv, env = tools.stoker(f"az://{ACCOUNT}/{SRC_CONTAINER}/{shape.name}", str(dst))
+    argv, env = tools.stoker(f"az://{SRC_CONTAINER}/{shape.name}", str(dst))
     drop_caches()
     first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     polled = _wait_for_bytes(first, dst, int(shape.nbytes * RESUME_KILL_AT))

@@ -549,7 +549,7 @@ def upload(az: Azurite, container: str, fmt: str, info: dict) -> None:
     os.environ["AZURE_STORAGE_CONNECTION_STRING"] = az.connection_string
     with tempfile.TemporaryDirectory(dir=BENCH) as state:
         summary = stage(
-            info["dir"], f"az://{ACCOUNT}/{container}/{fmt}", state_dir=Path(state), allow_http=True
+            info["dir"], f"az://{container}/{fmt}", state_dir=Path(state), allow_http=True
         )
     if not summary.ok:
         raise RuntimeError(f"upload of {fmt} failed: {summary.failed[:3]}")
@@ -649,7 +649,7 @@ def measure_blob(shape: Shape, formats: dict, ctx: Ctx, reps: int) -> dict:
                 cache = Path(tempfile.mkdtemp(prefix=f"cache-{loader}-", dir=BENCH / "stream"))
                 over: dict = {"cache": str(cache)}
                 if loader == "stoker":
-                    over["source"] = f"az://{ACCOUNT}/{container}/stoker"
+                    over["source"] = f"az://{container}/stoker"
                 elif loader == "wds":
                     over["urls"] = [f"pipe:curl -s -f {u}" for u in urls]
                 else:

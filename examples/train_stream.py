@@ -53,7 +53,7 @@ def start_emulator() -> tuple[object, str]:
     server = Azurite().start()
     os.environ["AZURE_STORAGE_CONNECTION_STRING"] = server.connection_string
     container = server.container().container_name
-    return server, f"az://devstoreaccount1/{container}/shards"
+    return server, f"az://{container}/shards"  # the account: the connection string's
 
 
 def start_ranks() -> tuple[int, int]:
