@@ -16,6 +16,7 @@ from stoker.checkpoint._manifest import step_dir
 from stoker.cli import app
 
 runner = CliRunner()
+BLOB_RUN1 = "https://acct.blob.core.windows.net/ckpts/run1"  # its account named: no env needed
 CONN = "AZURE_STORAGE_CONNECTION_STRING"
 
 
@@ -212,9 +213,9 @@ def test_pull_from_an_unreachable_durable_tier_says_so_with_the_stores_error(
         raise StoreError(f"listing {self.store}: Cannot connect to host 127.0.0.1:1")
 
     monkeypatch.setattr(Tier, "steps", unreachable)
-    out = runner.invoke(app, ["checkpoint", "pull", "az://acct/ckpts/run1", str(tmp_path / "f")])
+    out = runner.invoke(app, ["checkpoint", "pull", BLOB_RUN1, str(tmp_path / "f")])
     assert out.exit_code == 2, out.output
-    assert out.stderr.startswith("error: could not reach the durable tier az://acct/ckpts/run1")
+    assert out.stderr.startswith(f"error: could not reach the durable tier {BLOB_RUN1}")
     assert "Cannot connect to host 127.0.0.1:1" in out.stderr and "holds no" not in out.stderr
     assert not (tmp_path / "f").exists()
 
