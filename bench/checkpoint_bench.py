@@ -721,6 +721,7 @@ def measure_crash(count: int, folder: Path) -> dict:
     rng_seed = int(time.time())
     random.seed(rng_seed)
     last_committed: int | None = None  # newest step any child reported committed, so far
+    damaged: set[int] = set()  # steps this harness damaged (kept by prune for inspection)
     rows = []
     for i in range(count):
         first = (i + 1) * 1000  # steps rise across children, so "newest" is well defined
@@ -728,17 +729,45 @@ def measure_crash(count: int, folder: Path) -> dict:
         if kill["committed"]:
             last_committed = kill["committed"][-1]
         in_flight = (kill["committed"][-1] + 1) if kill["committed"] else first
+        # Then the newest step is damaged (a torn manifest, or one flipped byte in its shard),
+        # `stoker checkpoint prune --keep-last 1` runs, and the load must take the newest step
+        # left whole: retention must not have deleted it.
+        damage = damage_newest(folder, "torn manifest" if i % 2 else "flipped byte")
+        if damage:
+            damaged.add(damage["step"])
+        pruned = subprocess.run(
+            [STOKER_CLI, "checkpoint", "prune", str(folder), "--keep-last", "1", "--json"],
+            capture_output=True,
+            text=True,
+        )
+        expected = max((s for s in committed_on_disk(folder) if s not in damaged), default=None)
         proc = subprocess.run(
             [sys.executable, "-c", CRASH_LOADER, str(folder)], capture_output=True, text=True
         )
         found = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         load = json.loads(found[-1][7:]) if found else {"ok": False, "error": proc.stderr[-400:]}
         verdict = judge_load(load, last_committed, in_flight, harness_error=not found)
-        rows.append({**kill, "load": load, "last_committed": last_committed, "verdict": verdict})
+        if damage and verdict == "stale":  # older than the last commit: by design, if whole
+            verdict = "ok" if load["step"] == expected else "stale"
+        if damage and load.get("ok") and load["step"] != expected:
+            verdict = "lost the newest whole step"
+        rows.append(
+            {
+                **kill,
+                "load": load,
+                "last_committed": last_committed,
+                "verdict": verdict,
+                "damaged": damage,
+                "expected": expected,
+                "prune_exit": pruned.returncode,
+                "prune": pruned.stdout[-400:] or pruned.stderr[-400:],
+            }
+        )
         _log(
             f"  crash {i + 1}/{count}: killed {kill['kill_after_s']:.2f} s after ready, "
-            f"{len(kill['committed'])} committed, load -> {load.get('step', load.get('error'))} "
-            f"[{verdict}]"
+            f"{len(kill['committed'])} committed, damaged {damage and damage['step']}, prune "
+            f"exit {pruned.returncode}, load -> {load.get('step', load.get('error'))} "
+            f"(expected {expected}) [{verdict}]"
         )
     entries = [p for p in folder.rglob("*")]
     result = {
@@ -754,6 +783,34 @@ def measure_crash(count: int, folder: Path) -> dict:
     }
     shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+STOKER_CLI = str(Path(sys.executable).with_name("stoker"))
+
+
+def committed_on_disk(folder: Path) -> list[int]:
+    return sorted(int(p.parent.name[5:]) for p in folder.glob("step-*/manifest.json"))
+
+
+def damage_newest(folder: Path, how: str) -> dict | None:
+    """Damage the newest committed step, when an older one is left whole to fall back on (a
+    lone step damaged leaves nothing to load, which no tool can help)."""
+    steps = committed_on_disk(folder)
+    if len(steps) < 2:
+        return None
+    step_folder = folder / f"step-{steps[-1]:012d}"
+    if how == "torn manifest":
+        manifest = step_folder / "manifest.json"
+        data = manifest.read_bytes()
+        manifest.write_bytes(data[: len(data) // 2])
+    else:
+        shard = next(step_folder.glob("shard-*.bin"))
+        with open(shard, "r+b") as f:
+            f.seek(4096)
+            byte = f.read(1)
+            f.seek(4096)
+            f.write(bytes([byte[0] ^ 0x01]))
+    return {"step": steps[-1], "how": how}
 
 
 def judge_load(load: dict, last_committed: int | None, in_flight: int, harness_error: bool) -> str:
@@ -991,6 +1048,10 @@ def crash_text(c: dict | None, misses: list[str]) -> str:
             f"crash safety: {bad} bad loads of {len(rows)} ({corrupt} corrupt), {survivors} kills left processes behind"
         )
     loads = [r["load"]["seconds"] for r in rows if r["load"].get("ok")]
+    damaged_n = sum(1 for r in rows if r.get("damaged"))
+    prune_0 = sum(1 for r in rows if r.get("prune_exit") == 0)
+    prune_1 = sum(1 for r in rows if r.get("prune_exit") == 1)
+    prune_other = len(rows) - prune_0 - prune_1
     counts = ", ".join(f"{v}: {n}" for v, n in sorted(verdicts.items()))
     unready = [r for r in rows if not r["ready"]]
     unready_note = (
@@ -1001,12 +1062,16 @@ def crash_text(c: dict | None, misses: list[str]) -> str:
     return (
         f"{len(rows)} kills of a child saving a {c['state_bytes'] / MiB:.0f} MiB state in a loop "
         f'(SIGKILL {CRASH_KILL_S[0]}-{CRASH_KILL_S[1]} s after "ready"; '
-        f"{sum(len(r['committed']) for r in rows)} commits reported in all), each followed by a "
-        f"load in a fresh process; {with_commit} loads came after at least one commit.\n\n"
-        f"| loads | ok | failed with a commit before | stale | partial or corrupt | helpers outliving the kill | met |\n"
+        f"{sum(len(r['committed']) for r in rows)} commits reported in all). After each kill the "
+        f"newest committed step is damaged (torn manifest and flipped shard byte, in turn; "
+        f"{damaged_n} times: the others had no older step left whole), `stoker checkpoint prune "
+        f"--keep-last 1` runs (exit 1 when it kept a damaged step: {prune_1} times; exit 0: "
+        f"{prune_0}; other: {prune_other}), and a fresh process loads, which must take the newest "
+        f"step left whole; {with_commit} loads came after at least one commit.\n\n"
+        f"| loads | ok | failed with a commit before | stale or lost the newest whole step | partial or corrupt | helpers outliving the kill | met |\n"
         f"|---:|---:|---:|---:|---:|---:|---|\n"
         f"| {len(rows)} | {verdicts.get('ok', 0)} | {verdicts.get('failed', 0)} | "
-        f"{verdicts.get('stale', 0) + verdicts.get('from the future', 0)} | {corrupt} | {survivors} | "
+        f"{verdicts.get('stale', 0) + verdicts.get('from the future', 0) + verdicts.get('lost the newest whole step', 0)} | {corrupt} | {survivors} | "
         f"{_yes(not bad and not survivors)} |\n\n"
         f"Verdicts: {counts}.{unready_note} "
         f"Median load {statistics.median(loads):.2f} s. After all kills the folder held "
