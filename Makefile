@@ -6,18 +6,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test bench bench-stage bench-checkpoint bench-stream bench-measure lint clean
+.PHONY: demo test bench bench-stage bench-checkpoint bench-stream bench-measure checkov lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# checkov (infrastructure-code scanner) in its own venv: it pins many packages of its own.
+CHECKOV := .bench/checkov-venv/bin/checkov
+$(CHECKOV):
+	$(PYTHON) -m venv .bench/checkov-venv
+	.bench/checkov-venv/bin/pip install --quiet --disable-pip-version-check 'checkov>=3.2'
+
+checkov: $(CHECKOV)
+
 node_modules/.package-lock.json: package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-demo: $(STAMP)
+demo: $(STAMP) $(CHECKOV)
 	@# stoker's bytecode, as an installed package has it: under PYTHONDONTWRITEBYTECODE an
 	@# editable install compiles modules it imports late in the middle of the timed steps.
 	$(BIN)/python -m compileall -q src > /dev/null
@@ -35,8 +43,13 @@ demo: $(STAMP)
 	-$(BIN)/stoker doctor
 	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"
 	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20
+	@echo "--- provision: the 2,048-VM plan as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
+	rm -rf .demo/deploy
+	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
+	$(BIN)/python examples/validate_deploy.py .demo/deploy
+	@# teardown: `stoker teardown --dry-run .demo/deploy` follows here
 
-test: $(STAMP) node_modules/.package-lock.json
+test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
