@@ -15,7 +15,6 @@ the lock over (by an atomic rename, so only one does) and resumes the download. 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 
 from ..errors import StageError
 from ..store import open_store
+from ..store._loop import run_sync
 from ..store._posix import fsync_dir
 from ._progress import Reporter
 from ._stage import stage
@@ -90,7 +90,7 @@ def cache_pull(
     if timeout_s is not None and timeout_s < 0:
         raise StageError(f"--timeout {timeout_s:g}: use 0 or more seconds")
     base = Path(root) / checked_name(name or default_name(src))
-    version = asyncio.run(_version(src))
+    version = run_sync(_version(src))
     final = base / "versions" / version
     lock = base / ".locks" / f"{version}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)

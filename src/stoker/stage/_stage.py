@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import AccessDeniedError, StageError, UnsafeKeyError
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
+from ..store._loop import run_sync
 from ..units import parse_bytes
 from ._engine import Engine
 from ._manifest import Manifest, Pending, job_id
@@ -103,7 +104,7 @@ def stage(
             f"--block-size {block_size:,} bytes: use {MIN_BLOCK >> 10} KiB to {MAX_BLOCK >> 20} "
             "MiB (default 8 MiB)"
         )
-    return asyncio.run(
+    return run_sync(  # (works inside a running event loop too: a notebook's)
         _stage(
             src,
             dst,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
+from ..store._loop import run_sync
 from ._progress import Reporter
 from ._selection import Selection, check_source, is_utf8, nothing_listed, select
 
@@ -55,7 +56,7 @@ def verify(
     are stage's: a copy staged with them is compared on the keys they take. ``reporter``
     (stage's RichReporter, say) shows the objects and bytes compared so far."""
     sel = select(include, exclude, rank, world_size)
-    return asyncio.run(_verify(src, dst, sel, concurrency, allow_http, reporter or Reporter()))
+    return run_sync(_verify(src, dst, sel, concurrency, allow_http, reporter or Reporter()))
 
 
 async def _list(store: Store, db: sqlite3.Connection, table: str, sel: Selection) -> int:

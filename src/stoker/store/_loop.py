@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -33,3 +33,91 @@ class IOLoop:
             # A loop left open warns (ResourceWarning) whenever it is collected: that warning
             # then lands inside whatever the program is doing, e.g. a test's pytest.warns.
             self.loop.close()
+
+
+# ------------------------------------------------------------------ the public API's sync and async
+# stoker.stage / verify / cache_pull are sync functions that run one coroutine each. run_sync runs
+# it where it is called, or, inside a running event loop (a notebook, an async web handler), on a
+# private loop in a thread of its own: asyncio.run would refuse there, and the copy's loop must not
+# be the caller's (the engine sets its loop's default executor, and blocks it with file I/O).
+# run_async is the twin for async code: the sync function in a thread of its own, awaited;
+# cancelling the await cancels the copy's coroutine, as Ctrl-C does (what finished is kept).
+
+_here = threading.local()
+
+
+class _Cancel:
+    """Reaches the coroutine ``run_sync`` runs in one worker thread, from the awaiting task."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cancelled = False
+        self.running: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.cancelled = True
+            if self.running is not None:
+                loop, task = self.running
+                loop.call_soon_threadsafe(task.cancel)
+
+
+def _run_here(coro: Coroutine[Any, Any, T]) -> T:
+    cancel: _Cancel | None = getattr(_here, "cancel", None)
+    if cancel is None:
+        return asyncio.run(coro)
+
+    async def watched() -> T:
+        with cancel.lock:
+            if cancel.cancelled:
+                raise asyncio.CancelledError
+            cancel.running = (asyncio.get_running_loop(), asyncio.current_task())  # type: ignore[assignment]
+        try:
+            return await coro
+        finally:
+            with cancel.lock:
+                cancel.running = None
+
+    return asyncio.run(watched())
+
+
+def _in_thread(fn: Callable[..., T], args: tuple, kwargs: dict, cancel: _Cancel | None) -> Any:
+    """``fn(*args, **kwargs)`` in a new thread; a Future for its outcome."""
+    import concurrent.futures
+
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def work() -> None:
+        _here.cancel = cancel
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            done.set_exception(exc)
+
+    threading.Thread(target=work, name="stoker-api", daemon=True).start()
+    return done
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end and return its result, from plain code or from inside a running
+    event loop (on a private loop in a thread of its own; the caller's thread waits)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run_here(coro)
+    return _in_thread(_run_here, (coro,), {}, None).result()
+
+
+async def run_async(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """The async twin of a sync API function that runs its work through ``run_sync``: ``fn``
+    in a thread of its own (the caller's loop goes on); cancelling this cancels the work."""
+    cancel = _Cancel()
+    done = _in_thread(fn, args, kwargs, cancel)
+    try:
+        return await asyncio.shield(asyncio.wrap_future(done))
+    except asyncio.CancelledError:
+        cancel.cancel()
+        # The work stops at its next await and tidies up (stores closed, the manifest kept);
+        # wait for that, so nothing of it runs on after the caller was told it is cancelled.
+        await asyncio.wait([asyncio.wrap_future(done)])
+        raise
