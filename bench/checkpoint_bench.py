@@ -1354,6 +1354,17 @@ def first_save_text(fs: dict | None, misses: list[str]) -> str:
                     + f" (the `Checkpointer` was made in "
                     f"{statistics.median(1e3 * e['made_s'] for e in faulted):.0f} ms)"
                 )
+    others = [
+        e.get("cpu_elsewhere", 0)
+        for row in fs.values()
+        for runs in row.values()
+        for e in (runs if isinstance(runs, list) else [runs])
+    ]
+    if others:
+        notes.append(
+            f"other processes took up to {max(others):.0%} of the machine's CPU during these "
+            "runs" + (" (the figures are skewed)" if max(others) >= 0.05 else "")
+        )
     out += (
         "\nWhere the first save's time goes without a reservation (a profile of one 1 GiB save): "
         "all of it is the page faults of the fresh host buffer (copying into it took 2.5-5.4 s, "
