@@ -83,15 +83,18 @@ def parse_not_before(text: Any) -> float | None:
 
 
 class EventsClient:
-    """Reads and acknowledges this VM's Scheduled Events at ``imds`` (the service's base URL)."""
+    """Reads and acknowledges this VM's Scheduled Events at ``imds`` (the service's base URL).
+
+    Polled through the standard library rather than httpx: httpx logs every request at INFO,
+    which would be a line a second in a training job's log."""
 
     def __init__(self, imds: str = IMDS) -> None:
-        import httpx
+        import urllib.request
 
         self.imds = imds.rstrip("/")
         self.url = self.imds + EVENTS_PATH
-        # trust_env=False: IMDS must be reached directly; an HTTP proxy would answer for it.
-        self._client = httpx.Client(trust_env=False, headers={"Metadata": "true"})
+        # No proxy handler: IMDS must be reached directly; an HTTP proxy would answer for it.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._first = True
 
     def vm_name(self) -> str:
@@ -104,10 +107,10 @@ class EventsClient:
 
     def poll(self) -> tuple[int, list[ScheduledEvent]]:
         timeout = FIRST_TIMEOUT_S if self._first else TIMEOUT_S
-        response = self._request("GET", timeout)
+        body = self._request("GET", timeout)
         self._first = False
         try:
-            doc = response.json()
+            doc = json.loads(body)
         except ValueError as exc:
             raise ImdsUnreachable(f"{self.where} answered, but not with JSON") from exc
         return parse_events(doc)
@@ -115,22 +118,26 @@ class EventsClient:
     def acknowledge(self, event_ids: list[str]) -> None:
         """Let the events start now (StartRequests): call only once the state is saved."""
         body = {"StartRequests": [{"EventId": e} for e in event_ids]}
-        self._request("POST", TIMEOUT_S, content=json.dumps(body).encode())
+        self._request("POST", TIMEOUT_S, json.dumps(body).encode())
 
-    def _request(self, method: str, timeout: float, **kwargs: Any) -> Any:
-        import httpx
+    def _request(self, method: str, timeout: float, data: bytes | None = None) -> bytes:
+        import urllib.error
+        import urllib.request
 
+        headers = {"Metadata": "true"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self.url, data=data, method=method, headers=headers)
         try:
-            response = self._client.request(method, self.url, timeout=timeout, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise ImdsUnreachable(f"no answer from {self.where} within {timeout:g} s") from exc
-        except httpx.HTTPError as exc:
-            raise ImdsUnreachable(f"{self.where}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise ImdsUnreachable(
-                f"{self.where} answered {method} with HTTP {response.status_code}"
-            )
-        return response
+            with self._opener.open(request, timeout=timeout) as response:
+                return bytes(response.read())
+        except urllib.error.HTTPError as exc:
+            raise ImdsUnreachable(f"{self.where} answered {method} with HTTP {exc.code}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                raise ImdsUnreachable(f"no answer from {self.where} within {timeout:g} s") from exc
+            raise ImdsUnreachable(f"{self.where}: {reason}") from exc
 
     @property
     def where(self) -> str:
@@ -138,4 +145,4 @@ class EventsClient:
         return f"Scheduled Events at {netloc or redact(self.imds)}"
 
     def close(self) -> None:
-        self._client.close()
+        self._opener.close()
