@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ._output import command, emit_json, stdout
+from .stage import interruptible
 
 app = typer.Typer(help="A shared model cache for inference cold starts.", no_args_is_help=True)
 
@@ -32,14 +33,15 @@ def pull(
     """Make the model available under ROOT/NAME/versions/<version>; print its path."""
     from ..stage import RichReporter, cache_pull
 
-    result = cache_pull(
-        src,
-        root,
-        name=name,
-        stale_after_s=stale_after,
-        timeout_s=timeout,
-        reporter=None if json_out else RichReporter(f"pull {src}"),
-    )
+    with interruptible(kept="the partial download is kept and the next pull resumes it"):
+        result = cache_pull(
+            src,
+            root,
+            name=name,
+            stale_after_s=stale_after,
+            timeout_s=timeout,
+            reporter=None if json_out else RichReporter(f"pull {src}"),
+        )
     if json_out:
         emit_json(result.to_dict())
     else:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ..errors import StageError
 from ._options import size
 from ._output import command, emit_json, stderr, stdout, user_errors
+
+# --delete asks (on a terminal) or wants --yes (elsewhere) before deleting more files than this.
+ASK_ABOVE = 5
+SHOW_AT_MOST = 20  # keys the question lists (--dry-run lists them all)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines instead of a progress bar.")]
 HttpOpt = Annotated[
@@ -26,6 +36,72 @@ RankOpt = Annotated[
 WorldOpt = Annotated[
     int | None, typer.Option(help="Number of shares (nodes) (default: torchrun's env, else 1).")
 ]
+
+
+@contextlib.contextmanager
+def interruptible(
+    json_lines: bool = False,
+    kept: str = "what was copied is kept, and the same command continues from there",
+) -> Iterator[None]:
+    """Ctrl-C (SIGINT) ends the run with one line and exit status 130: the files finished
+    are kept, the finished blocks of the others are recorded, and the same command resumes
+    (``kept`` says so). An OSError no layer below translated is one line too (exit 2),
+    naming its file."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fatal(f"interrupted: {kept}", json_lines)
+        raise typer.Exit(130) from None
+    except OSError as exc:
+        if os.environ.get("STOKER_DEBUG"):
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        _fatal(f"cannot go on:{where}: {exc.strerror or exc}", json_lines)
+        raise typer.Exit(2) from None
+
+
+def _fatal(message: str, json_lines: bool) -> None:
+    if json_lines:
+        sys.stdout.write(json.dumps({"event": "error", "fatal": True, "message": message}) + "\n")
+        sys.stdout.flush()
+    stderr.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
+
+
+def interactive() -> bool:
+    """Whether a person can answer a question: stdin and stderr are terminals."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _confirm(dst: str, yes: bool, json_out: bool, reporter: Any) -> Any:
+    """``stage(confirm_delete=...)``: up to ASK_ABOVE deletions go ahead (each is named as it
+    goes); more need --yes, or a yes typed at a terminal. Without a terminal (or with --json)
+    and without --yes the run stops with exit status 2, having deleted nothing."""
+
+    def confirm(keys: list[str]) -> bool:
+        n = len(keys)
+        if yes or n <= ASK_ABOVE:
+            return True
+        if json_out or not interactive():
+            raise StageError(
+                f"--delete would delete {n:,} files from {dst} that the source does not have "
+                f"(more than {ASK_ABOVE}): pass --yes to delete them (--dry-run --delete names "
+                "them); the copy is done and nothing was deleted"
+            )
+        reporter.stop()  # (the bar goes, the question stands alone)
+        for key in keys[:SHOW_AT_MOST]:
+            stderr.print(f"  {key}", highlight=False, markup=False, soft_wrap=True)
+        if n > SHOW_AT_MOST:
+            stderr.print(f"  ... and {n - SHOW_AT_MOST:,} more (--dry-run --delete lists all)")
+        try:
+            return typer.confirm(
+                f"Delete these {n:,} files from {dst}? The source does not have them",
+                default=False,
+                err=True,
+            )
+        except typer.Abort:  # Ctrl-C or end of input at the question: a no
+            return False
+
+    return confirm
 
 
 def _selection(
@@ -76,16 +152,29 @@ def stage(
             "destination, else ~/.cache/stoker/stage)."
         ),
     ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help=f"With --delete: delete more than {ASK_ABOVE} files without asking (needed "
+            "where there is no terminal to ask at).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     allow_http: HttpOpt = False,
 ) -> None:
-    """Copy SRC to DST: resumable after a crash, verified, only what changed."""
+    """Copy SRC to DST: resumable after a crash, verified, only what changed.
+
+    --delete also deletes every file in DST that SRC does not have (within --include,
+    --exclude and --rank: nothing else is touched), naming each; more than a few need --yes."""
     from ..stage import JsonReporter, RichReporter
     from ..stage import stage as run_stage
     from ..units import format_bytes, format_duration, format_rate
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
-    with user_errors(json_lines=json_out):  # the lines' reader learns why they stopped
+    # (the lines' reader learns why they stopped)
+    with user_errors(json_lines=json_out), interruptible(json_out):
         summary = run_stage(
             src,
             dst,
@@ -98,11 +187,14 @@ def stage(
             state_dir=state_dir,
             allow_http=allow_http,
             reporter=None if dry_run else reporter,
+            confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
         )
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with
         reporter.finish(summary.to_dict())
     elif not json_out:
         if dry_run:
+            for key in summary.deleted:
+                stdout.print(f"would delete {key}", highlight=False, markup=False, soft_wrap=True)
             eta = (
                 format_duration(summary.estimated_s)
                 if summary.estimated_s
@@ -156,13 +248,14 @@ def verify(
     from ..stage import RichReporter
     from ..stage import verify as run_verify
 
-    report = run_verify(
-        src,
-        dst,
-        **_selection(include, exclude, rank, world_size),
-        allow_http=allow_http,
-        reporter=None if json_out else RichReporter(f"verify {dst} against {src}"),
-    )
+    with interruptible(kept="nothing was changed; run it again to check"):
+        report = run_verify(
+            src,
+            dst,
+            **_selection(include, exclude, rank, world_size),
+            allow_http=allow_http,
+            reporter=None if json_out else RichReporter(f"verify {dst} against {src}"),
+        )
     if json_out:
         emit_json(report.to_dict())
     else:

@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 from ..errors import StageError
 from ..store import open_store
 from ..store._loop import run_sync
-from ..store._posix import fsync_dir
+from ..store._posix import disk_error, fsync_dir
+from ._guard import check_parent
 from ._progress import Reporter
 from ._stage import stage
 
@@ -90,7 +91,23 @@ def cache_pull(
     if timeout_s is not None and timeout_s < 0:
         raise StageError(f"--timeout {timeout_s:g}: use 0 or more seconds")
     base = Path(root) / checked_name(name or default_name(src))
+    check_parent(Path(root))
     version = run_sync(_version(src))
+    try:
+        return _pull(src, base, version, stale_after_s, poll_s, timeout_s, reporter)
+    except OSError as exc:  # the cache's own folders: a full, read-only or forbidden root
+        raise disk_error(exc, exc.filename or base) from exc
+
+
+def _pull(
+    src: str,
+    base: Path,
+    version: str,
+    stale_after_s: float,
+    poll_s: float,
+    timeout_s: float | None,
+    reporter: Reporter | None,
+) -> CacheResult:
     final = base / "versions" / version
     lock = base / ".locks" / f"{version}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +145,7 @@ def cache_pull(
 
 def _download(src: str, base: Path, version: str, final: Path, reporter: Reporter | None) -> None:
     incoming = base / ".incoming" / version
+    incoming.parent.mkdir(parents=True, exist_ok=True)
     summary = stage(src, str(incoming), state_dir=base / ".state" / version, reporter=reporter)
     if not summary.ok:
         raise StageError(

@@ -34,6 +34,7 @@ from ..errors import (
     SourceChangedError,
     StageError,
     StokerError,
+    StoreError,
 )
 from ..store import PosixStore, Store
 from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
@@ -125,7 +126,11 @@ class Engine:
     async def _flush_every(self, seconds: float) -> None:
         while True:
             await asyncio.sleep(seconds)
-            self.manifest.flush()
+            try:
+                self.manifest.flush()
+            except StageError as exc:  # the manifest's disk is full: the run stops
+                self.fatal = self.fatal or exc
+                return
 
     async def _copy_all(
         self, batches: AsyncIterator[list[Pending]], tasks: set[asyncio.Task]
@@ -141,22 +146,32 @@ class Engine:
                     task.add_done_callback(
                         lambda t: (tasks.discard(t), self.files_in_flight.release())
                     )
+        except asyncio.CancelledError:  # Ctrl-C: the files in flight stop where they are (their
+            for task in tasks:  # finished blocks are recorded), rather than finish first
+                task.cancel()
+            raise
         finally:  # (a failed listing too lets the files under way finish and be recorded)
             if tasks:
-                await asyncio.gather(*tasks)
+                for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                    if isinstance(outcome, Exception):
+                        raise outcome
 
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:
             digest = await self._copy(key, size, etag, md5)
-        # A full disk or refused credentials stop everything: every file would fail alike.
-        except (StageError, OSError, AccessDeniedError, NoContainerError) as exc:
+            self.manifest.object_done(key, digest, now=size > self.block_size)
+        # A full, read-only or forbidden disk, or refused credentials stop everything (once):
+        # every file would fail alike.
+        except (StageError, AccessDeniedError, NoContainerError) as exc:
             self.fatal = self.fatal or exc
+            return
+        except OSError as exc:  # (one no layer below named)
+            self.fatal = self.fatal or disk_error(exc, exc.filename or self.dst)
             return
         except StokerError as exc:  # this object only: the others go on
             self.counters.failed.append(str(exc))
             self.reporter.note(str(exc))
             return
-        self.manifest.object_done(key, digest, now=size > self.block_size)
         self.counters.files += 1
         self.reporter.file_done()
 
@@ -302,6 +317,11 @@ class Engine:
                     digest = digest if self.hash_files else None
             except FileNotFoundError:
                 digest, changed = None, True  # (this file's failure, not the run's)
+            except OSError as exc:  # an unreadable source file fails alone
+                raise StoreError(
+                    f"cannot read {path}: {exc.strerror or exc}; fix its permissions, or "
+                    "--exclude it"
+                ) from exc
             else:
                 changed = False
             # A file written to while it was read goes up torn: fail it, and the re-run (which

@@ -14,8 +14,11 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..errors import StageError
 from ..store import ObjectInfo
+from ._guard import state_error
 
 PENDING, DONE = 0, 1
 _IN_CHUNK = 500  # keys per "IN (...)": well under SQLite's limit on bound parameters
@@ -47,14 +50,52 @@ def job_id(src: str, dst: str, selection: str) -> str:
     return hashlib.blake2b(f"{src}\n{dst}\n{selection}".encode(), digest_size=8).hexdigest()
 
 
+class _Db:
+    """The manifest's connection, whose every failure (a full disk: "database or disk is
+    full"; a read-only one) is a StageError that names the manifest and what to do: the
+    engine stops the run on it, once, and the rows committed before it stay."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def execute(self, sql: str, args: Any = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, args)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc) from exc
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        try:
+            return self.conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc) from exc
+
+    def executescript(self, sql: str) -> sqlite3.Cursor:
+        try:
+            return self.conn.executescript(sql)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc) from exc
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class Manifest:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
-        self.db.executescript(_SCHEMA)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = _Db(path)
+        except (OSError, sqlite3.Error) as exc:
+            raise state_error(path, exc) from exc
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a process crash
+            self.db.executescript(_SCHEMA)
+        except StageError:
+            self.db.close()
+            raise
         self._done: list[tuple[str | None, str]] = []
         self.earlier_done = True  # (until start_run knows better)
 
@@ -65,14 +106,19 @@ class Manifest:
         self.db.execute("BEGIN")
         try:
             yield
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.conn.in_transaction:  # (a failed COMMIT may have rolled back already)
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.conn.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
     def close(self) -> None:
-        self.flush()
-        self.db.close()
+        """Commit the queued done marks and close (closed even when the commit fails)."""
+        try:
+            self.flush()
+        finally:
+            self.db.close()
 
     def start_run(self) -> int:
         row = self.db.execute("SELECT v FROM meta WHERE k='run'").fetchone()

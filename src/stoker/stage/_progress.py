@@ -23,6 +23,9 @@ class Reporter:
     def advance(self, nbytes: int) -> None: ...
     def file_done(self) -> None: ...
     def note(self, message: str) -> None: ...
+    def deleting(self, key: str) -> None:
+        """``--delete`` is about to delete ``key`` from the destination."""
+
     def finish(self, summary: dict[str, Any]) -> None: ...
     def stop(self) -> None:
         """A run that failed: take the bar down, so the error prints on a line of its own."""
@@ -31,7 +34,7 @@ class Reporter:
 class JsonReporter(Reporter):
     """One JSON object per line on stdout: ``start``, ``progress`` at most once a second (its
     totals so far, and whether the listing is still running), ``listed`` with the final totals,
-    then ``summary``."""
+    ``delete`` (with its ``key``) as ``--delete`` deletes each file, then ``summary``."""
 
     def __init__(self, every_s: float = 1.0) -> None:
         self.every_s, self.files, self.bytes, self.total_files, self.total_bytes = (
@@ -80,6 +83,9 @@ class JsonReporter(Reporter):
 
     def note(self, message: str) -> None:
         self._emit("error", message=message)
+
+    def deleting(self, key: str) -> None:
+        self._emit("delete", key=key)
 
     def finish(self, summary: dict[str, Any]) -> None:
         self._emit("summary", **summary)
@@ -149,6 +155,11 @@ class RichReporter(Reporter):
         from rich.markup import escape  # keys and messages may hold brackets
 
         self.progress.console.print(f"[yellow]![/] {escape(message)}", highlight=False)
+
+    def deleting(self, key: str) -> None:
+        self.progress.console.print(
+            f"deleting {key}", highlight=False, markup=False, soft_wrap=True
+        )
 
     def finish(self, summary: dict[str, Any]) -> None:
         self.progress.stop()

@@ -19,12 +19,26 @@ class Selection:
     rank: int = 0
     world_size: int = 1
 
-    def wants(self, key: str) -> bool:
+    def matches(self, key: str) -> bool:
+        """Whether the globs take ``key`` (this rank's share aside)."""
         if self.include and not any(fnmatch.fnmatchcase(key, p) for p in self.include):
             return False
-        if any(fnmatch.fnmatchcase(key, p) for p in self.exclude):
-            return False
-        return owns(key, self.rank, self.world_size)
+        return not any(fnmatch.fnmatchcase(key, p) for p in self.exclude)
+
+    def wants(self, key: str) -> bool:
+        return self.matches(key) and owns(key, self.rank, self.world_size)
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.include or self.exclude)
+
+    def describe(self) -> str:
+        """The options that made this selection, as typed (for messages)."""
+        parts = [f"--include '{p}'" for p in self.include]
+        parts += [f"--exclude '{p}'" for p in self.exclude]
+        if self.world_size > 1:
+            parts.append(f"--rank {self.rank} --world-size {self.world_size}")
+        return " ".join(parts)
 
     def takes(self, obj: ObjectInfo) -> bool:
         """Whether the run copies ``obj``: a key it wants, and not a folder marker (an empty
@@ -65,6 +79,14 @@ def check_source(src: Store) -> None:
             f"{src} {what}: the source is a folder (for one file, give its folder and "
             "--include NAME)"
         )
+
+
+def nothing_selected(src: Store, sel: Selection, listed: int) -> str:
+    return (
+        f"{sel.describe()}: none of the {listed:,} objects {src} lists is taken; check the "
+        "patterns (fnmatch on the whole key, where '*' also crosses '/': 'train/*.parquet', "
+        "'*.json'); nothing was copied or deleted"
+    )
 
 
 def nothing_listed(src: Store) -> str:

@@ -6,6 +6,14 @@ recorded, and what of it is to copy goes to the engine at once, so the first byt
 one page of the listing rather than after all of it. Then it optionally deletes what the source
 no longer has, and returns a summary. The same command after a crash continues: finished files
 are skipped and large files resume at block granularity.
+
+``--delete`` mirrors, as rsync's ``--delete`` and rclone's ``sync`` do: every file in the
+destination that the source does not have is deleted, whoever wrote it, but only within the
+run's selection (its ``--include``/``--exclude`` globs and its share): a key the selection does
+not take is never touched. The deletions are listed whole before the first one, so the caller
+(``confirm_delete``) can see them and say no; none happen when the source listed nothing, when
+the selection took nothing, or when a source object was refused (a name that is not UTF-8,
+say: its copy in the destination would look extra).
 """
 
 from __future__ import annotations
@@ -16,18 +24,33 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import AccessDeniedError, StageError, UnsafeKeyError
+from ..shard import owns
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..store._loop import run_sync
 from ..units import parse_bytes
 from ._engine import Engine
+from ._guard import (
+    check_parent,
+    check_writable,
+    destination_lock,
+    lock_name,
+    state_error,
+)
 from ._manifest import Manifest, Pending, job_id
 from ._progress import Reporter
-from ._selection import Selection, check_source, is_utf8, nothing_listed, select
+from ._selection import (
+    Selection,
+    check_source,
+    is_utf8,
+    nothing_listed,
+    nothing_selected,
+    select,
+)
 from ._spool import clear_stale
 
 MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
@@ -45,6 +68,7 @@ class StageSummary:
     files_skipped: int = 0
     bytes_skipped: int = 0
     files_deleted: int = 0
+    deleted: list[str] = field(default_factory=list)  # keys deleted (a dry run: would be)
     refused: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the run could not check, and why
@@ -88,11 +112,14 @@ def stage(
     state_dir: Path | None = None,
     allow_http: bool = False,
     reporter: Reporter | None = None,
+    confirm_delete: Callable[[list[str]], bool] | None = None,
 ) -> StageSummary:
     """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
 
     ``rank``/``world_size`` default to torchrun's environment. ``hash_files`` defaults to on
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
+    With ``delete``, ``confirm_delete(keys)`` (when given) sees every key to delete before the
+    first goes; if it returns False none is deleted (and a note says so); it may raise to stop.
     """
     selection = select(include, exclude, rank, world_size)
     if isinstance(block_size, str):  # "8 MiB", as the CLI takes it
@@ -117,6 +144,7 @@ def stage(
             state_dir,
             allow_http,
             reporter or Reporter(),
+            confirm_delete,
         )
     )
 
@@ -133,24 +161,76 @@ async def _stage(
     state_dir: Path | None,
     allow_http: bool,
     reporter: Reporter,
+    confirm_delete: Callable[[list[str]], bool] | None,
 ) -> StageSummary:
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
-    check_source(src)
-    _check_not_nested(src, dst)
-    if hash_files is None:
-        hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
-    path = state_path(src, dst, sel, state_dir)
-    scratch = tempfile.TemporaryDirectory(prefix="stoker-dry-run-") if dry_run else None
     try:
-        manifest = Manifest(_copy_of(path, Path(scratch.name)) if scratch else path)
-    except (OSError, sqlite3.Error) as exc:
-        raise StageError(
-            f"cannot keep the job's manifest at {path} ({exc}): the destination must be a "
-            "folder this user can write, or pass --state-dir"
-        ) from exc
-    summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(path))
+        check_source(src)
+        _check_not_nested(src, dst)
+        if isinstance(dst, PosixStore):
+            check_parent(dst.root)
+            if not dry_run:
+                check_writable(dst.root)
+        if hash_files is None:
+            hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
+        path = state_path(src, dst, sel, state_dir)
+        summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(path))
+        with contextlib.ExitStack() as held:
+            if not dry_run:  # (a dry run writes nothing: no lock, no manifest)
+                own = isinstance(dst, PosixStore) and state_dir is None
+                held.enter_context(
+                    destination_lock(
+                        path.parent,
+                        lock_name(str(dst), own),
+                        str(dst),
+                        (sel.rank, sel.world_size),
+                        summary.notes,
+                    )
+                )
+            scratch = (
+                held.enter_context(tempfile.TemporaryDirectory(prefix="stoker-dry-run-"))
+                if dry_run
+                else None
+            )
+            manifest = Manifest(_copy_of(path, Path(scratch)) if scratch else path)
+            return await _run(
+                src,
+                dst,
+                sel,
+                manifest,
+                summary,
+                concurrency,
+                block_size,
+                dry_run,
+                delete,
+                hash_files,
+                path,
+                reporter,
+                confirm_delete,
+            )
+    finally:
+        await src.close()
+        await dst.close()
+
+
+async def _run(
+    src: Store,
+    dst: Store,
+    sel: Selection,
+    manifest: Manifest,
+    summary: StageSummary,
+    concurrency: int,
+    block_size: int,
+    dry_run: bool,
+    delete: bool,
+    hash_files: bool,
+    path: Path,
+    reporter: Reporter,
+    confirm_delete: Callable[[list[str]], bool] | None,
+) -> StageSummary:
     t0 = time.perf_counter()
+    finished = False
     try:
         run = manifest.start_run()
         await _recheck_done(dst, manifest, summary, delete)
@@ -160,7 +240,8 @@ async def _stage(
                 summary.files_copied += len(batch)
                 summary.bytes_copied += sum(size for _, size, _, _ in batch)
             if delete:
-                summary.files_deleted = await _delete_extra(dst, manifest, run, sel, dry_run=True)
+                summary.deleted = await _extra(src, dst, manifest, run, sel, summary)
+                summary.files_deleted = len(summary.deleted)
             rate = _last_rate(manifest)
             summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
@@ -182,7 +263,7 @@ async def _stage(
             summary.files_copied, summary.failed = counters.files, counters.failed
             summary.bytes_copied = counters.bytes  # moved in this run, resumed blocks excluded
             if delete:
-                summary.files_deleted = await _delete_extra(dst, manifest, run, sel)
+                await _mirror(src, dst, manifest, run, sel, summary, reporter, confirm_delete)
         summary.seconds = time.perf_counter() - t0
         if not dry_run and summary.seconds > 0:
             summary.mb_per_s = summary.bytes_copied / summary.seconds / 1e6
@@ -191,15 +272,17 @@ async def _stage(
                     "INSERT OR REPLACE INTO meta VALUES('rate', ?)",
                     (str(summary.bytes_copied / summary.seconds),),
                 )
+        manifest.flush()
+        finished = True
         reporter.finish(summary.to_dict())
         return summary
     finally:
         reporter.stop()
-        manifest.close()
-        await src.close()
-        await dst.close()
-        if scratch:
-            scratch.cleanup()
+        try:
+            manifest.close()
+        except StageError:
+            if finished:  # (else the error already on its way is the one to tell)
+                raise
 
 
 def _spool(manifest: Path) -> Path:
@@ -213,12 +296,15 @@ def _copy_of(path: Path, folder: Path) -> Path:
     writes nothing, at the destination or elsewhere."""
     copy = folder / path.name
     if path.exists():
-        source, target = sqlite3.connect(path), sqlite3.connect(copy)
         try:
-            source.backup(target)
-        finally:
-            source.close()
-            target.close()
+            source, target = sqlite3.connect(path), sqlite3.connect(copy)
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
+        except sqlite3.Error as exc:
+            raise state_error(path, exc) from exc
     return copy
 
 
@@ -227,13 +313,19 @@ async def _listing(
 ) -> AsyncIterator[list[Pending]]:
     """List the source into the manifest, batch by batch; yields each batch's objects to copy.
     The summary's totals and skipped counts grow as it goes."""
-    local, listed_any = isinstance(dst, PosixStore), False
+    local, seen, matched = isinstance(dst, PosixStore), 0, 0
     local_names = isinstance(src, PosixStore)  # only a file system's names can be other than UTF-8
+    sharded = sel.world_size > 1
     async for batch in src.list():
-        listed_any = listed_any or bool(batch)
+        seen += len(batch)
         kept: list[ObjectInfo] = []
         for obj in batch:
-            if not sel.takes(obj):
+            if obj.key.endswith("/") and not obj.size:  # a folder marker: no file (Selection.takes)
+                continue
+            if sel.filtered and not sel.matches(obj.key):
+                continue
+            matched += 1
+            if sharded and not owns(obj.key, sel.rank, sel.world_size):
                 continue
             if local_names and not is_utf8(obj.key):  # (the manifest holds text)
                 shown = os.fsencode(obj.key).decode("utf-8", "backslashreplace")  # its bytes
@@ -255,8 +347,10 @@ async def _listing(
         summary.bytes_skipped += listed.done_bytes
         if listed.pending:
             yield listed.pending
-    if not listed_any:  # a mistyped path or prefix: never "done", least of all with --delete
+    if not seen:  # a mistyped path or prefix: never "done", least of all with --delete
         raise StageError(nothing_listed(src))
+    if sel.filtered and not matched:  # a mistyped pattern, as loud as a mistyped prefix
+        raise StageError(nothing_selected(src, sel, seen))
 
 
 def _check_not_nested(src: Store, dst: Store) -> None:
@@ -347,16 +441,22 @@ async def _recheck_done(
     db.execute("DELETE FROM present")
 
 
-async def _delete_extra(
-    dst: Store, manifest: Manifest, run: int, sel: Selection, *, dry_run: bool = False
-) -> int:
-    """Mirror deletions: remove destination objects the source no longer lists (with
-    ``dry_run``, only count them). Keys outside this run's selection (other ranks' shards,
-    excluded patterns) are left alone."""
-    deleted = 0
+async def _extra(
+    src: Store, dst: Store, manifest: Manifest, run: int, sel: Selection, summary: StageSummary
+) -> list[str]:
+    """The destination's keys that ``--delete`` removes: those the selection takes and this
+    run's listing of the source did not have. Listed whole before anything is deleted; never
+    any when the selection took none of the source's objects."""
+    if not summary.files_total:
+        what = f"{sel.describe()} takes" if sel.describe() else "this run takes"
+        raise StageError(
+            f"{what} none of the objects {src} lists, so --delete would delete everything it "
+            f"takes in {dst}: nothing was deleted; check the source and the options"
+        )
+    extra: list[str] = []
     try:
         async for batch in dst.list():
-            keys = [o.key for o in batch if sel.wants(o.key)]
+            keys = [o.key for o in batch if sel.takes(o)]
             if not keys:
                 continue
             marks = ",".join("?" * len(keys))
@@ -366,18 +466,55 @@ async def _delete_extra(
                     f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys)
                 )
             }
-            for key in keys:
-                if key not in kept:
-                    if not dry_run:
-                        await dst.delete(key)
-                    deleted += 1
+            extra.extend(key for key in keys if key not in kept)
     except AccessDeniedError as exc:
         raise _delete_needs_listing(dst, exc) from exc
-    if dry_run:
-        return deleted
+    return extra
+
+
+async def _mirror(
+    src: Store,
+    dst: Store,
+    manifest: Manifest,
+    run: int,
+    sel: Selection,
+    summary: StageSummary,
+    reporter: Reporter,
+    confirm: Callable[[list[str]], bool] | None,
+) -> None:
+    """Delete what the source no longer has (see the module doc), each key named as it goes."""
+    # A refused key is not in the manifest, so its copy in the destination (one another tool
+    # wrote under a name that is not UTF-8, say) would look extra. (A failed file is listed,
+    # hence kept; and deleting goes on then, as a file in the way of one may be the fix.)
+    if summary.refused:
+        summary.notes.append(
+            "--delete deleted nothing: some source objects were refused (named below), and a "
+            "destination file that looks extra might be one of them; fix them and run again"
+        )
+        return
+    extra = await _extra(src, dst, manifest, run, sel, summary)
+    if extra and confirm is not None and not confirm(extra):
+        summary.notes.append(
+            f"kept {len(extra):,} file(s) in {dst} that the source does not have: deleting "
+            "them was declined"
+        )
+        return
+    limit = asyncio.Semaphore(16)
+
+    async def remove(key: str) -> None:
+        async with limit:
+            reporter.deleting(key)
+            await dst.delete(key)
+            summary.deleted.append(key)
+
+    outcomes = await asyncio.gather(*(remove(key) for key in extra), return_exceptions=True)
+    summary.files_deleted = len(summary.deleted)
+    summary.deleted.sort()
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
     for key in list(manifest.forget_unseen(run)):
         manifest.drop(key)
-    return deleted
 
 
 def _delete_needs_listing(dst: Store, exc: AccessDeniedError) -> AccessDeniedError:

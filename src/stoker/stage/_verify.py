@@ -19,8 +19,18 @@ from pathlib import Path
 from ..errors import StageError
 from ..store import PosixStore, Store, open_store
 from ..store._loop import run_sync
+from ._guard import state_error
 from ._progress import Reporter
-from ._selection import Selection, check_source, is_utf8, nothing_listed, select
+from ._selection import (
+    Selection,
+    check_source,
+    is_utf8,
+    nothing_listed,
+    nothing_selected,
+    select,
+)
+
+_TMP = "set TMPDIR to a folder on another file system"
 
 
 @dataclass
@@ -59,17 +69,22 @@ def verify(
     return run_sync(_verify(src, dst, sel, concurrency, allow_http, reporter or Reporter()))
 
 
-async def _list(store: Store, db: sqlite3.Connection, table: str, sel: Selection) -> int:
-    """The keys ``sel`` takes into ``table``; how many objects the store listed at all."""
+async def _list(
+    store: Store, db: sqlite3.Connection, table: str, sel: Selection
+) -> tuple[int, int]:
+    """The keys ``sel`` takes into ``table``; how many objects the store listed at all, and
+    how many of them the globs took (this rank's share aside)."""
     db.execute(f"CREATE TABLE {table}(key TEXT PRIMARY KEY, size INTEGER, md5 TEXT)")
-    listed = 0
+    listed = matched = 0
     async for batch in store.list():
         db.executemany(
             f"INSERT INTO {table} VALUES(?, ?, ?)",
             [(o.key, o.size, o.md5) for o in batch if sel.takes(o) and is_utf8(o.key)],
         )
         listed += len(batch)
-    return listed
+        if sel.filtered:
+            matched += sum(1 for o in batch if sel.matches(o.key))
+    return listed, matched
 
 
 async def _md5(store: Store, key: str, known: str | None) -> str | None:
@@ -78,8 +93,15 @@ async def _md5(store: Store, key: str, known: str | None) -> str | None:
     if isinstance(store, PosixStore):
 
         def digest() -> str:
-            with open(store.path(key), "rb") as f:
-                return hashlib.file_digest(f, "md5").hexdigest()
+            path = store.path(key)
+            try:
+                with open(path, "rb") as f:
+                    return hashlib.file_digest(f, "md5").hexdigest()
+            except OSError as exc:  # an unreadable copy cannot be checked: the run stops
+                raise StageError(
+                    f"cannot read {path} to check it: {exc.strerror or exc}; run verify as a "
+                    "user that may read it"
+                ) from exc
 
         return await asyncio.to_thread(digest)
     return None
@@ -96,13 +118,23 @@ async def _verify(
     src = open_store(src_url, allow_http=allow_http)
     dst = open_store(dst_url, allow_http=allow_http)
     report = VerifyReport(str(src), str(dst))
-    with tempfile.TemporaryDirectory(prefix="stoker-verify-") as tmp:
-        db = sqlite3.connect(Path(tmp) / "verify.sqlite")
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix="stoker-verify-")
+    except OSError as exc:
+        raise state_error(
+            Path(tempfile.gettempdir()), exc, "verify's scratch listing", _TMP
+        ) from exc
+    with tmp:
+        scratch = Path(tmp.name) / "verify.sqlite"
+        db = sqlite3.connect(scratch)
         try:
             check_source(src)
             reporter.start()
-            if not await _list(src, db, "s", sel):
+            listed, matched = await _list(src, db, "s", sel)
+            if not listed:
                 raise StageError(nothing_listed(src))
+            if sel.filtered and not matched:
+                raise StageError(nothing_selected(src, sel, listed))
             await _list(dst, db, "d", sel)
             for (key,) in db.execute("SELECT key FROM s WHERE key NOT IN (SELECT key FROM d)"):
                 report.mismatches.append((key, "missing from the destination"))
@@ -143,6 +175,8 @@ async def _verify(
                     await asyncio.gather(*batch)
                     batch = []
             await asyncio.gather(*batch)
+        except sqlite3.Error as exc:  # (its temporary folder's disk is full, say)
+            raise state_error(scratch, exc, "verify's scratch listing", _TMP) from exc
         finally:
             reporter.stop()
             db.close()

@@ -115,11 +115,22 @@ def start_writeback(fd: int, offset: int, nbytes: int) -> None:
 
 
 def disk_error(exc: OSError, path: Path | str) -> StokerError:
-    """A full disk stops the whole copy (StageError); other errors concern one file."""
-    if exc.errno in (28, 122):  # ENOSPC, EDQUOT
+    """A full, read-only or forbidden disk stops the whole copy (StageError: every file would
+    fail alike, and it is said once); other errors concern one file."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StageError(
             f"no space left writing {path}: free space or pick another destination; "
             "files already copied are kept and a re-run continues from here"
+        )
+    if exc.errno == errno.EROFS:
+        return StageError(
+            f"cannot write {path}: the file system is read-only; remount it read-write or "
+            "pick another destination"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return StageError(
+            f"permission denied writing {path}: this user (uid {os.getuid()}) may not write "
+            "there; fix the folder's permissions or pick another destination"
         )
     return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
@@ -290,13 +301,17 @@ class PosixStore(Store):
         folder's fsync to a caller that does it once for many files."""
 
         def copy() -> None:
-            fd, _ = self.open_partial(key, 0)
             try:
-                with open(source, "rb") as src:
+                src = open(source, "rb")  # noqa: SIM115 - closed below
+            except OSError as exc:  # the source's problem, and this file's only
+                raise StoreError(f"cannot read {source}: {exc.strerror or exc}") from exc
+            with src:
+                fd, _ = self.open_partial(key, 0)
+                try:
                     copy_range(src.fileno(), fd, size)
-            except OSError as exc:
-                os.close(fd)
-                raise disk_error(exc, self.path(key)) from exc
+                except OSError as exc:
+                    os.close(fd)
+                    raise disk_error(exc, self.path(key)) from exc
             self.publish(key, fd, sync_dir=sync_dir)
 
         await asyncio.to_thread(copy)
