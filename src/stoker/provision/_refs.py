@@ -39,14 +39,14 @@ def account_name(lay: Layout, role: str) -> str:
 
 
 def tags(lay: Layout, hourly: dict[str, str], own: str | None) -> dict[str, str]:
-    """Plan name, the deployment's cost per hour, this resource's, and when to tear it down."""
-    out = {
+    """Plan name, the plan's cost per hour, this resource's (``stoker teardown`` sums these and
+    says what each step saves), and when to tear it down."""
+    return {
         "stoker-plan": lay.plan_name,
-        "stoker-cost-per-hour-usd": hourly["total"],
+        "stoker-plan-usd-per-hour": hourly["total"],
+        "stoker-usd-per-hour": "unknown" if own is None else own,
         "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    out["stoker-resource-cost-per-hour-usd"] = "unknown" if own is None else own
-    return out
 
 
 def with_skip(resource: dict[str, Any], *skips: tuple[str, str]) -> dict[str, Any]:
