@@ -103,8 +103,10 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         "## Tear down",
         "",
         "```sh",
-        "stoker teardown --dry-run .   # each step and what it saves per hour",
-        "stoker teardown --yes .       # archive Lustre to Blob, wait, delete it; deallocate VMs",
+        f"stoker teardown --dry-run . --resource-group {lay.resource_group}   "
+        "# each step and what it saves per hour",
+        f"stoker teardown --yes . --resource-group {lay.resource_group}   "
+        "# archive Lustre to Blob, wait, delete it; deallocate the scale sets",
         "```",
         "",
         "Blob is kept. To remove everything once the archive is safe: "
