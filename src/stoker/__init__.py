@@ -53,8 +53,11 @@ _WHERE = {
     "StageSummary": "stage",
     "VerifyReport": "stage",
     "cache_pull": "stage",
+    "cache_pull_async": "stage",
     "stage": "stage",
+    "stage_async": "stage",
     "verify": "stage",
+    "verify_async": "stage",
     "Ledger": "measure",
     "ShardWriter": "stream",
     "StreamingDataset": "stream",
@@ -129,7 +132,17 @@ if TYPE_CHECKING:
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .provision import Deployment, provision
     from .provision import TeardownReport, expired, teardown
-    from .stage import CacheResult, StageSummary, VerifyReport, cache_pull, stage, verify
+    from .stage import (
+        CacheResult,
+        StageSummary,
+        VerifyReport,
+        cache_pull,
+        cache_pull_async,
+        stage,
+        stage_async,
+        verify,
+        verify_async,
+    )
     from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards
     from .units import (
         format_bytes,

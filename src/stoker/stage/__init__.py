@@ -2,13 +2,14 @@
 
 ``stoker.stage(src, dst, ...)`` is both this package and the function: the package is
 callable, so the API twin of ``stoker stage`` reads naturally and ``import stoker.stage.x``
-still works.
+still works. ``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
 """
 
 import inspect
 import sys
 import types
 
+from ._api import cache_pull_async, stage_async, verify_async
 from ._cache import CacheResult, cache_pull
 from ._progress import JsonReporter, Reporter, RichReporter
 from ._stage import StageSummary, stage
@@ -22,8 +23,11 @@ __all__ = [
     "StageSummary",
     "VerifyReport",
     "cache_pull",
+    "cache_pull_async",
     "stage",
+    "stage_async",
     "verify",
+    "verify_async",
 ]
 
 
