@@ -12,8 +12,8 @@
     │   ├── UnsafeKeyError      an object key that would escape the destination (names it)
     │   ├── SourceChangedError  the source object changed mid-copy; a re-run takes the new one
     │   └── ChecksumError       a copy whose MD5 does not match the source's
-    ├── StageError    a copy that cannot go on (disk full, bad options, nothing listed); a
-    │                 re-run resumes
+    ├── StageError    a copy that cannot go on (a full or read-only disk, bad options,
+    │                 nothing listed, another run into the destination); a re-run resumes
     ├── StreamError   a dataset, shard or sample that cannot be read (names the shard, offset)
     ├── CheckpointError  a save that failed in the background, or a checkpoint that cannot load
     │   ├── CorruptCheckpointError  a shard whose size or hash does not match its manifest
