@@ -347,3 +347,25 @@ def test_cli_json_summary_and_ssh_key(tmp_path):
     readme = (out / "README.md").read_text()
     assert "az deployment group create --resource-group rg-pretrain-70b-64vm" in readme
     assert "sshPublicKey=" not in readme.split("## Deploy")[1].split("```")[1]
+
+
+def _spec_on(tmp_path: Path, vm_size: str) -> Path:
+    spec = tmp_path / "job.toml"
+    spec.write_text(
+        (EXAMPLES / "pretrain-64vm.toml").read_text().replace("ND96isr_H100_v5", vm_size)
+    )
+    return spec
+
+
+def test_mi300x_gets_the_rocm_image(tmp_path):
+    spec = _spec_on(tmp_path, "ND96isr_MI300X_v5")
+    stoker.provision(spec, tmp_path / "out", now=NOW)
+    template = json.loads((tmp_path / "out" / "main.json").read_text())
+    image = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
+        "virtualMachineProfile"
+    ]["storageProfile"]["imageReference"]
+    assert image["sku"] == "2204-rocm"
+
+
+def test_refuses_a_size_with_no_known_image(tmp_path):
+    _refused(tmp_path, [], "cluster.vm_size", _spec_on(tmp_path, "ND128isr_NDR_GB200_v6"))

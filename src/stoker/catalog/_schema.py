@@ -173,7 +173,9 @@ class Provisioning(Entry):
     api_versions: dict[str, str]  # resource provider namespace -> ARM apiVersion
     rdma_reserved_range: str  # a VNet must not overlap it
     amlfs_subnet_prefixes: list[list[int]]  # [[up to TiB, smallest prefix length], ...]
-    hpc_image: str  # publisher:offer:sku:version
+    # VM size -> marketplace image URN (publisher:offer:sku:version); a size absent here
+    # has no image stoker knows fits it (GB200 is Arm64) and provision refuses it.
+    hpc_images: dict[str, str]
     role_blob_data_contributor: str
     role_blob_data_reader: str
     role_account_contributor: str

@@ -71,8 +71,19 @@ def lustre_needs_request(sku_key: str, capacity_tib: int, cat: Catalog) -> bool:
     return capacity_tib > cat.lustre[sku_key].max_size / TiB
 
 
+def check_image(spec: JobSpec, cat: Catalog) -> None:
+    size = spec.cluster.vm_size
+    if size not in cat.provision.hpc_images:
+        raise ProvisionError(
+            f"cluster.vm_size: the catalog knows no Azure HPC image for {size} (ND GB200 v6 is "
+            "Arm64); add one in a catalog override: [provision] hpc_images = "
+            f'{{ {size} = "publisher:offer:sku:version" }}'
+        )
+
+
 def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) -> None:
     check_region(spec, cat)
+    check_image(spec, cat)
     check_boundary(spec, cat, boundary)
     if plan.data and plan.data.chosen.tier == "lustre":
         _check_lustre_choice(

@@ -181,7 +181,7 @@ def custom_data(lay: Layout, facts: Provisioning) -> str:
 def vmss(
     lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None, hourly: dict[str, str]
 ) -> dict[str, Any]:
-    publisher, offer, sku, version = facts.hpc_image.split(":")
+    publisher, offer, sku, version = facts.hpc_images[s.vm_size].split(":")
     ident = rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity)
     nic = {
         "name": "nic0",
