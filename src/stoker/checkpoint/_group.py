@@ -49,3 +49,15 @@ class Group:
         out: list[Any] = [None] * self.world_size
         dist.all_gather_object(out, obj, group=self._groups[channel])
         return out
+
+    def min(self, value: float, channel: str) -> float:
+        """The smallest of every rank's ``value``: one all-reduce of 8 bytes, cheap enough to run
+        every training step (``all_gather`` pickles, and makes two collectives)."""
+        if self.world_size == 1:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN, group=self._groups[channel])
+        return float(tensor.item())

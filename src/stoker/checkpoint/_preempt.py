@@ -5,8 +5,8 @@ Scheduled Events; the job saves, makes the step durable, acknowledges, and stops
                       type Preempt/Terminate/Reboot/Redeploy naming this VM, not seen before,
                       is queued and ``stop_requested`` set; others are ignored
     should_stop(step) (every rank, every step, in the training loop)
-                      ranks gather their queued events' NotBefore (one small gather on the
-                      Checkpointer's gloo group; nothing to gather in a one-process job); if
+                      ranks take the earliest NotBefore of their queued events (one 8-byte
+                      all-reduce on the Checkpointer's gloo group; none in a one-process job); if
                       any rank has one, every rank: saves ``step`` (a save in flight is
                       finished first), waits for the fast tier's commit, waits for the
                       durable tier's when the notice leaves time for the measured upload,
@@ -25,6 +25,7 @@ and the commit protocol leaves either the new step or the previous one, never a 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -167,13 +168,11 @@ class PreemptionWatcher:
         return True: the loop should end. True again on later calls."""
         with self._lock:
             mine = list(self._queued)
-        deadline = min((_deadline(e, seen) for e, seen in mine), default=None)
-        group = self.ckpt.group
-        views = group.all_gather(deadline, "load") if group.world_size > 1 else [deadline]
-        wanted = [d for d in views if d is not None]
-        if not wanted:
+        deadline = min((_deadline(e, seen) for e, seen in mine), default=math.inf)
+        earliest = self.ckpt.group.min(deadline, "load")  # the job's, from every node
+        if earliest == math.inf:
             return self.last is not None
-        report = self._save_for(step, state, min(wanted), [e for e, _ in mine])
+        report = self._save_for(step, state, earliest, [e for e, _ in mine])
         report.seen_at = min((seen for _, seen in mine), default=None)
         handled = {e.event_id for e in report.events}
         with self._lock:
