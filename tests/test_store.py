@@ -585,3 +585,16 @@ def test_plain_http_without_a_key_or_sas_says_azure_ad_needs_https(
 def test_a_container_name_azure_refuses_is_named_with_the_rule(name: str) -> None:
     with pytest.raises(StoreError, match=rf"'{name}' is not a container name \(3-63 lowercase"):
         open_store(f"https://acct.blob.core.windows.net/{name}/prefix")
+
+
+def test_the_store_reaches_into_no_private_part_of_the_azure_sdk() -> None:
+    """The listing went through the SDK's private ``_client``: a release could move it."""
+    import re
+
+    import stoker.store
+
+    for source in sorted(Path(stoker.store.__file__).parent.glob("*.py")):
+        text = source.read_text()
+        found = re.findall(r"\w+\)?\._(?:client|pipeline|config)\b", text)
+        assert not found, f"{source.name}: {found}"
+        assert not re.search(r"azure\.\w+(\.\w+)*\._\w+", text), source.name  # private modules
