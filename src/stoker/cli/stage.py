@@ -33,6 +33,14 @@ ExcludeOpt = Annotated[
 RankOpt = Annotated[
     int | None, typer.Option(help="This node's share, 0-based (default: torchrun's env, else all).")
 ]
+FollowOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks",
+        help="Copy what a local source's symbolic links point to (default: skip them, said "
+        "once); a link to a folder that holds it is skipped and named.",
+    ),
+]
 WorldOpt = Annotated[
     int | None, typer.Option(help="Number of shares (nodes) (default: torchrun's env, else 1).")
 ]
@@ -163,6 +171,27 @@ def stage(
     ] = False,
     json_out: JsonOpt = False,
     allow_http: HttpOpt = False,
+    follow_symlinks: FollowOpt = False,
+    bwlimit: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RATE",
+            help="Cap the bytes moved per second, all transfers together: '100M' or "
+            "'100MB/s' (bytes), '800Mb/s' (bits), '100MiB/s'.",
+        ),
+    ] = None,
+    tier: Annotated[
+        str | None,
+        typer.Option(metavar="TIER", help="Blob access tier of uploads: hot, cool, cold, archive."),
+    ] = None,
+    content_type: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TYPE",
+            help="Content-Type of uploads (default: guessed from each file's extension, else "
+            "application/octet-stream).",
+        ),
+    ] = None,
 ) -> None:
     """Copy SRC to DST: resumable after a crash, verified, only what changed.
 
@@ -188,6 +217,10 @@ def stage(
             allow_http=allow_http,
             reporter=None if dry_run else reporter,
             confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
+            follow_symlinks=follow_symlinks,
+            bwlimit=bwlimit,
+            tier=tier,
+            content_type=content_type,
         )
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with
         reporter.finish(summary.to_dict())
@@ -242,6 +275,7 @@ def verify(
     world_size: WorldOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     allow_http: HttpOpt = False,
+    follow_symlinks: FollowOpt = False,
 ) -> None:
     """Re-check a finished copy: every missing, extra, resized or changed object is named
     (on the keys that --include/--exclude/--rank took, as for the stage that made it)."""
@@ -255,6 +289,7 @@ def verify(
             **_selection(include, exclude, rank, world_size),
             allow_http=allow_http,
             reporter=None if json_out else RichReporter(f"verify {dst} against {src}"),
+            follow_symlinks=follow_symlinks,
         )
     if json_out:
         emit_json(report.to_dict())

@@ -11,6 +11,10 @@ The version is a hash of the source listing (key, size, ETag), so a changed mode
 version. A puller that dies stops touching its lock; after ``stale_after_s`` another pod takes
 the lock over (by an atomic rename, so only one does) and resumes the download. The lock is an
 ``O_CREAT | O_EXCL`` file, which NFS v3+ (NetApp) and SMB (Azure Files) honour.
+
+A local source's symbolic links are always followed (a Hugging Face snapshot,
+``models--org--name/snapshots/<rev>/file -> ../../blobs/<sha>``, pulls whole): each becomes a
+plain file in the cache.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import StageError
-from ..store import open_store
+from ..store import PosixStore, open_store
 from ..store._loop import run_sync
 from ..store._posix import disk_error, fsync_dir
 from ._guard import check_parent
@@ -49,6 +53,8 @@ class CacheResult:
 
 async def _version(url: str) -> str:
     store = open_store(url)
+    if isinstance(store, PosixStore):  # a Hugging Face snapshot: files are links into blobs/
+        store.follow_symlinks = True
     lines = []
     try:
         async for batch in store.list():
@@ -146,7 +152,14 @@ def _pull(
 def _download(src: str, base: Path, version: str, final: Path, reporter: Reporter | None) -> None:
     incoming = base / ".incoming" / version
     incoming.parent.mkdir(parents=True, exist_ok=True)
-    summary = stage(src, str(incoming), state_dir=base / ".state" / version, reporter=reporter)
+    # Links are always followed: a Hugging Face cache's snapshot files are links into blobs/.
+    summary = stage(
+        src,
+        str(incoming),
+        state_dir=base / ".state" / version,
+        reporter=reporter,
+        follow_symlinks=True,
+    )
     if not summary.ok:
         raise StageError(
             f"pulling {src} failed; the partial copy stays in {incoming} and the "

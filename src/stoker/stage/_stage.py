@@ -34,6 +34,7 @@ from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..store._loop import run_sync
 from ..units import parse_bytes
 from ._engine import Engine
+from ._flags import Flags
 from ._guard import (
     check_parent,
     check_writable,
@@ -113,6 +114,10 @@ def stage(
     allow_http: bool = False,
     reporter: Reporter | None = None,
     confirm_delete: Callable[[list[str]], bool] | None = None,
+    follow_symlinks: bool = False,
+    bwlimit: float | str | None = None,
+    tier: str | None = None,
+    content_type: str | None = None,
 ) -> StageSummary:
     """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
 
@@ -120,8 +125,11 @@ def stage(
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
     With ``delete``, ``confirm_delete(keys)`` (when given) sees every key to delete before the
     first goes; if it returns False none is deleted (and a note says so); it may raise to stop.
+    ``follow_symlinks``, ``bwlimit`` (bytes per second, or ``"100MB/s"``), ``tier`` and
+    ``content_type`` are ``--follow-symlinks``, ``--bwlimit``, ``--tier``, ``--content-type``.
     """
     selection = select(include, exclude, rank, world_size)
+    flags = Flags.checked(follow_symlinks, bwlimit, tier, content_type)
     if isinstance(block_size, str):  # "8 MiB", as the CLI takes it
         block_size = int(parse_bytes(block_size))
     if concurrency < 1:
@@ -145,6 +153,7 @@ def stage(
             allow_http,
             reporter or Reporter(),
             confirm_delete,
+            flags,
         )
     )
 
@@ -162,9 +171,11 @@ async def _stage(
     allow_http: bool,
     reporter: Reporter,
     confirm_delete: Callable[[list[str]], bool] | None,
+    flags: Flags | None = None,
 ) -> StageSummary:
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
+    (flags or Flags()).apply(src, dst)
     try:
         check_source(src)
         _check_not_nested(src, dst)
@@ -347,8 +358,10 @@ async def _listing(
         summary.bytes_skipped += listed.done_bytes
         if listed.pending:
             yield listed.pending
+    links = src.link_notes() if isinstance(src, PosixStore) else []
+    summary.notes.extend(links)  # symbolic links skipped, said once
     if not seen:  # a mistyped path or prefix: never "done", least of all with --delete
-        raise StageError(nothing_listed(src))
+        raise StageError(nothing_listed(src) + "".join(f" ({note})" for note in links))
     if sel.filtered and not matched:  # a mistyped pattern, as loud as a mistyped prefix
         raise StageError(nothing_selected(src, sel, seen))
 

@@ -61,12 +61,16 @@ def verify(
     concurrency: int = 8,
     allow_http: bool = False,
     reporter: Reporter | None = None,
+    follow_symlinks: bool = False,
 ) -> VerifyReport:
     """Compare ``dst`` with ``src`` object by object; see VerifyReport. The selection options
     are stage's: a copy staged with them is compared on the keys they take. ``reporter``
-    (stage's RichReporter, say) shows the objects and bytes compared so far."""
+    (stage's RichReporter, say) shows the objects and bytes compared so far.
+    ``follow_symlinks``: a local source's links are read as stage's --follow-symlinks does."""
     sel = select(include, exclude, rank, world_size)
-    return run_sync(_verify(src, dst, sel, concurrency, allow_http, reporter or Reporter()))
+    return run_sync(
+        _verify(src, dst, sel, concurrency, allow_http, reporter or Reporter(), follow_symlinks)
+    )
 
 
 async def _list(
@@ -114,9 +118,12 @@ async def _verify(
     concurrency: int,
     allow_http: bool,
     reporter: Reporter,
+    follow_symlinks: bool = False,
 ) -> VerifyReport:
     src = open_store(src_url, allow_http=allow_http)
     dst = open_store(dst_url, allow_http=allow_http)
+    if isinstance(src, PosixStore):
+        src.follow_symlinks = follow_symlinks
     report = VerifyReport(str(src), str(dst))
     try:
         tmp = tempfile.TemporaryDirectory(prefix="stoker-verify-")

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LIST_BATCH = 5000
 
@@ -22,10 +23,19 @@ class ObjectInfo:
     size: int
     etag: str  # an opaque version tag: Blob ETag, or "mtime_ns:size" on POSIX
     md5: str | None = None  # hex; Blob Content-MD5, or the MD5 stoker recorded at upload
+    mtime: float | None = None  # last modified, seconds since the epoch (Blob: to the second)
 
 
 class Store(abc.ABC):
     """One place objects live. ``str(store)`` is safe to print: it never shows a secret."""
+
+    # Set by a stage run (stage/_flags.py): the run's shared bandwidth budget (a Bandwidth,
+    # store/_bwlimit.py, taken for each piece of data moved), and for an object store, the
+    # access tier and content type of what it writes (None: the service's default tier, a type
+    # guessed from the key's extension).
+    limiter: Any = None
+    tier: str | None = None
+    content_type: str | None = None
 
     @abc.abstractmethod
     def list(self) -> AsyncIterator[list[ObjectInfo]]:
