@@ -358,3 +358,59 @@ def test_two_nodes_stop_together_and_only_the_evicted_node_acknowledges(tmp_path
     assert _committed(fasts[0]) == {stopped}
     manifest = json.loads((durable / step_dir(stopped) / MANIFEST).read_text())
     assert manifest["world_size"] == 2
+
+
+def _slow_uploads(monkeypatch: pytest.MonkeyPatch, ckpt: Checkpointer, seconds: float) -> None:
+    """A durable tier that takes ``seconds`` for each upload (a slow link to Blob)."""
+    assert ckpt.durable is not None
+    real = ckpt.durable.upload
+
+    def slow(*args: object, **kwargs: object) -> None:
+        time.sleep(seconds)
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ckpt.durable, "upload", slow)
+
+
+def test_an_upload_measured_longer_than_the_notice_is_not_waited_for(
+    server: EventsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, durable = tmp_path / "fast", tmp_path / "durable"
+    at_ack = _record_commits_at_ack(server, fast, durable)
+    state = {"w": torch.zeros(1000), "step": 0}
+    with Checkpointer(fast, durable) as ckpt:
+        _slow_uploads(monkeypatch, ckpt, 2.5)
+        ckpt.save(1, state)
+        ckpt.wait()  # measured: an upload takes 2.5 s
+        watcher = ckpt.watch_preemption(lambda: state, endpoint=server.url, poll_s=0.01)
+        server.schedule("Preempt", notice_s=3.5)  # 2.5-3.5 s (NotBefore is whole seconds)
+        stopped = _train(ckpt, watcher, state)
+        report = watcher.last
+        assert report.fast and not report.durable and report.acknowledged
+        assert "an upload took 2.5 s the last time" in report.note
+        assert at_ack == [[{1, stopped}, {1}]]  # acknowledged without waiting for durable
+        ckpt.wait()
+    assert _committed(durable) == {1, stopped}  # the upload went on
+
+
+def test_an_upload_that_runs_past_the_notice_is_given_up_before_notbefore(
+    server: EventsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, durable = tmp_path / "fast", tmp_path / "durable"
+    at_ack = _record_commits_at_ack(server, fast, durable)
+    state = {"w": torch.zeros(1000), "step": 0}
+    with Checkpointer(fast, durable) as ckpt:
+        _slow_uploads(monkeypatch, ckpt, 6.0)  # no upload measured yet: the watcher tries
+        watcher = ckpt.watch_preemption(lambda: state, endpoint=server.url, poll_s=0.01)
+        event = server.schedule("Preempt", notice_s=5.0)
+        stopped = _train(ckpt, watcher, state)
+        acked_at = server.acks[0][0]
+        report = watcher.last
+        assert report.fast and not report.durable and report.acknowledged
+        assert "did not finish in time" in report.note
+        not_before = parse_not_before(server.events[0]["NotBefore"])
+        assert server.events[0]["EventId"] == event and not_before is not None
+        # it waited, but acknowledged about ACK_MARGIN_S (2 s) before NotBefore
+        waited = acked_at - server.first_served[event]
+        assert 1.0 < waited < 4.5, waited
+        assert at_ack == [[{stopped}, set()]]

@@ -275,9 +275,10 @@ class PreemptionWatcher:
             time.sleep(SETTLE_S)
         report.durable = stats.durable_s is not None
         if not report.durable:
+            why = "did not finish in time" if self.ckpt.busy else "failed (raised at the next wait)"
             report.say(
-                "the upload to the durable tier did not finish in time; the step is on "
-                "the fast tier (lost with the VM's local disks on Preempt and Redeploy)",
+                f"the upload to the durable tier {why}; the step is on the fast tier (lost "
+                "with the VM's local disks on Preempt and Redeploy)",
                 logging.WARNING,
             )
 
