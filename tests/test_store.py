@@ -527,7 +527,12 @@ def test_no_credentials_at_all_is_one_clear_error_at_once(tmp_path: Path, verb: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_")}
     env["AZURE_TOKEN_CREDENTIALS"] = "EnvironmentCredential"  # no sign-in to be had here
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "stoker"), verb, "https://someacct.blob.core.windows.net/cont/p", str(tmp_path)],
+        [
+            str(Path(sys.executable).parent / "stoker"),
+            verb,
+            "https://someacct.blob.core.windows.net/cont/p",
+            str(tmp_path),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -598,3 +603,50 @@ def test_the_store_reaches_into_no_private_part_of_the_azure_sdk() -> None:
         found = re.findall(r"\w+\)?\._(?:client|pipeline|config)\b", text)
         assert not found, f"{source.name}: {found}"
         assert not re.search(r"azure\.\w+(\.\w+)*\._\w+", text), source.name  # private modules
+
+
+# ------------------------------------------------------------------------------ ranged reads
+def test_fetch_ranges_skips_finished_ranges_and_reports_each_one(tmp_path: Path) -> None:
+    from stoker.store._download import fetch_ranges
+    from stoker.store._posix import PosixStore
+
+    data = os.urandom(10_000)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "obj").write_bytes(data)
+    store = PosixStore(tmp_path / "src")
+    got = bytearray(len(data))
+    done: list[tuple[int, int, int]] = []
+
+    def sink(pos: int, piece: bytes | memoryview) -> None:
+        got[pos : pos + len(piece)] = piece
+
+    async def mark(i: int, start: int, end: int) -> None:
+        done.append((i, start, end))
+
+    asyncio.run(
+        fetch_ranges(store, "obj", len(data), sink, range_size=3000, skip={1}, range_done=mark)
+    )
+    assert sorted(done) == [(0, 0, 3000), (2, 6000, 9000), (3, 9000, 10_000)]
+    assert got[:3000] == data[:3000] and got[6000:] == data[6000:]
+    assert got[3000:6000] == bytes(3000)  # range 1 was skipped
+
+
+def test_fetch_ranges_raises_the_first_failure_after_every_range_stopped(tmp_path: Path) -> None:
+    from stoker.store._download import fetch_ranges
+    from stoker.store._posix import PosixStore
+
+    (tmp_path / "obj").write_bytes(os.urandom(8000))
+    store = PosixStore(tmp_path)
+    seen: list[int] = []
+
+    def sink(pos: int, piece: bytes | memoryview) -> None:
+        seen.append(pos)
+        if pos == 2000:
+            raise OSError(28, "No space left on device")
+
+    async def go() -> None:
+        await fetch_ranges(store, "obj", 8000, sink, range_size=1000, in_flight=1)
+
+    with pytest.raises(OSError, match="No space"):
+        asyncio.run(go())
+    assert seen == [0, 1000, 2000]  # the ranges after the failure were not fetched

@@ -1,9 +1,23 @@
-"""One object into one local file: ranges in parallel, written in place, fsynced."""
+"""Ranged reads of one object, in parallel: the one component that fetches an object by ranges.
+
+``fetch_ranges`` reads ``[0, size)`` as ranges of ``range_size``, ``in_flight`` at a time (or
+under a caller's semaphore shared with other work), hands each piece to ``sink(pos, piece)`` as
+it arrives (while it is in the CPU cache: a whole range handed over at once was copied from
+memory, and took about twice the CPU), and calls ``range_done(i, start, end)`` as each range
+completes, so that a caller can record it (resume), hash it in order, or start its writeback.
+Ranges in ``skip`` are not fetched (finished before a crash). A failure stops the other ranges
+at their next piece, and every range has finished or given up before the first error is raised:
+nothing of this call writes after it returns.
+
+``download`` is it into one local file, written in place and fsynced (a checkpoint's file, a
+stream's shard).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 from ._base import Store
@@ -11,6 +25,54 @@ from ._posix import write_all
 
 RANGE = 16 << 20
 IN_FLIGHT = 8
+
+
+async def fetch_ranges(
+    store: Store,
+    key: str,
+    size: int,
+    sink: Callable[[int, bytes | memoryview], None],
+    *,
+    range_size: int = RANGE,
+    in_flight: int = IN_FLIGHT,
+    gate: asyncio.Semaphore | None = None,
+    etag: str | None = None,
+    skip: Collection[int] = (),
+    range_done: Callable[[int, int, int], Awaitable[None] | None] | None = None,
+) -> None:
+    """Fetch ``key``'s bytes ``[0, size)`` by ranges into ``sink`` (see the module doc)."""
+    gate = gate or asyncio.Semaphore(in_flight)
+    failed = False
+
+    async def one(i: int) -> None:
+        nonlocal failed
+        start = i * range_size
+        end = min(start + range_size, size)
+        try:
+            async with gate:
+                if failed:  # a sibling failed: the caller will fetch again
+                    return
+                pos = start
+                async for piece in store.read_chunks(key, start, end, etag):
+                    if failed:
+                        return
+                    sink(pos, piece)
+                    pos += len(piece)
+        except BaseException:
+            failed = True
+            raise
+        if range_done is not None:
+            outcome = range_done(i, start, end)
+            if outcome is not None:
+                await outcome
+
+    ranges = max(1, -(-size // range_size)) if size else 0
+    outcomes = await asyncio.gather(
+        *(one(i) for i in range(ranges) if i not in skip), return_exceptions=True
+    )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def download(
@@ -23,28 +85,19 @@ async def download(
     in_flight: int = IN_FLIGHT,
     sync: bool = True,
 ) -> None:
+    """``key`` into the file ``dest`` (created or truncated), ranges in parallel, fsynced."""
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    gate = asyncio.Semaphore(in_flight)
-
-    async def one(start: int) -> None:
-        async with gate:
-            # Each piece is written as it arrives, on the loop's thread, while it is still in
-            # the CPU cache (as stage's engine does): a whole range written at once is copied
-            # from memory, and took about twice the CPU.
-            pos = start
-            async for piece in store.read_chunks(key, start, min(start + range_size, size)):
-                write_all(fd, piece, pos)  # (a pwrite may write less)
-                pos += len(piece)
-
     try:
-        # Every range finishes before the fd is closed: a late write must never land in
-        # whichever file reuses the descriptor number.
-        outcomes = await asyncio.gather(
-            *(one(s) for s in range(0, size, range_size)), return_exceptions=True
+        # Every range finishes before the fd is closed (fetch_ranges waits for them all): a
+        # late write must never land in whichever file reuses the descriptor number.
+        await fetch_ranges(
+            store,
+            key,
+            size,
+            lambda pos, piece: write_all(fd, piece, pos),  # (a pwrite may write less)
+            range_size=range_size,
+            in_flight=in_flight,
         )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
         if sync:
             os.fsync(fd)
     finally:
