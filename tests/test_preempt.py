@@ -414,3 +414,31 @@ def test_an_upload_that_runs_past_the_notice_is_given_up_before_notbefore(
         waited = acked_at - server.first_served[event]
         assert 1.0 < waited < 4.5, waited
         assert at_ack == [[{stopped}, set()]]
+
+
+def test_on_one_node_only_local_rank_0_polls_and_both_ranks_stop(tmp_path: Path) -> None:
+    durable, fast = tmp_path / "durable", tmp_path / "fast"
+    with EventsServer("node-0") as imds:
+        at_ack = _record_commits_at_ack(imds, fast, durable)
+        out = tmp_path / "out"
+        out.mkdir()
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+        cmd += ["--master-port=0", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
+        cmd += [str(WORKER), str(out), str(durable), str(fast), imds.url, "-", "-", "one-node"]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        _until(lambda: imds.gets >= 3, timeout=120)
+        imds.schedule("Terminate", notice_s=600)
+        stdout, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 0, stderr[-3000:]
+        results = [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert [r["poller"] for r in results] == [True, False]
+    stopped = results[0]["stopped"]
+    assert stopped is not None and results[1]["stopped"] == stopped
+    assert [r["acknowledged"] for r in results] == [True, False]
+    assert len(imds.acks) == 1 and at_ack == [[{stopped}, {stopped}]]
