@@ -442,3 +442,23 @@ def test_on_one_node_only_local_rank_0_polls_and_both_ranks_stop(tmp_path: Path)
     assert stopped is not None and results[1]["stopped"] == stopped
     assert [r["acknowledged"] for r in results] == [True, False]
     assert len(imds.acks) == 1 and at_ack == [[{stopped}, {stopped}]]
+
+
+def test_preempt_with_blob_as_the_durable_tier(
+    server: EventsServer, blob_env: str, tmp_path: Path
+) -> None:
+    """Azurite as the durable tier: the acknowledgement comes after the manifest is on Blob."""
+    fast = tmp_path / "fast"
+    state = {"w": torch.zeros(1 << 20), "step": 0}
+    with Checkpointer(fast, f"{blob_env}/run-1") as ckpt:
+        durable = ckpt.durable
+        assert durable is not None
+        on_blob: list[set[int]] = []
+        server.on_ack = lambda ids: on_blob.append(
+            {s for s, listing in durable.steps().items() if listing.committed}
+        )
+        watcher = ckpt.watch_preemption(lambda: state, endpoint=server.url, poll_s=0.01)
+        server.schedule("Preempt", notice_s=30)
+        stopped = _train(ckpt, watcher, state)
+        assert watcher.last.durable and watcher.last.acknowledged
+        assert on_blob == [{stopped}]
