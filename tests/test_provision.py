@@ -369,3 +369,70 @@ def test_mi300x_gets_the_rocm_image(tmp_path):
 
 def test_refuses_a_size_with_no_known_image(tmp_path):
     _refused(tmp_path, [], "cluster.vm_size", _spec_on(tmp_path, "ND128isr_NDR_GB200_v6"))
+
+
+VOLUME_SPEC = """
+name = "{name}"
+[cluster]
+vm_size = "ND96isr_H100_v5"
+nodes = 16
+[workload]
+kind = "pretrain"
+params = "8B"
+tokens_per_s_per_gpu = 5000
+seq_len = 4096
+global_batch = 256
+dataset_size = "60 TB"
+[data]
+source = "az://d/x"
+tier = "{tier}"
+[run]
+length = "24 h"
+"""
+
+
+def _volume_deploy(tmp_path: Path, tier: str) -> tuple[stoker.Deployment, dict]:
+    spec = tmp_path / "job.toml"
+    spec.write_text(VOLUME_SPEC.format(name=f"{tier}-data", tier=tier))
+    d = stoker.provision(spec, tmp_path / "out", now=NOW)
+    return d, json.loads((tmp_path / "out" / "main.json").read_text())
+
+
+def test_netapp_volume_where_the_plan_chose_it(tmp_path):
+    d, template = _volume_deploy(tmp_path, "netapp")
+    (pool,) = _of(template, "Microsoft.NetApp/netAppAccounts/capacityPools")
+    (vol,) = _of(template, "Microsoft.NetApp/netAppAccounts/capacityPools/volumes")
+    chosen = d.plan.data.chosen
+    assert chosen.tier == "netapp"
+    props = vol["properties"]
+    assert props["usageThreshold"] >= chosen.size_bytes
+    assert pool["properties"]["size"] >= props["usageThreshold"]
+    assert pool["properties"]["size"] % 2**40 == 0
+    assert props["serviceLevel"] == pool["properties"]["serviceLevel"] == "Ultra"
+    assert props["isLargeVolume"] is True  # >= 50 TiB: the figures the plan assumed
+    assert props["protocolTypes"] == ["NFSv4.1"]
+    assert "'netapp')]" in props["subnetId"]
+    assert props["exportPolicy"]["rules"][0]["allowedClients"] == d.layout.compute_subnet.cidr
+    text = (tmp_path / "out" / "cloud-init.yaml").read_text()
+    assert "__NETAPP_IP_DATA__:/data /mnt/data" in text
+    custom = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
+        "virtualMachineProfile"
+    ]["osProfile"]["customData"]
+    assert "'__NETAPP_IP_DATA__'" in custom and "mountTargets[0].ipAddress" in custom
+
+
+def test_files_share_where_the_plan_chose_it(tmp_path):
+    d, template = _volume_deploy(tmp_path, "files")
+    accounts = {a["name"][:2]: a for a in _of(template, "Microsoft.Storage/storageAccounts")}
+    assert set(accounts) == {"st", "sf"}
+    files = accounts["sf"]
+    assert files["kind"] == "FileStorage" and files["sku"]["name"] == "Premium_LRS"
+    # NFS needs secure transfer off: that account alone, and only the compute subnet gets in.
+    assert files["properties"]["supportsHttpsTrafficOnly"] is False
+    assert accounts["st"]["properties"]["supportsHttpsTrafficOnly"] is True
+    assert len(files["properties"]["networkAcls"]["virtualNetworkRules"]) == 1
+    (share,) = _of(template, "Microsoft.Storage/storageAccounts/fileServices/shares")
+    assert share["properties"]["enabledProtocols"] == "NFS"
+    assert share["properties"]["shareQuota"] * 2**30 >= d.plan.data.chosen.size_bytes
+    text = (tmp_path / "out" / "cloud-init.yaml").read_text()
+    assert f"{files['name']}.file.core.windows.net:/{files['name']}/data /mnt/data" in text

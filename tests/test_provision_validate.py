@@ -120,3 +120,44 @@ def test_checkov_fails_a_weakened_storage_account(big, tmp_path):
     _, failed, _ = validate.run_checkov(path, CHECKOV)
     assert any(f.startswith("CKV_AZURE_44") for f in failed), failed  # TLS
     assert any(f.startswith("CKV_AZURE_3 ") for f in failed), failed  # HTTPS only
+
+
+VOLUMES = """
+name = "{tier}-data"
+[cluster]
+vm_size = "ND96isr_H100_v5"
+nodes = 16
+[workload]
+kind = "pretrain"
+params = "8B"
+tokens_per_s_per_gpu = 5000
+seq_len = 4096
+global_batch = 256
+dataset_size = "60 TB"
+[data]
+source = "az://d/x"
+tier = "{tier}"
+[run]
+length = "24 h"
+"""
+
+
+@pytest.mark.parametrize("tier", ["netapp", "files", "lustre"])
+def test_volumes_validate_and_pass_checkov(tier, tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text(VOLUMES.format(tier=tier))
+    stoker.provision(spec, tmp_path / "out", now=NOW)
+    report = validate.check(tmp_path / "out", checkov=CHECKOV or False)
+    assert report.schema_errors == []
+    assert report.checkov_failed == []
+
+
+def test_child_names_are_checked_by_their_last_segment(tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text(VOLUMES.format(tier="netapp"))
+    stoker.provision(spec, tmp_path / "out", now=NOW)
+    template = _template(tmp_path / "out")
+    pool = next(r for r in template["resources"] if r["type"].endswith("capacityPools"))
+    pool["name"] = pool["name"] + "/bad name!"
+    _, errors = validate.schema_errors(template)
+    assert any("capacityPools" in e and "name" in e for e in errors), errors

@@ -2,9 +2,10 @@
 installed, and ``stoker doctor --json`` run at boot with its result kept for the operator.
 
 The Lustre MGS address is only known once Azure has created the file system, so the file holds
-a placeholder per file system (``__LUSTRE_MGS_DATA__``); the ARM template fills it in from
-``reference(...).clientInfo.mgsAddress`` when it passes the file to the scale sets as
-customData, so the deployed nodes never see a placeholder.
+a placeholder per file system (``__LUSTRE_MGS_DATA__``, ``__NETAPP_IP_DATA__``); the ARM
+template fills each in from ``reference(...)`` (``clientInfo.mgsAddress``, a NetApp volume's
+``mountTargets[0].ipAddress``) when it passes the file to the scale sets as customData, so the
+deployed nodes never see a placeholder.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import shlex
 
 from ._layout import Layout, Lustre
+from ._refs import account_name
+from ._volumes import Volume
 
 DOCTOR_JSON = "/var/log/stoker-doctor.json"
 LOG = "/var/log/stoker-cloud-init.log"
@@ -43,6 +46,26 @@ def placeholder(lu: Lustre) -> str:
     return f"__LUSTRE_MGS_{lu.role.upper()}__"
 
 
+def nfs_placeholder(v: Volume) -> str:
+    return f"__NETAPP_IP_{v.role.upper()}__"
+
+
+def _nfs_mount(lay: Layout, v: Volume) -> str:
+    mount = shlex.quote(v.mount_path)
+    if v.kind == "netapp":
+        source = f"{nfs_placeholder(v)}:/{v.role}"
+        opts = "rw,hard,rsize=262144,wsize=262144,vers=4.1,tcp,nconnect=8"
+    else:
+        account = account_name(lay, "files")
+        source = f"{account}.file.core.windows.net:/{account}/{v.role}"
+        opts = "vers=4,minorversion=1,sec=sys,nconnect=4"
+    return (
+        f"mkdir -p {mount} && (mountpoint -q {mount} || mount -t nfs -o {opts} {source} "
+        f"{mount}) >> {LOG} 2>&1 || echo 'stoker: {v.kind} volume {v.role} did not mount at "
+        f"{v.mount_path}' >> {LOG}"
+    )
+
+
 def _lustre_mount(lu: Lustre) -> str:
     mount = shlex.quote(lu.mount_path)
     return (
@@ -71,6 +94,8 @@ def render(lay: Layout) -> str:
     for lu in lay.lustres:
         # The Azure HPC image ships the Lustre client; say so in the log when it is missing.
         lines.append(f"  - [bash, -c, {_yaml_str(_lustre_mount(lu))}]")
+    for v in lay.volumes:
+        lines.append(f"  - [bash, -c, {_yaml_str(_nfs_mount(lay, v))}]")
     install = shlex.quote(lay.install)
     lines += [
         f"  - [bash, -c, {_yaml_str(f'python3 -m venv /opt/stoker && /opt/stoker/bin/pip install --quiet {install} >> {LOG} 2>&1')}]",  # noqa: E501

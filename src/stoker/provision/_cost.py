@@ -80,7 +80,34 @@ def bill(lay: Layout, network_lines: list[Line]) -> Bill:
         price = None if lu.price_per_tib_hour is None else lu.price_per_tib_hour * lu.capacity_tib
         size = f"{lu.sku}, {lu.capacity_tib} TiB, {lu.throughput_mbps / 1000:,.1f} GB/s"
         lines.append(Line("amlFilesystem", lu.name, size, price, True))
+    lines += _volume_lines(lay)
     for s in lay.scale_sets:
         size = f"{s.vms} x {s.vm_size} (VMs {s.first_vm}-{s.first_vm + s.vms - 1})"
         lines.append(Line("virtualMachineScaleSet", s.name, size, vmss_per_hour(lay, s.vms), False))
     return Bill(tuple(lines))
+
+
+def _volume_lines(lay: Layout) -> list[Line]:
+    from ._refs import account_name
+    from ._res_volumes import pool_name, volume_name
+
+    anf = [v for v in lay.volumes if v.kind == "netapp"]
+    lines = []
+    if anf:
+        lines.append(Line("netAppAccount", lay.netapp_account, "-", 0.0, True))
+    for v in anf:
+        size = f"{v.level}, {v.pool_tib} TiB"
+        lines.append(Line("capacityPool", pool_name(lay, v), size, v.price_per_hour, True))
+        size = f"{v.size_gib / 1024:,.1f} TiB NFSv4.1 at {v.mount_path}" + (
+            ", large volume" if v.large else ""
+        )
+        lines.append(Line("netAppVolume", volume_name(lay, v), size, 0.0, True))
+    shares = [v for v in lay.volumes if v.kind == "files"]
+    if shares:
+        prices = [v.price_per_hour for v in shares]
+        price = None if None in prices else sum(p or 0.0 for p in prices)
+        size = "premium NFS: " + ", ".join(
+            f"{v.role} {v.size_gib:,} GiB at {v.mount_path}" for v in shares
+        )
+        lines.append(Line("storageAccount", account_name(lay, "files"), size, price, True))
+    return lines

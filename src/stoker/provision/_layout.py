@@ -18,6 +18,7 @@ from ..plan import JobSpec, Plan
 from ..plan.shape import shape
 from ._network import Subnet, address_plan
 from ._options import ProvisionOptions
+from ._volumes import Volume, plan_volumes
 
 TiB = 2**40  # an AMLFS capacity is a whole number of TiB, emitted as an integer
 _SHORT = {"data": "data", "checkpoints": "ckpt"}  # AMLFS names stay short
@@ -65,6 +66,7 @@ class Layout:
     boundary_vms: int
     scale_sets: tuple[ScaleSet, ...]
     lustres: tuple[Lustre, ...]
+    volumes: tuple[Volume, ...]  # NetApp or Azure Files (NFS), where the plan chose them
     accounts: tuple[Account, ...]
     address_space: str
     compute_subnet: Subnet
@@ -87,6 +89,10 @@ class Layout:
     @property
     def vnet(self) -> str:
         return f"vnet-{self.prefix}"
+
+    @property
+    def netapp_account(self) -> str:
+        return f"anf-{self.prefix}"
 
 
 def _prefix(plan_name: str, given: str | None) -> str:
@@ -132,22 +138,6 @@ def _sku_by_name(cat: Catalog, display: str) -> str:
     raise ProvisionError(f"the plan chose {display!r}, which no catalog [lustre] entry names")
 
 
-def _unsupported_tiers(plan: Plan) -> None:
-    chosen = []
-    if plan.data:
-        chosen.append(("data.tier", plan.data.chosen.tier))
-    if plan.checkpoints and plan.checkpoints.volume:
-        chosen.append(("checkpoints.tier", plan.checkpoints.volume.tier))
-    if plan.inference:
-        chosen.append(("inference", plan.inference.chosen))
-    for where, tier in chosen:
-        if tier in ("files", "netapp"):
-            raise ProvisionError(
-                f"{where}: the plan chose {tier}, which stoker provision does not write yet; "
-                "set the tier to lustre, nvme or blob in the spec, or add the volume by hand"
-            )
-
-
 def _import_prefix(source: str | None) -> str:
     """The path part of ``az://container/path`` as an AMLFS import prefix; ``/`` otherwise."""
     if not source or "://" not in source:
@@ -167,7 +157,6 @@ def layout(
     """The resources that deploy ``plan``; raises ProvisionError naming the field it refuses."""
     from ._checks import check_layout_inputs
 
-    _unsupported_tiers(plan)
     prefix = _prefix(plan.name, options.name)
     boundary = shape(spec, cat).boundary_vms
     check_layout_inputs(plan, spec, cat, boundary)
@@ -229,6 +218,7 @@ def layout(
         boundary_vms=boundary,
         scale_sets=_scale_sets(prefix, spec.cluster.vm_size, plan.nodes, boundary),
         lustres=tuple(lustres),
+        volumes=tuple(plan_volumes(plan, cat)),
         accounts=tuple(accounts),
         address_space=options.address_space,
         compute_subnet=net.compute,

@@ -41,6 +41,9 @@ _ARM_TYPES = {
     "userAssignedIdentity": "Microsoft.ManagedIdentity/userAssignedIdentities",
     "storageAccount": "Microsoft.Storage/storageAccounts",
     "amlFilesystem": "Microsoft.StorageCache/amlFilesystems",
+    "netAppAccount": "Microsoft.NetApp/netAppAccounts",
+    "capacityPool": "Microsoft.NetApp/netAppAccounts/capacityPools",
+    "netAppVolume": "Microsoft.NetApp/netAppAccounts/capacityPools/volumes",
     "virtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
 }
 
@@ -90,6 +93,7 @@ class Deployment:
                 }
                 for lu in lay.lustres
             ],
+            "volumes": [asdict(v) for v in lay.volumes],
             "files": [p.name for p in self.files],
             "elapsed_s": round(self.elapsed_s, 4),
         }

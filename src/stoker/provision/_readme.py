@@ -96,7 +96,13 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         "## On the nodes",
         "",
         f"cloud-init assembles the local NVMe disks as RAID0 at `{lay.scratch_path}`, mounts "
-        + (", ".join(f"Lustre at `{lu.mount_path}`" for lu in lay.lustres) or "no Lustre")
+        + (
+            ", ".join(
+                [f"Lustre at `{lu.mount_path}`" for lu in lay.lustres]
+                + [f"the {v.kind} volume at `{v.mount_path}`" for v in lay.volumes]
+            )
+            or "no shared file system"
+        )
         + f", installs `{lay.install}` and runs `stoker doctor --json` at boot; read the result "
         f"in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`).",
         "",

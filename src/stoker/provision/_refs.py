@@ -26,14 +26,14 @@ def _arg(name: str) -> str:
 
 
 def account_name(lay: Layout, role: str) -> str:
-    """A storage account's name, literal so the schemas and checkov can read it: 'st' (main)
-    or 'sl' (Lustre-linked) + up to 10 characters of the name + 12 hex digits of a hash of
-    the resource group, name and region (account names are global: another deployment of the
-    same plan into a same-named group elsewhere would collide; --name changes it)."""
+    """A storage account's name, literal so the schemas and checkov can read it: 'st' (main),
+    'sl' (Lustre-linked) or 'sf' (Azure Files), up to 10 characters of the name, and 12 hex
+    digits of a hash of resource group, name, region and role. Account names are global:
+    the same plan deployed into a same-named group elsewhere would collide; --name changes it."""
     import hashlib
 
     stem = "".join(ch for ch in lay.prefix if ch.isalnum())[:10]
-    lead = "st" if role == "main" else "sl"
+    lead = {"main": "st", "hsm": "sl", "files": "sf"}[role]
     seed = f"{lay.resource_group}/{lay.prefix}/{lay.region}/{role}".encode()
     return f"{lead}{stem}{hashlib.sha256(seed).hexdigest()[:12]}"
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog._schema import Provisioning
-from ._cloud_init import placeholder
+from ._cloud_init import nfs_placeholder, placeholder
 from ._layout import Layout, Lustre, ScaleSet
 from ._refs import account_name, api, rid, tags, with_skip
 from ._res_network import nsg_name
 from ._res_storage import container_id, subnet_id
+from ._res_volumes import volume_id, volume_ids
 
 MAINTENANCE = {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}  # CCWS's choice too
 OS_DISK_GB = 256
@@ -175,6 +176,11 @@ def custom_data(lay: Layout, facts: Provisioning) -> str:
         ref = rid("Microsoft.StorageCache/amlFilesystems", lu.name)[1:-1]
         mgs = f"reference({ref}, '{api(facts, 'Microsoft.StorageCache')}').clientInfo.mgsAddress"
         text = f"replace({text}, '{placeholder(lu)}', {mgs})"
+    for v in lay.volumes:
+        if v.kind == "netapp":
+            ref = volume_id(lay, v)[1:-1]
+            ip = f"reference({ref}, '{api(facts, 'Microsoft.NetApp')}').mountTargets[0].ipAddress"
+            text = f"replace({text}, '{nfs_placeholder(v)}', {ip})"
     return f"[base64({text})]"
 
 
@@ -255,6 +261,7 @@ def vmss(
             rid("Microsoft.Network/virtualNetworks", lay.vnet),
             ident,
             *(rid("Microsoft.StorageCache/amlFilesystems", lu.name) for lu in lay.lustres),
+            *volume_ids(lay),
             *(role_id(lay, a.role, "vm-blob") for a in lay.accounts),
         ],
     }

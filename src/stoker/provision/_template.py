@@ -18,6 +18,7 @@ from ._refs import account_name
 from ._res_compute import amlfs, identity, role_assignments, vmss
 from ._res_network import nat_name, network, nsg_name, pip_name
 from ._res_storage import storage
+from ._res_volumes import volume_resources
 
 TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"
 PARAMETERS_SCHEMA = (
@@ -79,6 +80,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
     resources += storage(lay, facts, hourly, prices)
     resources += role_assignments(lay, facts)
     resources += [amlfs(lay, lu, facts, price(lu.name), hourly) for lu in lay.lustres]
+    resources += volume_resources(lay, facts, hourly)
     resources += [vmss(lay, s, facts, price(s.name), hourly) for s in lay.scale_sets]
     outputs: dict[str, Any] = {
         "identityClientId": {

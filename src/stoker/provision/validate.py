@@ -137,8 +137,16 @@ def schema_errors(template: dict[str, Any], *, strict: bool = True) -> tuple[int
             ]
         }
         validator = Draft4Validator(schema, registry=registry)
-        for e in validator.iter_errors(resource):
-            e = _deepest(e)
+        found = [_deepest(e) for e in validator.iter_errors(resource)]
+        if any(list(e.absolute_path) == ["name"] for e in found):
+            # A top-level child is named by its full path (account/pool), as ARM wants; some
+            # schemas' name patterns describe the full path, others the last segment only.
+            short = _last_segment(resource)
+            if short is not resource and not any(
+                list(e.absolute_path) == ["name"] for e in validator.iter_errors(short)
+            ):
+                found = [e for e in found if list(e.absolute_path) != ["name"]]
+        for e in found:
             path = ".".join(str(p) for p in e.absolute_path) or "(resource)"
             errors.append(f"{where}: {path}: {e.message[:300]}")
     return count, errors
@@ -162,6 +170,15 @@ def _leaves(error: Any) -> list[Any]:
 def _is_expression_branch(error: Any) -> bool:
     schema = error.schema if isinstance(error.schema, dict) else {}
     return str(schema.get("pattern", "")).startswith("^\\[")
+
+
+def _last_segment(resource: dict[str, Any]) -> dict[str, Any]:
+    """The resource with a child's full-path name cut to its last segment."""
+    name = resource.get("name")
+    if str(resource.get("type", "")).count("/") > 1 and isinstance(name, str):
+        if not name.startswith("["):
+            return {**resource, "name": name.rsplit("/", 1)[-1]}
+    return resource
 
 
 def _walk(resources_: list[dict[str, Any]]) -> list[dict[str, Any]]:
