@@ -28,6 +28,7 @@ from ._manifest import CheckpointManifest, step_dir
 from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_tiers
 from ._pipeline import SavePipeline
 from ._preempt import PreemptionWatcher
+from ._replicated import Replicated, normalise, plan
 from ._retention import check_retention
 from ._shardfile import Snapshot, reserve_snapshot, take_snapshot
 from ._tier import Tier
@@ -90,6 +91,8 @@ class Checkpointer:
         self.group = Group()
         if check_writable:  # found now, not at the first save's commit
             self._check_writable()
+        # which ranks share a fast tier: one folder for all, or one per node (local NVMe)
+        self.group.find_nodes(self.fast.posix.root, create=check_writable)
         self.last_save: SaveStats | None = None
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
@@ -124,14 +127,21 @@ class Checkpointer:
             raise CheckpointError(f"rank {rank} cannot save: {why}")
 
     # ------------------------------------------------------------------ saving
-    def save(self, step: int, state: Any) -> SaveStats:
+    def save(self, step: int, state: Any, *, replicated: Replicated = None) -> SaveStats:
         """Snapshot ``state`` (tensors copied to host memory) and return; writing goes on in
         the background. Raises here if an earlier background save failed. The returned stats
         are filled in as the save proceeds (``fast_s``, ``durable_s``); keep them, since
-        ``last_save`` moves on to the next save."""
+        ``last_save`` moves on to the next save.
+
+        ``replicated``: the top-level keys of ``state`` whose values every rank holds
+        identically (``("model", "optim")`` under DDP), or True for the whole state. Their
+        tensors are split among the ranks so that each is written once (every rank must pass
+        the same keys, and hold the same names and shapes under them); the other keys are
+        written by their own rank. See docs/checkpoint.md, "Many nodes"."""
         self._open()
         self.group.refuse_unstarted()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
+        normalise(replicated, state, step)  # a misnamed key is refused before anything moves
         self._check_step_grows(step)
         stats = SaveStats(step)
         try:
@@ -139,7 +149,14 @@ class Checkpointer:
         except CheckpointError as exc:
             raise type(exc)(f"{exc}; step {step} was not saved either: save it again") from exc
         self._pipeline.wait_for_uploads(UPLOADS_BEHIND)
-        self._snapshot = take_snapshot(state, reuse=self._snapshot)
+        split = None
+        if replicated is not None and replicated is not False:
+            rank, world = self.group.rank, self.group.world_size
+
+            def split(tensors: Any) -> Any:
+                return plan(tensors, replicated, state, rank, world, step)
+
+        self._snapshot = take_snapshot(state, reuse=self._snapshot, split=split)
         stats.bytes = self._snapshot.size
         stats.blocking_s = time.perf_counter() - stats.started
         self.last_save = stats
@@ -345,13 +362,19 @@ class Checkpointer:
         fallback: bool = True,
         map_location: Any = None,
         trusted: bool = False,
+        reshard: bool = False,
     ) -> Restored:
         """The newest checkpoint that loads (or ``step``), from the fastest tier that has it,
         every byte checked against the manifest; a damaged manifest or shard on the fast tier
         is read again from the durable tier. A step that loads from no tier is skipped, with a
         warning, for the previous one (named with why in ``Restored.skipped``);
         ``fallback=False`` raises instead. ``trusted=True`` allows
-        arbitrary Python objects in the state (it unpickles them)."""
+        arbitrary Python objects in the state (it unpickles them).
+
+        A step saved by another number of ranks loads when its state is all replicated
+        (``save(replicated=True)``); one with private keys is refused, naming them, unless
+        ``reshard=True``, which gives every rank the replicated part and rank 0's private
+        entries (as DDP would start)."""
         self._open()
         self.wait()
         return load_newest(
@@ -361,6 +384,7 @@ class Checkpointer:
             fallback=fallback,
             map_location=map_location,
             trusted=trusted,
+            reshard=reshard,
         )
 
     def _require_checkpoints(self) -> None:

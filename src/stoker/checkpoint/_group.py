@@ -4,6 +4,8 @@ rank writes its shard; rank 0 commits after all have written), else this process
 from __future__ import annotations
 
 import os
+import uuid
+from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError
@@ -14,6 +16,8 @@ CHANNELS = ("write", "upload", "load")
 class Group:
     def __init__(self) -> None:
         self.rank, self.world_size = 0, 1
+        # the ranks that share each fast tier (one list per folder; sorted); [[0]] alone
+        self.nodes: list[list[int]] = [[0]]
         self._groups: dict[str, Any] = {}
         try:
             import torch.distributed as dist
@@ -24,6 +28,50 @@ class Group:
             # Each background thread gets its own gloo group: two threads must never run
             # collectives on one group at once, and the training loop's NCCL group stays free.
             self._groups = {c: dist.new_group(backend="gloo") for c in CHANNELS}
+            self.nodes = [list(range(self.world_size))]
+
+    def find_nodes(self, root: Path, *, create: bool = True) -> None:
+        """Which ranks share the fast tier ``root``: each rank leaves a probe file there, and
+        sees whose probes it can see. One folder for everyone (Lustre, NetApp, one VM) gives
+        one group; local NVMe on each node gives one group per node (emulated nodes, with a
+        folder each, too). A rank that cannot probe is taken to share with everyone, as
+        before (its tier raises at its first save anyway)."""
+        if self.world_size == 1:
+            return
+        token, probe = uuid.uuid4().hex, None
+        try:
+            if create:
+                root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".stoker-node-probe-{token}"
+            probe.touch()
+        except OSError:
+            token = ""
+        tokens = self.all_gather(token, "write")
+        seen = [
+            r for r, t in enumerate(tokens) if t and (root / f".stoker-node-probe-{t}").exists()
+        ]
+        views = self.all_gather(seen if token else None, "write")  # everyone has looked
+        if probe is not None:
+            probe.unlink(missing_ok=True)
+        if any(v is None for v in views):
+            return
+        self.nodes = sorted({tuple(v) for v in views}, key=lambda ranks: ranks[0])  # type: ignore[assignment]
+        self.nodes = [list(ranks) for ranks in self.nodes]
+
+    @property
+    def node(self) -> list[int]:
+        """The ranks that share this rank's fast tier."""
+        return next((n for n in self.nodes if self.rank in n), [self.rank])
+
+    @property
+    def node_leader(self) -> bool:
+        """The lowest rank on this rank's fast tier: it prunes that tier."""
+        return self.rank == min(self.node)
+
+    @property
+    def node_local(self) -> bool:
+        """Whether the ranks write to several fast tiers (local disks on several nodes)."""
+        return len(self.nodes) > 1
 
     def refuse_unstarted(self) -> None:
         """Refuse to save as one rank where torchrun started several (WORLD_SIZE > 1) without a

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 
 from ..errors import CheckpointError, CorruptCheckpointError
 
-FORMAT = "stoker.checkpoint/1"
+FORMAT = "stoker.checkpoint/2"
+READS = ("stoker.checkpoint/1", FORMAT)  # /1: no layout (every rank's shard holds its whole state)
 MANIFEST = "manifest.json"
 POINTER = "latest.json"
 STEP_RE = re.compile(r"^step-(\d{12,})$")  # 12 digits at least: steps may count tokens
@@ -45,6 +46,10 @@ class FileRecord:
     name: str  # relative to the step folder
     size: int
     xxh3: str
+    rank: int | None = None  # the rank that wrote it (None: not recorded, format /1)
+    # replicated tensors this file holds, for other ranks' ranged reads:
+    # name -> [offset, nbytes, dtype, shape, device, xxh3 of those bytes]
+    tensors: dict[str, list] = field(default_factory=dict, compare=True, hash=False)
 
 
 @dataclass
@@ -55,6 +60,24 @@ class CheckpointManifest:
     kind: str = "stoker"  # "stoker": one shard per rank; "dcp": torch.distributed.checkpoint
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     format: str = FORMAT
+    # save(replicated=...): True (the whole state), the top-level keys every rank holds
+    # identically, or None (nothing replicated: each shard holds its rank's whole state)
+    replicated: bool | list[str] | None = None
+    private: list[str] | None = None  # top-level keys each rank holds for itself (None: all)
+    # the ranks that share each fast tier, when there are several (node-local disks); None:
+    # one fast tier for every rank
+    nodes: list[list[int]] | None = None
+
+    @property
+    def node_local(self) -> bool:
+        return bool(self.nodes) and len(self.nodes) > 1
+
+    def node_of(self, rank: int | None) -> int | None:
+        """The index in ``nodes`` of the fast tier ``rank`` wrote to (None: not node-local)."""
+        for i, ranks in enumerate(self.nodes or []):
+            if rank in ranks:
+                return i
+        return None
 
     @property
     def bytes(self) -> int:
@@ -67,15 +90,24 @@ class CheckpointManifest:
         raise CheckpointError(f"step {self.step}: the manifest lists no file {name}")
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=1).encode()
+        raw = asdict(self)
+        for f in raw["files"]:  # a DCP file, or a shard without replicated tensors
+            if f["rank"] is None:
+                del f["rank"]
+            if not f["tensors"]:
+                del f["tensors"]
+        for key in ("replicated", "private", "nodes"):
+            if raw[key] is None:
+                del raw[key]
+        return json.dumps(raw, indent=1).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> CheckpointManifest:
         try:
             raw = json.loads(data)
-            if raw.get("format") != FORMAT:
+            if raw.get("format") not in READS:
                 raise CheckpointError(
-                    f"{where}: format {raw.get('format')!r} is not {FORMAT!r}; "
+                    f"{where}: format {raw.get('format')!r} is not one of {', '.join(READS)}; "
                     "it was written by another tool or a newer stoker"
                 )
             raw["files"] = [FileRecord(**f) for f in raw["files"]]

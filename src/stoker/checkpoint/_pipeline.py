@@ -19,7 +19,7 @@ from ._group import Group
 from ._health import StepChecker
 from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name
 from ._retention import Pruned, prune_tier
-from ._shardfile import Snapshot, write_snapshot
+from ._shardfile import Snapshot, tensor_hashes, write_snapshot
 from ._tier import Tier
 
 if TYPE_CHECKING:
@@ -128,7 +128,9 @@ class SavePipeline:
         record, error = None, None
         try:
             partial = self.fast.partial(stats.step, name)
-            record = FileRecord(name, snapshot.size, write_snapshot(snapshot, partial))
+            digest = write_snapshot(snapshot, partial)
+            tensors = tensor_hashes(snapshot)  # for the other ranks' ranged reads
+            record = FileRecord(name, snapshot.size, digest, self.group.rank, tensors)
             self.fast.publish(stats.step, name)
         except OSError as exc:
             error = _write_error(exc, stats.step, self.fast)
@@ -142,11 +144,19 @@ class SavePipeline:
                 f"step {stats.step}: rank(s) {failed} could not write their shard, so the step "
                 "was not committed; the previous checkpoint is intact"
             )
-        manifest = CheckpointManifest(stats.step, self.group.world_size, records)
+        plan = snapshot.plan  # the same on every rank (made from names and sizes alone)
+        manifest = CheckpointManifest(
+            stats.step,
+            self.group.world_size,
+            records,
+            replicated=plan.replicated if plan else None,
+            private=plan.private if plan else None,
+            nodes=self.group.nodes if self.group.node_local else None,
+        )
         self._commit(self.fast, manifest)
         self.checker.trust(self.fast, manifest)  # every rank hashed its shard as it wrote it
         self._after_fast_commit(stats, manifest, [name], gather=True)
-        if self.group.leader:
+        if self.group.node_leader:  # each node's fast tier is pruned by a rank on it
             self.prune(self.fast)
 
     def _after_fast_commit(
@@ -192,7 +202,7 @@ class SavePipeline:
         finally:
             with self._lock:
                 self._uploading.discard(stats.step)
-        if self.group.leader:  # the fast tier kept this step for the upload; now it may go
+        if self.group.node_leader:  # the fast tier kept this step for the upload; now it may go
             self.prune(self.fast)
 
     # ------------------------------------------------------------------ deleting

@@ -6,8 +6,12 @@
 * skeleton: the state with each tensor replaced by ``{"__stoker_tensor__": i}``, pickled by
   ``torch.save`` and read back with ``torch.load(weights_only=True)`` unless the caller trusts
   the file (arbitrary Python objects need that);
-* index: JSON ``{"format": 1, "tensors": [[offset, nbytes, dtype, shape, device], ...],
-  "skeleton": [offset, length]}``;
+* index: JSON ``{"format": 2, "tensors": [[offset, nbytes, dtype, shape, device, name], ...],
+  "skeleton": [offset, length]}``, one entry per tensor of the state, in the skeleton's order;
+  ``name`` is the tensor's path in the state (``['model']['w']``), and ``offset`` is null for a
+  replicated tensor that another rank's file holds (the manifest says where: _replicated.py).
+  This file's replicated tensors come first, then its private ones. Format 1 (no names, every
+  tensor here) is still read;
 * footer: the index's length (8 bytes, little endian) and ``STKCKPT1``.
 
 The whole file's XXH3-128 goes into the checkpoint manifest; a load checks it before it trusts
@@ -34,6 +38,7 @@ from ..errors import CheckpointError, CorruptCheckpointError, UntrustedStateErro
 from . import _device_copy
 from ._device_copy import DeviceCopies
 from ._host_buffer import HostBuffer
+from ._replicated import Plan
 
 log = logging.getLogger("stoker.checkpoint")
 
@@ -111,6 +116,9 @@ class Snapshot:
     size: int  # bytes of the file; the buffer may be larger
     host: HostBuffer | None = None  # the buffer's owner: its prefault thread, its pinning
     pending: DeviceCopies | None = None  # GPU copies into the buffer that may not have landed
+    # the replicated tensors this file holds: name -> [offset, nbytes, dtype, shape, device]
+    replicated: dict[str, list[Any]] | None = None
+    plan: Plan | None = None  # save(replicated=...)'s split, or None (every tensor is here)
 
     @property
     def view(self) -> memoryview:
@@ -133,32 +141,45 @@ def _tensor_view(buffer: Any, offset: int, nbytes: int, dtype: Any, shape: list[
     return raw.view(dtype).view(shape)
 
 
-def _layout(state: Any) -> tuple[list[tuple[str, Any]], list[list[Any]], int, bytes]:
-    """The tensors, their index entries, where the tensors end, and the bytes after them
-    (skeleton, index, footer): the shard file without its tensor bytes."""
+def _layout(
+    state: Any, split: Any = None
+) -> tuple[list[tuple[str, Any]], list[list[Any]], int, bytes, Plan | None]:
+    """The tensors, their index entries, where the tensors end, the bytes after them
+    (skeleton, index, footer): the shard file without its tensor bytes; and the plan. With
+    ``split`` (``split(tensors) -> Plan`` from flatten's tensors), a replicated tensor that
+    another rank writes gets an entry with offset None; this rank's replicated ones come first."""
     torch = _torch()
     skeleton, tensors = flatten(state)
-    entries, offset = [], 0
-    for _, t in tensors:
-        offset = -(-offset // ALIGN) * ALIGN
+    plan = split(tensors) if split is not None else None
+    entries: list[list[Any]] = [[] for _ in tensors]
+    order = list(range(len(tensors)))
+    if plan is not None:  # replicated first: one contiguous range for the other ranks to read
+        order.sort(key=lambda i: tensors[i][0] not in plan.owner)
+    offset = 0
+    for i in order:
+        path, t = tensors[i]
         nbytes = t.numel() * t.element_size()
-        entries.append([offset, nbytes, str(t.dtype).removeprefix("torch."), list(t.shape)])
-        entries[-1].append(str(t.device))
-        offset += nbytes
+        here = plan is None or plan.holds(path)
+        if here:
+            offset = -(-offset // ALIGN) * ALIGN
+        dtype = str(t.dtype).removeprefix("torch.")
+        entries[i] = [offset if here else None, nbytes, dtype, list(t.shape), str(t.device), path]
+        if here:
+            offset += nbytes
     skel_io = io.BytesIO()
     torch.save(skeleton, skel_io)
     skel = skel_io.getvalue()
     index = json.dumps(
-        {"format": 1, "tensors": entries, "skeleton": [offset, len(skel)]}, separators=(",", ":")
+        {"format": 2, "tensors": entries, "skeleton": [offset, len(skel)]}, separators=(",", ":")
     ).encode()
-    return tensors, entries, offset, skel + index + len(index).to_bytes(8, "little") + MAGIC
+    return tensors, entries, offset, skel + index + len(index).to_bytes(8, "little") + MAGIC, plan
 
 
 def reserve_snapshot(like: Any, reuse: Snapshot | None = None) -> Snapshot:
     """An empty snapshot whose buffer fits a state shaped like ``like`` (its tensors may be on
     the meta device: only shapes and dtypes count), faulted in on a background thread, and
     pinned when ``like`` holds CUDA tensors. ``reuse`` is kept when it fits already."""
-    tensors, _, offset, tail = _layout(like)
+    tensors, _, offset, tail, _ = _layout(like)
     size = offset + len(tail) + RESERVE_SLACK
     if reuse is not None and len(reuse.buffer) >= size:
         return reuse
@@ -168,13 +189,14 @@ def reserve_snapshot(like: Any, reuse: Snapshot | None = None) -> Snapshot:
     return Snapshot(host.mmap, 0, host)
 
 
-def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
+def take_snapshot(state: Any, reuse: Snapshot | None = None, split: Any = None) -> Snapshot:
     """Copy every tensor of ``state`` into host memory (so the caller may change the state as
     soon as this returns) and lay the shard file out around them. CPU tensors are copied
     before this returns; CUDA tensors on a side stream (_device_copy.py), which the writer
-    waits for (``Snapshot.wait_copied``) and the caller's later GPU work is ordered after."""
+    waits for (``Snapshot.wait_copied``) and the caller's later GPU work is ordered after.
+    ``split(tensors) -> Plan`` (save(replicated=...)): only the tensors this rank writes."""
     torch = _torch()
-    tensors, entries, offset, tail = _layout(state)
+    tensors, entries, offset, tail, plan = _layout(state, split)
     size = offset + len(tail)
     if reuse is not None and len(reuse.buffer) >= size:
         buffer, host = reuse.buffer, reuse.host
@@ -196,8 +218,8 @@ def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
         if any(cuda.is_device(t) for _, t in tensors):
             host.pin(cuda)  # once per buffer (reserve() does it ahead, in the background)
     with torch.no_grad():
-        for (_, t), (off, nbytes, _, shape, _) in zip(tensors, entries, strict=True):
-            if not nbytes:
+        for (_, t), (off, nbytes, _, shape, _, _) in zip(tensors, entries, strict=True):
+            if not nbytes or off is None:
                 continue
             dst = _tensor_view(buffer, off, nbytes, t.dtype, shape)
             if copies is not None and cuda.is_device(t):
@@ -205,7 +227,11 @@ def take_snapshot(state: Any, reuse: Snapshot | None = None) -> Snapshot:
             else:
                 dst.copy_(t)
     buffer[offset:size] = tail
-    return Snapshot(buffer, size, host, copies.finish() if copies is not None else None)
+    pending = copies.finish() if copies is not None else None
+    replicated = None
+    if plan is not None:
+        replicated = {e[5]: e[:5] for e in entries if e[0] is not None and e[5] in plan.owner}
+    return Snapshot(buffer, size, host, pending, replicated, plan)
 
 
 # ------------------------------------------------------------------------------ write
@@ -241,6 +267,17 @@ def write_snapshot(snapshot: Snapshot, partial: Path) -> str:
     finally:
         os.close(fd)
     return digest.hexdigest()
+
+
+def tensor_hashes(snapshot: Snapshot) -> dict[str, list[Any]]:
+    """The replicated tensors of a written snapshot with the XXH3-128 of each one's bytes, as
+    the manifest records them (other ranks read them by range and check these)."""
+    out: dict[str, list[Any]] = {}
+    view = snapshot.view
+    for name, (offset, nbytes, dtype, shape, device) in (snapshot.replicated or {}).items():
+        digest = xxhash.xxh3_128(view[offset : offset + nbytes]).hexdigest()
+        out[name] = [offset, nbytes, dtype, shape, device, digest]
+    return out
 
 
 # ------------------------------------------------------------------------------ read
@@ -283,13 +320,32 @@ def read_verified(path: Path, size: int, xxh3: str) -> mmap.mmap:
     return buffer
 
 
-def restore(buffer: mmap.mmap, size: int, path: Path, *, map_location: Any, trusted: bool) -> Any:
-    """Rebuild the state from a verified shard; tensors view ``buffer`` unless moved."""
-    torch = _torch()
+def read_index(buffer: Any, size: int, path: Path) -> dict[str, Any]:
+    """A verified shard's index (format 1 or 2)."""
     if size < 16 or buffer[size - len(MAGIC) : size] != MAGIC:
         raise CorruptCheckpointError(f"{path}: not a stoker checkpoint shard (no footer)")
     index_len = int.from_bytes(buffer[size - 16 : size - 8], "little")
-    index = json.loads(buffer[size - 16 - index_len : size - 16])
+    return json.loads(buffer[size - 16 - index_len : size - 16])
+
+
+def elsewhere(index: dict[str, Any]) -> list[str]:
+    """The names of the replicated tensors the state needs that another rank's file holds."""
+    return [e[5] for e in index["tensors"] if len(e) > 5 and e[0] is None]
+
+
+def restore(
+    buffer: mmap.mmap,
+    size: int,
+    path: Path,
+    *,
+    map_location: Any,
+    trusted: bool,
+    others: dict[str, Any] | None = None,
+) -> Any:
+    """Rebuild the state from a verified shard; tensors view ``buffer`` unless moved.
+    ``others``: name -> the raw bytes (verified) of each tensor that other files hold."""
+    torch = _torch()
+    index = read_index(buffer, size, path)
     skel_off, skel_len = index["skeleton"]
     try:
         skeleton = torch.load(
@@ -305,8 +361,11 @@ def restore(buffer: mmap.mmap, size: int, path: Path, *, map_location: Any, trus
             "load(trusted=True) (unpickling runs code)"
         ) from exc
     tensors = []
-    for offset, nbytes, dtype, shape, device in index["tensors"]:
-        t = _tensor_view(buffer, offset, nbytes, getattr(torch, dtype), shape)
+    for offset, nbytes, dtype, shape, device, *name in index["tensors"]:
+        if offset is None:  # a replicated tensor held by another rank's file
+            t = _tensor_view((others or {})[name[0]], 0, nbytes, getattr(torch, dtype), shape)
+        else:
+            t = _tensor_view(buffer, offset, nbytes, getattr(torch, dtype), shape)
         target = map_location if map_location is not None else _available(device)
         tensors.append(t.to(target) if str(target) != "cpu" else t)
     return unflatten(skeleton, tensors)
