@@ -83,7 +83,6 @@ def test_reserve_slack_absorbs_a_skeleton_that_grows(tmp_path: Path) -> None:
 def test_the_pages_are_in_before_the_first_copy(monkeypatch, kernel_has_populate_write) -> None:
     """Counted as minor page faults of the copy: a fresh 64 MiB buffer (4 KiB pages) takes
     16,384 of them; a reserved one next to none."""
-    monkeypatch.delattr(mmap, "MADV_HUGEPAGE", raising=False)  # 4 KiB pages: countable faults
     if not kernel_has_populate_write:
         monkeypatch.setattr(_host_buffer, "_LIBC", None)  # the one-byte-a-page fallback
     state = {"w": torch.randn(16 << 20)}
@@ -110,3 +109,19 @@ def test_host_buffer_rounds_to_huge_pages_and_close_stops_the_prefault() -> None
     big = HostBuffer(1 << 30)  # stopped long before 1 GiB is in
     big.close()
     assert big.ready
+
+
+def test_the_buffer_is_private_and_not_inherited_by_a_forked_child() -> None:
+    """A shared anonymous mapping is shmem (slower to fault in); an inherited private one would
+    make the next save pay a copy-on-write fault per page after a DataLoader worker forks."""
+    buffer = HostBuffer(4 << 20, prefault=False)
+    start = buffer.address()
+    flags = None
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        span = line.split(" ", 1)[0].split("-")
+        if len(span) == 2 and int(span[0], 16) <= start < int(span[1], 16):  # its mapping
+            flags = next(x for x in lines[i:] if x.startswith("VmFlags:")).split()[1:]
+            break
+    assert flags is not None
+    assert "sh" not in flags and "dc" in flags  # private; do not copy on fork
