@@ -1194,7 +1194,7 @@ keeps between saves count; the worst save is shown. stoker's round trip after it
 
 
 # --------------------------------------------------------------------------------- first save
-FIRST_TRAIN_S = 4.0  # training steps between the Checkpointer's making and its first save
+FIRST_TRAIN_S = 10.0  # training steps between the Checkpointer's making and its first save
 TARGET_FIRST = 1.2  # first save's blocking over the median of the later ones
 FIRST_ROUNDS = 3  # fresh processes per variant (2 with --quick)
 
@@ -1369,9 +1369,9 @@ def first_save_text(fs: dict | None, misses: list[str]) -> str:
         "\nWhere the first save's time goes without a reservation (a profile of one 1 GiB save): "
         "all of it is the page faults of the fresh host buffer (copying into it took 2.5-5.4 s, "
         "into the same buffer once faulted 0.10-0.15 s; layout and pickling the skeleton 3 ms). "
-        "The buffer now asks for huge pages (`MADV_HUGEPAGE`), which cuts that first copy about "
-        "in half, and with `reserve()`/`reserve_like=` it is made when the `Checkpointer` is and "
-        "faulted in (`MADV_POPULATE_WRITE`) by a background thread while training runs. "
+        "With `reserve()`/`reserve_like=` the buffer is made when the `Checkpointer` is and "
+        "faulted in (`MADV_POPULATE_WRITE`) by a background thread while training runs; that "
+        "costs CPU time, which the training steps of the last column show on these 2 cores. "
         + ("; ".join(notes) + "." if notes else "")
         + "\n\nGPU tensors (issue 23 part 6) are copied into the buffer, pinned with "
         "`cudaHostRegister`, on a side CUDA stream that the writer waits on: the path is "
