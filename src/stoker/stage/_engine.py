@@ -37,6 +37,7 @@ from ..errors import (
     StoreError,
 )
 from ..store import PosixStore, Store
+from ..store._download import fetch_ranges
 from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
 from ._file_hasher import FileHasher
 from ._manifest import Manifest, Pending
@@ -225,31 +226,17 @@ class Engine:
                 for i in sorted(done):
                     await hasher.block_done(i)
 
-            failed = False
-
-            async def fetch(i: int) -> None:
-                nonlocal failed
-                start, end = self._span(i, size)
+            def write(pos: int, chunk: bytes | memoryview) -> None:
+                # Each piece is written (and its XXH3 taken, if the hash has reached it) on the
+                # loop thread as it arrives, while it is in the CPU cache.
                 try:
-                    async with self.requests:
-                        if failed:  # a sibling failed: the file will be fetched again
-                            return
-                        # Each piece is written (and its XXH3 taken, if the hash has reached
-                        # it) on the loop thread as it arrives, while it is in the CPU cache.
-                        pos = start
-                        async for chunk in self.src.read_chunks(key, start, end, etag):
-                            if failed:
-                                return
-                            write_all(fd, chunk, pos)
-                            if hasher:
-                                hasher.chunk(pos, chunk)
-                            pos += len(chunk)
+                    write_all(fd, chunk, pos)
                 except OSError as exc:
-                    failed = True
                     raise disk_error(exc, dst.partial(key)) from exc
-                except BaseException:
-                    failed = True
-                    raise
+                if hasher:
+                    hasher.chunk(pos, chunk)
+
+            async def finished(i: int, start: int, end: int) -> None:
                 nbytes = end - start
                 if resumable:
                     self.manifest.block_done(key, etag, i)
@@ -261,14 +248,20 @@ class Engine:
                 self.counters.bytes += nbytes
                 self.reporter.advance(nbytes)
 
-            # Every block finishes (or gives up) before the fd is closed: a late write must never
-            # land in whichever file reuses the descriptor number.
-            outcomes = await asyncio.gather(
-                *(fetch(i) for i in range(blocks) if i not in done), return_exceptions=True
+            # The one ranged-read component (stream's and checkpoint's too): a failed block stops
+            # the others, and every block finishes (or gives up) before it returns, so no late
+            # write lands in whichever file reuses the descriptor number.
+            await fetch_ranges(
+                self.src,
+                key,
+                size,
+                write,
+                range_size=self.block_size,
+                gate=self.requests,
+                etag=etag,
+                skip=done,
+                range_done=finished,
             )
-            for outcome in outcomes:
-                if isinstance(outcome, BaseException):
-                    raise outcome
             digest = hasher.hexdigest() if hasher else None
             if md5 and digest and digest != md5:
                 self.manifest.mark_pending(key)
