@@ -306,6 +306,8 @@ def test_killed_when_a_short_notice_runs_out_leaves_only_whole_steps(tmp_path: P
         if "stopped" in out:  # handled before the kill: its step is the newest, acknowledged
             assert newest == int(out.split("stopped")[1].split()[0])
             assert at_ack
+    # at least one kill came before the commit (else this test would not test that case)
+    assert any(not at_ack for at_ack, _ in rounds), rounds
     # at least one round was told its notice was too short before it was killed
     assert any("notice is shorter than a save" in out for _, out in rounds), rounds
 
