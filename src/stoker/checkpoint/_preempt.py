@@ -198,7 +198,7 @@ class PreemptionWatcher:
         if measured is not None and measured.fast_s is not None and measured.fast_s > notice:
             report.say(
                 f"the notice is shorter than a save ({measured.fast_s:.1f} s the last time): "
-                f"saving to the fast tier only; if the VM goes first, step {measured.step} "
+                f"saving step {step} anyway; if the VM goes first, step {measured.step} "
                 "(committed) is the newest that loads, and no part of step "
                 f"{step} is taken for a checkpoint",
                 logging.WARNING,
