@@ -66,7 +66,7 @@ async def fetch_ranges(
             if outcome is not None:
                 await outcome
 
-    ranges = max(1, -(-size // range_size)) if size else 0
+    ranges = max(1, -(-size // range_size))  # (an empty object is one empty range)
     outcomes = await asyncio.gather(
         *(one(i) for i in range(ranges) if i not in skip), return_exceptions=True
     )
