@@ -436,3 +436,13 @@ def test_files_share_where_the_plan_chose_it(tmp_path):
     assert share["properties"]["shareQuota"] * 2**30 >= d.plan.data.chosen.size_bytes
     text = (tmp_path / "out" / "cloud-init.yaml").read_text()
     assert f"{files['name']}.file.core.windows.net:/{files['name']}/data /mnt/data" in text
+
+
+def test_cli_check_validates_what_it_wrote(tmp_path):
+    out = tmp_path / "deploy"
+    args = ["provision", str(EXAMPLES / "finetune-1vm.toml"), "--out", str(out), "--check"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    check = json.loads(result.stdout)["check"]
+    assert check["schema_errors"] == [] and check["checkov_failed"] == []
+    assert check["resources"] == len(json.loads((out / "main.json").read_text())["resources"])
