@@ -16,7 +16,6 @@ else from the durable tier. On another world size, the state comes from rank 0's
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError, UntrustedStateError
+from ..store._download import fetch_ranges
 from ._group import Group
 from ._manifest import CheckpointManifest, FileRecord, shard_name, step_dir
 from ._shardfile import elsewhere, read_index, read_verified, restore
@@ -329,16 +329,13 @@ def read_range(tier: Tier, step: int, name: str, start: int, end: int) -> bytear
     buf = bytearray(end - start)
 
     async def go() -> bytearray:
-        gate = asyncio.Semaphore(IN_FLIGHT)
+        def sink(pos: int, piece: bytes | memoryview) -> None:
+            buf[pos - start : pos - start + len(piece)] = piece
 
-        async def one(begin: int) -> None:
-            async with gate:
-                pos = begin
-                async for piece in tier.store.read_chunks(key, begin, min(begin + RANGE, end)):
-                    buf[pos - start : pos - start + len(piece)] = piece
-                    pos += len(piece)
-
-        await asyncio.gather(*(one(b) for b in range(start, end, RANGE)))
+        # store's one ranged-read component (stage's and the stream's too)
+        await fetch_ranges(
+            tier.store, key, end, sink, start=start, range_size=RANGE, in_flight=IN_FLIGHT
+        )
         return buf
 
     return tier._run(go(), f"reading {key}")  # noqa: SLF001 - the tiers' one loop

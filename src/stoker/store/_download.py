@@ -1,6 +1,6 @@
 """Ranged reads of one object, in parallel: the one component that fetches an object by ranges.
 
-``fetch_ranges`` reads ``[0, size)`` as ranges of ``range_size``, ``in_flight`` at a time (or
+``fetch_ranges`` reads ``[start, end)`` as ranges of ``range_size``, ``in_flight`` at a time (or
 under a caller's semaphore shared with other work), hands each piece to ``sink(pos, piece)`` as
 it arrives (while it is in the CPU cache: a whole range handed over at once was copied from
 memory, and took about twice the CPU), and calls ``range_done(i, start, end)`` as each range
@@ -30,9 +30,10 @@ IN_FLIGHT = 8
 async def fetch_ranges(
     store: Store,
     key: str,
-    size: int,
+    end: int,
     sink: Callable[[int, bytes | memoryview], None],
     *,
+    start: int = 0,
     range_size: int = RANGE,
     in_flight: int = IN_FLIGHT,
     gate: asyncio.Semaphore | None = None,
@@ -40,20 +41,22 @@ async def fetch_ranges(
     skip: Collection[int] = (),
     range_done: Callable[[int, int, int], Awaitable[None] | None] | None = None,
 ) -> None:
-    """Fetch ``key``'s bytes ``[0, size)`` by ranges into ``sink`` (see the module doc)."""
+    """Fetch ``key``'s bytes ``[start, end)`` by ranges into ``sink(pos, piece)``, ``pos`` the
+    piece's offset in the object; range ``i`` is ``[start + i * range_size, ...)`` (see the
+    module doc)."""
     gate = gate or asyncio.Semaphore(in_flight)
     failed = False
 
     async def one(i: int) -> None:
         nonlocal failed
-        start = i * range_size
-        end = min(start + range_size, size)
+        first = start + i * range_size
+        last = min(first + range_size, end)
         try:
             async with gate:
                 if failed:  # a sibling failed: the caller will fetch again
                     return
-                pos = start
-                async for piece in store.read_chunks(key, start, end, etag):
+                pos = first
+                async for piece in store.read_chunks(key, first, last, etag):
                     if failed:
                         return
                     sink(pos, piece)
@@ -62,11 +65,11 @@ async def fetch_ranges(
             failed = True
             raise
         if range_done is not None:
-            outcome = range_done(i, start, end)
+            outcome = range_done(i, first, last)
             if outcome is not None:
                 await outcome
 
-    ranges = max(1, -(-size // range_size))  # (an empty object is one empty range)
+    ranges = max(1, -(-(end - start) // range_size))  # (nothing to read is one empty range)
     outcomes = await asyncio.gather(
         *(one(i) for i in range(ranges) if i not in skip), return_exceptions=True
     )
