@@ -496,7 +496,8 @@ def test_crash_between_publish_and_done_mark_does_not_zero_the_file(
         stage(url, str(dst), block_size=1 << 20, hash_files=False)
     assert (dst / "big.bin").read_bytes() == payload
     again = stage(url, str(dst), block_size=1 << 20, hash_files=False)
-    assert again.files_copied == 1
+    # (copied again, or, newer than its blob, taken as already there: whole either way)
+    assert again.ok and again.files_copied + again.files_skipped == 1
     assert (dst / "big.bin").read_bytes() == payload
 
 

@@ -153,6 +153,15 @@ def stage(
             "--hash/--no-hash", help="MD5 every file (default: on when a side is remote)."
         ),
     ] = None,
+    checksum: Annotated[
+        bool,
+        typer.Option(
+            "--checksum",
+            "-c",
+            help="A file already at DST counts as copied when its MD5 is SRC's (a local side "
+            "is read and hashed), not when its size is SRC's and it is newer.",
+        ),
+    ] = False,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -217,6 +226,7 @@ def stage(
             allow_http=allow_http,
             reporter=None if dry_run else reporter,
             confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
+            checksum=checksum,
             follow_symlinks=follow_symlinks,
             bwlimit=bwlimit,
             tier=tier,

@@ -98,6 +98,7 @@ class Manifest:
             raise
         self._done: list[tuple[str | None, str]] = []
         self.earlier_done = True  # (until start_run knows better)
+        self.present = False  # whether the destination's listing is in the table "present"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -223,6 +224,41 @@ class Manifest:
             self.db.executemany("UPDATE objects SET state = 1, hash = ? WHERE key = ?", self._done)
             self.db.executemany("DELETE FROM blocks WHERE key = ?", [(k,) for _, k in self._done])
         self._done.clear()
+
+    # ------------------------------------------------------------------ what the destination has
+    def clear_present(self) -> None:
+        """An empty temporary table ``present`` for the destination's listing (key, size,
+        mtime, md5): what is already there, whoever copied it."""
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS present("
+            "key TEXT PRIMARY KEY, size INTEGER, mtime REAL, md5 TEXT)"
+        )
+        self.db.execute("DELETE FROM present")
+        self.present = False
+
+    def add_present(self, rows: list[tuple[str, int, float | None, str | None]]) -> None:
+        with self.transaction():
+            self.db.executemany("INSERT OR REPLACE INTO present VALUES(?, ?, ?, ?)", rows)
+
+    def present_for(self, keys: list[str]) -> dict[str, tuple[int, float | None, str | None]]:
+        """What the destination has of ``keys``: size, mtime, MD5 by key."""
+        found: dict[str, tuple[int, float | None, str | None]] = {}
+        for i in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[i : i + _IN_CHUNK]
+            for key, size, mtime, md5 in self.db.execute(
+                "SELECT key, size, mtime, md5 FROM present WHERE key IN "
+                f"({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                found[key] = (size, mtime, md5)
+        return found
+
+    def mark_present(self, keys: list[str]) -> None:
+        """``keys`` are already at the destination, unchanged: done, with no hash of ours."""
+        with self.transaction():
+            self.db.executemany(
+                "UPDATE objects SET state = 1, hash = NULL WHERE key = ?", [(k,) for k in keys]
+            )
 
     def forget_unseen(self, run: int) -> Iterator[str]:
         """Keys that an earlier run copied but this run's listing no longer has."""

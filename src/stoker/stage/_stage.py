@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import sqlite3
 import tempfile
@@ -28,7 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import AccessDeniedError, StageError, UnsafeKeyError
+from ..errors import AccessDeniedError, NoContainerError, StageError, UnsafeKeyError
 from ..shard import owns
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..store._loop import run_sync
@@ -114,6 +115,7 @@ def stage(
     allow_http: bool = False,
     reporter: Reporter | None = None,
     confirm_delete: Callable[[list[str]], bool] | None = None,
+    checksum: bool = False,
     follow_symlinks: bool = False,
     bwlimit: float | str | None = None,
     tier: str | None = None,
@@ -125,6 +127,8 @@ def stage(
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
     With ``delete``, ``confirm_delete(keys)`` (when given) sees every key to delete before the
     first goes; if it returns False none is deleted (and a note says so); it may raise to stop.
+    A file already at the destination (whoever put it there) is not copied again when its size
+    is the source's and it is not older (``checksum``: when its MD5 is the source's).
     ``follow_symlinks``, ``bwlimit`` (bytes per second, or ``"100MB/s"``), ``tier`` and
     ``content_type`` are ``--follow-symlinks``, ``--bwlimit``, ``--tier``, ``--content-type``.
     """
@@ -154,6 +158,7 @@ def stage(
             reporter or Reporter(),
             confirm_delete,
             flags,
+            checksum=checksum,
         )
     )
 
@@ -172,6 +177,7 @@ async def _stage(
     reporter: Reporter,
     confirm_delete: Callable[[list[str]], bool] | None,
     flags: Flags | None = None,
+    checksum: bool = False,
 ) -> StageSummary:
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
@@ -219,6 +225,7 @@ async def _stage(
                 path,
                 reporter,
                 confirm_delete,
+                checksum=checksum,
             )
     finally:
         await src.close()
@@ -239,13 +246,14 @@ async def _run(
     path: Path,
     reporter: Reporter,
     confirm_delete: Callable[[list[str]], bool] | None,
+    checksum: bool = False,
 ) -> StageSummary:
     t0 = time.perf_counter()
     finished = False
     try:
         run = manifest.start_run()
-        await _recheck_done(dst, manifest, summary, delete)
-        listing = _listing(src, dst, sel, manifest, run, summary)
+        await _scan_destination(dst, manifest, summary, delete)
+        listing = _listing(src, dst, sel, manifest, run, summary, checksum)
         if dry_run:
             async for batch in listing:
                 summary.files_copied += len(batch)
@@ -320,7 +328,13 @@ def _copy_of(path: Path, folder: Path) -> Path:
 
 
 async def _listing(
-    src: Store, dst: Store, sel: Selection, manifest: Manifest, run: int, summary: StageSummary
+    src: Store,
+    dst: Store,
+    sel: Selection,
+    manifest: Manifest,
+    run: int,
+    summary: StageSummary,
+    checksum: bool = False,
 ) -> AsyncIterator[list[Pending]]:
     """List the source into the manifest, batch by batch; yields each batch's objects to copy.
     The summary's totals and skipped counts grow as it goes."""
@@ -356,6 +370,10 @@ async def _listing(
         summary.bytes_total += sum(o.size for o in kept)
         summary.files_skipped += listed.done_files
         summary.bytes_skipped += listed.done_bytes
+        if listed.pending and manifest.present:
+            listed.pending = await _not_there(
+                src, dst, manifest, kept, listed.pending, summary, checksum
+            )
         if listed.pending:
             yield listed.pending
     links = src.link_notes() if isinstance(src, PosixStore) else []
@@ -364,6 +382,81 @@ async def _listing(
         raise StageError(nothing_listed(src) + "".join(f" ({note})" for note in links))
     if sel.filtered and not matched:  # a mistyped pattern, as loud as a mistyped prefix
         raise StageError(nothing_selected(src, sel, seen))
+    manifest.clear_present()  # (spent: the copy's own files are not in it)
+
+
+async def _not_there(
+    src: Store,
+    dst: Store,
+    manifest: Manifest,
+    kept: list[ObjectInfo],
+    pending: list[Pending],
+    summary: StageSummary,
+    checksum: bool,
+) -> list[Pending]:
+    """Of ``pending``, what the destination does not already have: a file there counts as
+    this one when its size is the source's and it is not older than the source (as AzCopy's
+    sync decides: the copy is newer than what it copied; where a side is Blob, whose times are
+    whole seconds, newer by a second), or, with ``checksum``, when its MD5 is the source's (a
+    local side is hashed). Those are recorded done and counted unchanged."""
+    found = manifest.present_for([p[0] for p in pending])
+    if not found:
+        return pending
+    by_key = {o.key: o for o in kept}
+    limit = asyncio.Semaphore(8)
+    exact = isinstance(src, PosixStore) and isinstance(dst, PosixStore)
+
+    async def same(key: str) -> bool:
+        obj, (size, mtime, md5) = by_key[key], found[key]
+        if size != obj.size:
+            return False
+        if not checksum:
+            then = _mtime(obj, src)
+            if mtime is None or then is None:
+                return False
+            if exact:  # both to the nanosecond
+                return mtime >= then
+            # Blob's times are whole seconds: a source changed in the second its copy was
+            # made could look older, so that second counts as changed (copied again).
+            return int(mtime) > int(then)
+        async with limit:
+            mine = obj.md5 or await _local_md5(src, key)
+            theirs = (md5 or await _local_md5(dst, key)) if mine else None
+        return bool(mine) and mine == theirs
+
+    there = [p for p in pending if p[0] in found]
+    verdicts = await asyncio.gather(*(same(p[0]) for p in there))
+    unchanged = {p[0] for p, ok in zip(there, verdicts, strict=True) if ok}
+    if not unchanged:
+        return pending
+    manifest.mark_present(sorted(unchanged))
+    summary.files_skipped += len(unchanged)
+    summary.bytes_skipped += sum(by_key[k].size for k in unchanged)
+    return [p for p in pending if p[0] not in unchanged]
+
+
+def _mtime(obj: ObjectInfo, store: Store) -> float | None:
+    """When ``obj`` was last modified; a POSIX ETag is ``mtime_ns:size``."""
+    if obj.mtime is not None or not isinstance(store, PosixStore):
+        return obj.mtime
+    with contextlib.suppress(ValueError):
+        return int(obj.etag.partition(":")[0]) / 1e9
+    return None
+
+
+async def _local_md5(store: Store, key: str) -> str | None:
+    """A local file's MD5 (None for an object store's object without one)."""
+    if not isinstance(store, PosixStore):
+        return None
+
+    def digest() -> str | None:
+        try:
+            with open(store.path(key), "rb") as f:
+                return hashlib.file_digest(f, "md5").hexdigest()
+        except OSError:  # gone or unreadable: not the same, copy it
+            return None
+
+    return await asyncio.to_thread(digest)
 
 
 def _check_not_nested(src: Store, dst: Store) -> None:
@@ -417,41 +510,40 @@ async def _ahead(
             await producer
 
 
-async def _recheck_done(
+async def _scan_destination(
     dst: Store, manifest: Manifest, summary: StageSummary, delete: bool
 ) -> None:
-    """Copy again what an earlier run finished but the destination no longer has whole: a file
-    someone removed or truncated, or a container that was emptied or recreated. (Done before
-    the listing: the files this run copies are not in the destination's listing yet. A first
-    run has nothing to check and skips listing the destination.) Credentials that may write but
-    not list (a CI job's upload SAS) skip the check, and say so."""
-    if not manifest.earlier_done:
+    """List what the destination already has into the manifest's ``present`` table, for the
+    listing to compare with (see _not_there), and copy again what an earlier run finished but
+    the destination no longer has whole: a file someone removed or truncated, or a container
+    that was emptied or recreated. (Done before the listing: the files this run copies are not
+    in the destination's listing yet.) A local destination not made yet has nothing. Credentials
+    that may write but not list (a CI job's upload SAS) skip it, and say so."""
+    manifest.clear_present()
+    if isinstance(dst, PosixStore) and not dst.root.exists():
         return
-    db = manifest.db
-    db.execute("CREATE TEMP TABLE IF NOT EXISTS present(key TEXT PRIMARY KEY, size INTEGER)")
-    db.execute("DELETE FROM present")
     try:
         async for batch in dst.list():
-            with manifest.transaction():
-                db.executemany(
-                    "INSERT OR REPLACE INTO present VALUES(?, ?)", [(o.key, o.size) for o in batch]
-                )
+            manifest.add_present([(o.key, o.size, _mtime(o, dst), o.md5) for o in batch])
+    except NoContainerError:
+        pass  # nothing there yet (the copy creates the container), or no longer
     except AccessDeniedError as exc:
         if delete:
             raise _delete_needs_listing(dst, exc) from exc
         summary.notes.append(
-            f"cannot list {dst} with these credentials (they may only write): what earlier runs "
-            "copied there is taken as still there, unchecked"
+            f"cannot list {dst} with these credentials (they may only write): what is already "
+            "there (what earlier runs copied, too) is taken as it was, unchecked"
         )
-        db.execute("DELETE FROM present")
+        manifest.clear_present()
         return
-    with manifest.transaction():
-        db.execute(
-            """UPDATE objects SET state = 0, hash = NULL
-               WHERE state = 1 AND NOT EXISTS (
-                 SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)"""
-        )
-    db.execute("DELETE FROM present")
+    manifest.present = True
+    if manifest.earlier_done:
+        with manifest.transaction():
+            manifest.db.execute(
+                """UPDATE objects SET state = 0, hash = NULL
+                   WHERE state = 1 AND NOT EXISTS (
+                     SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)"""
+            )
 
 
 async def _extra(

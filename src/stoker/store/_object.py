@@ -29,7 +29,13 @@ class ObjectStore(Store):
         try:
             async for chunk in obstore.list(self._store, chunk_size=LIST_BATCH):
                 yield [
-                    ObjectInfo(m["path"], m["size"], str(m["e_tag"] or "").strip('"'))
+                    ObjectInfo(
+                        m["path"],
+                        m["size"],
+                        str(m["e_tag"] or "").strip('"'),
+                        None,
+                        m["last_modified"].timestamp() if m.get("last_modified") else None,
+                    )
                     for m in chunk
                 ]
         except Exception as exc:
