@@ -446,3 +446,17 @@ def test_cli_check_validates_what_it_wrote(tmp_path):
     check = json.loads(result.stdout)["check"]
     assert check["schema_errors"] == [] and check["checkov_failed"] == []
     assert check["resources"] == len(json.loads((out / "main.json").read_text())["resources"])
+
+
+def test_readme_says_when_a_limit_needs_a_support_request(big):
+    d, _ = big
+    notes = (d.out / "README.md").read_text().split("## Notes", 1)[1]
+    assert "Scale sets of 300 VMs" in notes and "support request" in notes
+
+
+def test_short_names_still_make_a_valid_ccws_cluster_name(tmp_path):
+    stoker.provision(EXAMPLES / "finetune-1vm.toml", tmp_path / "out", now=NOW, name="ab")
+    from stoker.provision.validate import ccws_errors
+
+    params = json.loads((tmp_path / "out" / "ccws.parameters.json").read_text())
+    assert ccws_errors(params) == []

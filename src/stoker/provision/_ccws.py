@@ -53,7 +53,7 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
         "key": _v({"type": "entered", "value": lay.ssh_public_key or "__SSH_PUBLIC_KEY__"}),
         "ccVMName": _v(f"ccw-{lay.prefix}"[:64]),
         "ccVMSize": _v(SCHEDULER_SKU),
-        "clusterName": _v(lay.prefix),
+        "clusterName": _v(lay.prefix if len(lay.prefix) >= 3 else f"{lay.prefix}-ccw"),
         "projectVersion": _v(facts.ccws_release),
         "schedFilesystem": _v({"type": "nfs-new", "nfsCapacityInGb": 100}),
         "sharedFilesystem": _v(

@@ -155,7 +155,7 @@ def layout(
     now: dt.datetime | None = None,
 ) -> Layout:
     """The resources that deploy ``plan``; raises ProvisionError naming the field it refuses."""
-    from ._checks import check_layout_inputs
+    from ._checks import check_layout_inputs, lustre_needs_request
 
     prefix = _prefix(plan.name, options.name)
     boundary = shape(spec, cat).boundary_vms
@@ -194,6 +194,18 @@ def layout(
     if hsm:
         accounts.append(Account("hsm", (*hsm, "lustre-logs"), shared_key=True))
     notes = list(net.notes)
+    if boundary > cat.fabric.scale_set_vms and cat.vm[spec.cluster.vm_size].has_infiniband:
+        notes.append(
+            f"Scale sets of {boundary} VMs with one placement group exceed Azure's default of "
+            f"{cat.fabric.scale_set_vms}: ask for the larger limit by support request before "
+            "deploying (free for HPC, per Microsoft's InfiniBand set-up page)."
+        )
+    for lu in lustres:
+        if lustre_needs_request(lu.sku, lu.capacity_tib, cat):
+            notes.append(
+                f"{lu.name}: {lu.capacity_tib} TiB is above {lu.sku}'s listed maximum of "
+                f"{cat.lustre[lu.sku].max_size / TiB:g} TiB; Azure grants it by support request."
+            )
     wall_s = plan.run.wall_s if plan.run else (spec.run.length or 30 * 86400.0)
     staging_s = plan.data.chosen.staging_s if plan.data else 0.0
     now = now or dt.datetime.now(dt.UTC)

@@ -89,7 +89,9 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             "created; its object id differs per tenant, hence the `az ad sp show` above. "
             "Microsoft's prerequisites also ask for storage-account key access on that account "
             "(AMLFS makes SAS tokens on it), so the account holding the Lustre-linked containers "
-            "(`sl...`) allows shared-key access and the main account (`st...`) does not.",
+            "(`sl...`) allows shared-key access and the main account (`st...`) does not. "
+            "Role assignments take up to five minutes to reach the resource provider: if the "
+            "file system fails to create for want of access, run the same deploy command again.",
             "",
         ]
     out += [
