@@ -258,6 +258,13 @@ def check(out: str | Path, *, checkov: bool | str = True, strict: bool = True) -
     out = Path(out)
     report = Report()
     try:
+        import jsonschema  # noqa: F401
+        import referencing  # noqa: F401
+    except ImportError as exc:
+        raise ProvisionError(
+            "--check needs jsonschema: pip install jsonschema (it comes with stoker's test extra)"
+        ) from exc
+    try:
         template = json.loads((out / "main.json").read_text("utf-8"))
         params = json.loads((out / "ccws.parameters.json").read_text("utf-8"))
         arm_params = json.loads((out / "main.parameters.json").read_text("utf-8"))
