@@ -203,3 +203,26 @@ def test_a_durable_container_that_does_not_exist_is_refused_before_any_save(
         ckpt.save(1, _state(1))
         ckpt.wait()
         assert ckpt.list()[0].tiers == {"fast": "ok", "durable": "ok"}
+
+
+def test_a_rank_that_cannot_write_stops_every_rank_when_the_checkpointer_is_made(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2"]
+    cmd += ["--master-port=0", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
+    worker = Path(__file__).with_name("ckpt_probe_worker.py")
+    run = subprocess.run(
+        [*cmd, str(worker), str(out), str(tmp_path / "base")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert "is a file, not a folder" in ranks[1]["raised"]
+    assert ranks[0]["raised"].startswith("rank 1 cannot save:")  # rank 0 could write, yet stops
