@@ -186,6 +186,7 @@ def test_cloud_init_scratch_lustre_doctor_and_its_mgs_filled_by_arm(big):
     assert "/usr/local/sbin/stoker-nvme-raid /mnt/nvme" in text
     assert "mount -t lustre" in text and "__LUSTRE_MGS_CHECKPOINTS__@tcp:/lustrefs" in text
     assert "stoker doctor --json > /var/log/stoker-doctor.json" in text
+    assert f"pip install --quiet stoker=={stoker.__version__} " in text  # pinned, this version
     assert template["variables"]["cloudInit"] == text
     custom = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
         "virtualMachineProfile"

@@ -36,8 +36,9 @@ def provision(
         typer.Option(help="UTC time for the teardown-after tag (default: the plan's run end)."),
     ] = None,
     install: Annotated[
-        str, typer.Option(help="pip requirement the nodes install stoker from.")
-    ] = "stoker",
+        str | None,
+        typer.Option(help="pip requirement the nodes install stoker from (default: this version)."),
+    ] = None,
     check: Annotated[
         bool,
         typer.Option("--check", help="Validate: ARM schemas (strict), CCWS schema, checkov."),
@@ -61,7 +62,7 @@ def provision(
         admin_username=admin_username,
         ssh_public_key=key,
         teardown_after=teardown_after,
-        install=install,
+        **({"install": install} if install else {}),
     )
     summary = d.to_dict()
     report = None

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .. import __version__
 from .._validation import describe
 from ..errors import ProvisionError
 
@@ -70,7 +71,8 @@ class ProvisionOptions(BaseModel):
         default=None, description="UTC time for the teardown-after tag; default end of run"
     )
     install: str = Field(
-        default="stoker", description="pip requirement the nodes install (name, ==version, URL)"
+        default=f"stoker=={__version__}",
+        description="pip requirement the nodes install stoker from (==version, a wheel URL)",
     )
 
     @field_validator("name")

@@ -106,7 +106,9 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             or "no shared file system"
         )
         + f", installs `{lay.install}` and runs `stoker doctor --json` at boot; read the result "
-        f"in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`).",
+        f"in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`). The nodes run "
+        f"`pip install {lay.install}`: where your stoker comes from elsewhere (a wheel in Blob, "
+        "a private index), provision again with `--install`.",
         "",
         "## Tear down",
         "",
