@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -389,7 +390,7 @@ def test_an_upload_measured_longer_than_the_notice_is_not_waited_for(
         stopped = _train(ckpt, watcher, state)
         report = watcher.last
         assert report.fast and not report.durable and report.acknowledged
-        assert "an upload took 2.5 s the last time" in report.note
+        assert re.search(r"an upload took [23]\.\d s the last time", report.note), report.note
         assert at_ack == [[{1, stopped}, {1}]]  # acknowledged without waiting for durable
         ckpt.wait()
     assert _committed(durable) == {1, stopped}  # the upload went on
