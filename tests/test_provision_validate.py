@@ -161,3 +161,24 @@ def test_child_names_are_checked_by_their_last_segment(tmp_path):
     pool["name"] = pool["name"] + "/bad name!"
     _, errors = validate.schema_errors(template)
     assert any("capacityPools" in e and "name" in e for e in errors), errors
+
+
+def test_the_demos_validate_script(big):
+    import subprocess
+    import sys
+
+    script = EXAMPLES / "validate_deploy.py"
+    done = subprocess.run([sys.executable, str(script), str(big)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "vmss-llama3-405b-scale-06" in done.stdout
+    assert "25 ARM resources, 0 errors" in done.stdout
+    broken = _template(big)
+    broken["resources"][0]["properties"]["securityRulez"] = []
+    (big.parent / "broken").mkdir(exist_ok=True)
+    for name in ("main.parameters.json", "ccws.parameters.json", "stoker-deployment.json"):
+        (big.parent / "broken" / name).write_text((big / name).read_text())
+    (big.parent / "broken" / "main.json").write_text(json.dumps(broken))
+    done = subprocess.run(
+        [sys.executable, str(script), str(big.parent / "broken")], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "securityRulez" in done.stderr
