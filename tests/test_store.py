@@ -650,3 +650,27 @@ def test_fetch_ranges_raises_the_first_failure_after_every_range_stopped(tmp_pat
     with pytest.raises(OSError, match="No space"):
         asyncio.run(go())
     assert seen == [0, 1000, 2000]  # the ranges after the failure were not fetched
+
+
+def test_fetch_ranges_from_an_offset_hands_over_each_pieces_place_in_the_object(
+    tmp_path: Path,
+) -> None:
+    from stoker.store._download import fetch_ranges
+    from stoker.store._posix import PosixStore
+
+    data = os.urandom(5000)
+    (tmp_path / "obj").write_bytes(data)
+    got: dict[int, bytes] = {}
+    done: list[tuple[int, int, int]] = []
+
+    def sink(pos: int, piece: bytes | memoryview) -> None:
+        got[pos] = bytes(piece)
+
+    asyncio.run(
+        fetch_ranges(
+            PosixStore(tmp_path), "obj", 4500, sink, start=1000, range_size=1500,
+            range_done=lambda i, a, b: done.append((i, a, b)),
+        )
+    )  # fmt: skip
+    assert sorted(done) == [(0, 1000, 2500), (1, 2500, 4000), (2, 4000, 4500)]
+    assert b"".join(got[p] for p in sorted(got)) == data[1000:4500]
