@@ -143,8 +143,7 @@ class Tier:
         except (StokerError, OSError) as exc:
             raise CheckpointError(
                 f"the {self} cannot be written, so no checkpoint could be saved there: {exc}; "
-                "fix the path, container or permissions (to only list, verify or load, make "
-                "the Checkpointer with check_writable=False)"
+                "fix the path, container or permissions"
             ) from exc
 
     def upload(self, step: int, name: str, source: Path, size: int) -> None:
