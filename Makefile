@@ -34,6 +34,8 @@ demo: $(STAMP) $(CHECKOV)
 	@echo "--- stage: a generated dataset in .demo/cold (the cold pool) to .demo/fast (the fast tier)"
 	$(BIN)/python examples/make_dataset.py .demo/cold
 	$(BIN)/stoker stage .demo/cold .demo/fast --hash
+	@echo "--- stage again: in sync with what is there, it moves 0 bytes"
+	$(BIN)/stoker stage .demo/cold .demo/fast --hash
 	$(BIN)/stoker verify .demo/cold .demo/fast
 	@echo "--- checkpoint: a training loop saves asynchronously (fast + durable tier), then restores"
 	rm -rf .demo/ckpt
