@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make demo   create .venv, install stoker; plan, stage, checkpoint and stream the demo data
+#   make demo   create .venv, install stoker; plan, stage, checkpoint, stream, provision
 #   make test   create .venv, install stoker + test tools + Azurite, run the tests
 PYTHON ?= python3
 VENV ?= .venv
