@@ -134,7 +134,8 @@ def test_which_sources_the_service_can_copy(monkeypatch: pytest.MonkeyPatch) -> 
     other_key = open_store("https://two.blob.core.windows.net/src")
     local_sas = open_store(f"http://127.0.0.1:10000/{ACCOUNT}/src?{sas}")
     assert here.copies_from(same) and here.copies_from(other_sas)
-    assert not here.copies_from(other_key)  # the service has no credentials for it
+    # Put Block From URL: the source's blocks read with its Azure AD token (no key, no SAS)
+    assert here.copies_from(other_key)
     assert not here.copies_from(local_sas)  # the service cannot reach this machine
     assert not here.copies_from(open_store("/tmp"))
 

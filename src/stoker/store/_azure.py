@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
 from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
 from ._base import LIST_BATCH, ObjectInfo, Store
+from ._bwlimit import take
 from ._credentials import AzureAuth
 from ._reach import check_answers
 from ._retry import RETRY, sdk_retry_policy
@@ -370,7 +371,9 @@ class BlobStore(Store):
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> bytes | memoryview:
         with translated(f"reading {self}/{key}"):
-            return memoryview(await (await self._get(key, start, end, etag)).bytes_async())
+            data = memoryview(await (await self._get(key, start, end, etag)).bytes_async())
+        await take(self.limiter, len(data))  # (--bwlimit)
+        return data
 
     async def read_chunks(
         self, key: str, start: int, end: int, etag: str | None = None
@@ -383,40 +386,27 @@ class BlobStore(Store):
         with translated(f"reading {self}/{key}"):
             result = await self._get(key, start, end, etag)
             if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
-                yield memoryview(await result.bytes_async())
+                data = memoryview(await result.bytes_async())
+                await take(self.limiter, len(data))  # (--bwlimit)
+                yield data
                 return
             async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
+                await take(self.limiter, len(chunk))
                 yield chunk
 
     async def write_file(
         self, key: str, source: Path, size: int, md5: str | None = None
     ) -> str | None:
         """One Put Blob up to ``block_size`` (the service records its Content-MD5); above it,
-        blocks, ``concurrency`` in flight, read and MD5-hashed in one pass as they go, and the
-        Content-MD5 set once the blob is committed (Put Block List cannot take it from obstore).
-        Returns the MD5 set on a block upload."""
-        import obstore
-
+        blocks, ``concurrency`` in flight, read and MD5-hashed in one pass as they go, resumable
+        block by block, committed with the Content-MD5 (see _blocks.upload_file). Returns the
+        MD5 set on a block upload."""
         if size <= self.block_size:
             await self.write_bytes(key, await asyncio.to_thread(source.read_bytes))
             return None
-        hasher = None if md5 else hashlib.md5()
-        # A blob holds at most MAX_BLOCKS blocks: a file that would need more gets larger ones.
-        block = max(self.block_size, -(-size // MAX_BLOCKS))
-        try:
-            await obstore.put_async(
-                self._store,
-                key,
-                _file_pieces(source, block, hasher),
-                use_multipart=True,
-                chunk_size=block,
-                max_concurrency=self.concurrency,
-            )
-            md5 = md5 or hasher.hexdigest()  # type: ignore[union-attr]
-            blob = self._sdk().get_blob_client(self.loc.prefix + key)
-            await blob.set_http_headers(_content_md5(md5))
-        except Exception as exc:
-            raise translate(exc, f"writing {self}/{key}") from exc
+        from ._blocks import upload_file
+
+        md5, _ = await upload_file(self, key, source, size, md5)
         return md5
 
     async def write_bytes(self, key: str, data: bytes) -> None:
@@ -425,25 +415,43 @@ class BlobStore(Store):
             return
         import obstore
 
+        from ._blocks import content_type_of, put_small
+
+        await take(self.limiter, len(data))  # (--bwlimit)
+        if self.tier:  # (obstore's put cannot set one)
+            await put_small(self, key, data)
+            return
         try:  # one Put Blob: the service records its Content-MD5
-            await obstore.put_async(self._store, key, data, use_multipart=False)
+            await obstore.put_async(
+                self._store,
+                key,
+                data,
+                use_multipart=False,
+                attributes={"Content-Type": content_type_of(self, key)},
+            )
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 
     def copies_from(self, src: Store) -> bool:
         """Copy Blob reads a source in the same account with this store's own credentials, and
         one in another account through the source's SAS, over HTTPS (the service must reach
-        it: an emulator on this machine it cannot)."""
+        it: an emulator on this machine it cannot); Put Block From URL reads one in another
+        account the service can reach (see _blob_copy.copies_by_blocks)."""
+        from ._blob_copy import copies_by_blocks
+
         return isinstance(src, BlobStore) and (
             src.auth.endpoint == self.auth.endpoint
             or (bool(src.auth.sas) and src.auth.endpoint.startswith("https://"))
+            or copies_by_blocks(src, self)
         )
 
-    async def copy_from(self, src: Store, key: str, etag: str, md5: str | None) -> str | None:
+    async def copy_from(
+        self, src: Store, key: str, etag: str, md5: str | None, size: int | None = None
+    ) -> str | None:
         from ._blob_copy import copy_blob
 
         assert isinstance(src, BlobStore)
-        return await copy_blob(src, self, key, etag, md5)
+        return await copy_blob(src, self, key, etag, md5, size)
 
     async def delete(self, key: str) -> None:
         import obstore

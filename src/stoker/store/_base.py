@@ -85,9 +85,11 @@ class Store(abc.ABC):
         with no byte passing through this machine."""
         return False
 
-    async def copy_from(self, src: Store, key: str, etag: str, md5: str | None) -> str | None:
-        """Have the service copy ``src``'s ``key`` (version ``etag``) to ``key`` here; returns
-        the MD5 the copy carries. Only where ``copies_from(src)``."""
+    async def copy_from(
+        self, src: Store, key: str, etag: str, md5: str | None, size: int | None = None
+    ) -> str | None:
+        """Have the service copy ``src``'s ``key`` (version ``etag``, ``size`` bytes when known)
+        to ``key`` here; returns the MD5 the copy carries. Only where ``copies_from(src)``."""
         raise NotImplementedError(f"{self} cannot copy from {src} itself")
 
     @abc.abstractmethod
