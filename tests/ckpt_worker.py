@@ -1,11 +1,18 @@
-"""Run under torchrun by test_checkpoint_dist.py: MODE OUT FAST [DURABLE]; each rank writes
-its result to OUT/rank-N.json (stdout of two ranks interleaves)."""
+"""Run under torchrun by test_checkpoint_dist.py and test_checkpoint_nodes.py: MODE OUT FAST
+[DURABLE...]; each rank writes its result to OUT/rank-N.json (stdout of ranks interleaves).
+
+Modes "nodes" (4 ranks as 2 emulated nodes of 2, each node's fast tier its own folder) and
+"reload" (another world size, from the durable tiers alone) take FAST as a base folder and one
+or more DURABLE URLs; see test_checkpoint_nodes.py for what they check."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -18,6 +25,11 @@ def main() -> None:
     durable = sys.argv[4] if len(sys.argv) > 4 else None
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if mode in ("nodes", "reload"):
+        result = nodes(mode, Path(fast), sys.argv[4:], rank, world)
+        (out / f"rank-{rank}.json").write_text(json.dumps(result))
+        dist.destroy_process_group()
+        return
     ckpt = Checkpointer(fast, durable, keep_last=2)
     if mode == "save":
         for step in (1, 2, 3):
@@ -41,6 +53,104 @@ def main() -> None:
     (out / f"rank-{rank}.json").write_text(json.dumps(result))
     ckpt.close()
     dist.destroy_process_group()
+
+
+RANKS_PER_NODE = 2
+# (durable URL's position, how the state is replicated): the first durable gets a state with
+# private keys, the second a DDP state, all replicated
+REPLICATED: list[Any] = [("model", "optim"), True]
+
+
+def model_state(step: int) -> dict[str, Any]:
+    """A DDP model and optimizer state: the same on every rank (from the step alone)."""
+    gen = torch.Generator().manual_seed(step)
+    sizes = [(256, 256), (256,), (512, 128), (128,), (64, 64), (1000,), (3,), (300, 7)]
+    model = {f"layer{i}.weight": torch.randn(s, generator=gen) for i, s in enumerate(sizes)}
+    model["tied.half"] = torch.randn(50, 50, generator=gen).half()
+    optim = {
+        "state": {
+            i: {"exp_avg": torch.randn(s, generator=gen), "step": step}
+            for i, s in enumerate(sizes[:3])
+        },
+        "param_groups": [{"lr": 0.1, "params": [0, 1, 2]}],
+    }
+    return {"model": model, "optim": optim}
+
+
+def private_state(rank: int, step: int) -> dict[str, Any]:
+    return {"rng": torch.full((7,), float(rank * 100 + step)), "rank": rank}
+
+
+def digest(state: Any) -> str:
+    """One hash of every tensor (by path) and value: identical states give identical digests."""
+    h = hashlib.sha256()
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, torch.Tensor):
+            h.update(path.encode() + str(obj.dtype).encode() + obj.contiguous().numpy().tobytes())
+        elif isinstance(obj, dict):
+            for k in sorted(obj, key=str):
+                walk(obj[k], f"{path}[{k!r}]")
+        elif isinstance(obj, list | tuple):
+            for i, v in enumerate(obj):
+                walk(v, f"{path}[{i}]")
+        else:
+            h.update(f"{path}={obj!r}".encode())
+
+    walk(state, "")
+    return h.hexdigest()
+
+
+def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> dict[str, Any]:
+    result: dict[str, Any] = {"rank": rank, "world": world, "runs": []}
+    for i, durable in enumerate(durables):
+        replicated = REPLICATED[i]
+        run: dict[str, Any] = {"durable": durable}
+        if mode == "nodes":
+            fast = base / f"d{i}" / f"node{rank // RANKS_PER_NODE}"
+            ckpt = Checkpointer(fast, durable, keep_last=2)
+            run["nodes"] = ckpt.group.nodes
+            for step in (1, 2, 3):
+                state = model_state(step)
+                if replicated is not True:
+                    state |= private_state(rank, step)
+                stats = ckpt.save(step, state, replicated=replicated)
+            ckpt.wait()
+            run["bytes"] = stats.bytes
+            run["first"] = loaded(ckpt.load(), replicated, rank)
+            run["fast_steps"] = sorted(s for s, x in ckpt.fast.steps().items() if x.committed)
+            dist.barrier()  # every rank has loaded before one node's disk goes
+            if rank == RANKS_PER_NODE:  # the first rank of node 1 wipes its node's fast tier
+                shutil.rmtree(fast)
+            dist.barrier()
+            run["wiped"] = loaded(ckpt.load(), replicated, rank)
+            ckpt.close()
+        else:  # another world size, from the durable tier alone (a fresh fast folder)
+            ckpt = Checkpointer(base / f"d{i}" / f"fresh{rank}", durable)
+            try:
+                run["plain"] = loaded(ckpt.load(), replicated, rank)
+            except Exception as exc:  # noqa: BLE001 - reported to the test
+                run["plain"] = {"error": f"{type(exc).__name__}: {exc}"}
+            run["reshard"] = loaded(ckpt.load(reshard=True), replicated, rank)
+            ckpt.close()
+        result["runs"].append(run)
+    return result
+
+
+def loaded(restored: Any, replicated: Any, rank: int) -> dict[str, Any]:
+    state = restored.state
+    expected = model_state(restored.step)
+    shared = {k: state[k] for k in expected}
+    out = {
+        "step": restored.step,
+        "tier": restored.tier,
+        "files": restored.files,
+        "replicated_ok": digest(shared) == digest(expected),
+        "replicated_digest": digest(shared),
+    }
+    if replicated is not True:
+        out["private"] = {"rng": state["rng"][0].item(), "rank": state["rank"]}
+    return out
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ exactly what ``load`` needs, since it fetches a file missing or damaged on the f
 the durable one. Retention counts only steps that load, so a damaged newest step can never
 cost the older steps that still do.
 
+On node-local fast tiers (each node's own disk; the manifest's ``nodes`` says which ranks shared
+each), a fast tier holds only its node's files: it is judged on those ("ok: this node's files"),
+and the other nodes' files count as held by their nodes unless a tier that holds the step (the
+durable one) finds them missing or damaged.
+
 Hashing a step means reading it (and, on Blob, downloading it), so each verdict is kept, keyed
 by the file's version (its ETag, or mtime and size on POSIX): a file that changes is read again.
 """
@@ -93,8 +98,9 @@ class StepChecker:
                 continue
             try:
                 manifest = tier.manifest(step)
-            except CheckpointError as exc:
-                health.tiers[tier.name] = TierState(DAMAGED, f"manifest unreadable ({exc})")
+            except CheckpointError as exc:  # the cause alone: the state is shown per tier
+                why = exc.__cause__ or exc
+                health.tiers[tier.name] = TierState(DAMAGED, f"manifest unreadable ({why})")
                 continue
             if manifest is None:  # deleted since the listing
                 health.tiers[tier.name] = TierState(MISSING)
@@ -103,20 +109,33 @@ class StepChecker:
         reference = next(iter(manifests.values()), None)
         health.manifest = reference
         good: dict[str, set[str]] = {}  # file name -> tiers where it matches the reference
+        away: set[str] = set()  # other nodes' files, not expected on this node's fast tier
+        judged: set[str] = set()  # files found missing or damaged on a tier that holds the step
         for tier in self.tiers:
             if tier.name in health.tiers:  # missing, incomplete or unreadable manifest
                 if health.tiers[tier.name].state == DAMAGED and reference is not None:
                     self._files(tier, step, reference, good)  # its files may still be good
                 continue
             own = manifests[tier.name]
-            bad = self._files(tier, step, own, good if own == reference else {})
+            mine = self._node_files(tier, step, own)
+            away |= {r.name for r in own.files} - {r.name for r in mine}
+            bad = self._files(tier, step, own, good if own == reference else {}, mine, judged)
             if own != reference:
                 bad.insert(0, "its manifest differs from the other tier's")
-            health.tiers[tier.name] = TierState(DAMAGED, "; ".join(bad)) if bad else TierState(OK)
+            ranks = sorted({r.rank for r in mine if r.rank is not None})
+            local = len(mine) < len(own.files)
+            note = f"this node's files (ranks {', '.join(map(str, ranks))})" if local else ""
+            health.tiers[tier.name] = (
+                TierState(DAMAGED, "; ".join(bad)) if bad else TierState(OK, note)
+            )
         if reference is None:
             health.why = "no tier holds a readable manifest"
         else:
-            lost = [r.name for r in reference.files if not good.get(r.name)]
+            lost = [
+                r.name
+                for r in reference.files
+                if not good.get(r.name) and (r.name not in away or r.name in judged)
+            ]
             health.loads = not lost
             if lost:
                 health.why = f"no tier holds a good copy of {', '.join(lost[:3])}" + (
@@ -124,20 +143,43 @@ class StepChecker:
                 )
         return health
 
+    def _node_files(self, tier: Tier, step: int, manifest: CheckpointManifest) -> list[FileRecord]:
+        """The files of ``manifest`` that ``tier`` should hold: all of them, except on a
+        node-local fast tier, which holds those its node's ranks wrote (the nodes whose files
+        it has; when it has none, all are expected and found missing)."""
+        if tier.name != "fast" or not manifest.node_local:
+            return manifest.files
+        listing = (self.listing(tier) or {}).get(step)
+        present = set(listing.files) if listing else set()
+        nodes = {manifest.node_of(r.rank) for r in manifest.files if r.name in present}
+        nodes.discard(None)
+        if not nodes:
+            return manifest.files
+        return [r for r in manifest.files if manifest.node_of(r.rank) in nodes | {None}]
+
     def _files(
-        self, tier: Tier, step: int, manifest: CheckpointManifest, good: dict[str, set[str]]
+        self,
+        tier: Tier,
+        step: int,
+        manifest: CheckpointManifest,
+        good: dict[str, set[str]],
+        records: list[FileRecord] | None = None,
+        judged: set[str] | None = None,
     ) -> list[str]:
-        """Check every file of ``manifest`` on ``tier``; add the good ones to ``good``; return
-        what is wrong, one phrase per file."""
+        """Check every file of ``manifest`` (or ``records`` of it) on ``tier``; add the good
+        ones to ``good`` and the bad ones to ``judged``; return what is wrong, one phrase per
+        file."""
         steps = self.listing(tier) or {}
         listing = steps.get(step)
         etags = listing.etags if listing else {}
         sizes = listing.files if listing else {}
         bad: list[str] = []
-        for record in manifest.files:
+        for record in manifest.files if records is None else records:
             why = self._file(tier, step, record, sizes, etags)
             if why:
                 bad.append(f"{record.name}: {why}")
+                if judged is not None:
+                    judged.add(record.name)
             else:
                 good.setdefault(record.name, set()).add(tier.name)
         return bad

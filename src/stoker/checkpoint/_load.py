@@ -134,8 +134,8 @@ def load_newest(
 def _repair_fast_manifest(fast: Tier, manifest: CheckpointManifest, group: Group) -> None:
     """Every rank's shard of the loaded step is now on the fast tier, verified (read there, or
     fetched from the durable tier); a fast manifest that is missing, unreadable or different
-    is written again from the one the load used, so the next load reads the fast tier. Rank 0
-    writes it, then, on a node-local tier, any rank that still sees a bad one."""
+    is written again from the one the load used, so the next load reads the fast tier. The
+    lowest rank on each fast tier writes it (rank 0 alone, on a tier every rank shares)."""
 
     def bad() -> bool:
         try:
@@ -145,11 +145,9 @@ def _repair_fast_manifest(fast: Tier, manifest: CheckpointManifest, group: Group
 
     if not any(group.all_gather(bad(), "load")):
         return
-    if group.leader:
+    if group.node_leader and bad():
         fast.commit(manifest, pointer=False)
     group.all_gather(None, "load")
-    if not group.leader and bad():
-        fast.commit(manifest, pointer=False)
 
 
 def _outcome(error: CheckpointError | None) -> str:
@@ -276,20 +274,26 @@ def _read_replicated(
     out: dict[str, Any] = {}
     for file_name, tensor_names in wanted.items():
         record = manifest.file(file_name)
-        errors: list[str] = []
+        errors: list[CheckpointError] = []
         for tier in tiers:
             try:
                 out.update(_read_tensors(tier, step, record, tensor_names))
                 files[file_name] = tier.name
                 break
             except CheckpointError as exc:
-                errors.append(str(exc))
+                errors.append(exc)
         else:
-            raise CheckpointError(
+            corrupt = any(isinstance(e, CorruptCheckpointError) for e in errors)
+            advice = (
+                "; on node-local fast tiers another node's files are read from the durable "
+                "tier, so give the Checkpointer one (durable=URL)"
+                if manifest.node_local and len(tiers) == 1
+                else ""
+            )
+            raise (CorruptCheckpointError if corrupt else CheckpointError)(
                 f"step {step}: the replicated tensors in {file_name} (written by rank "
-                f"{record.rank}) could be read from no tier ({'; '.join(errors)}); with "
-                "node-local fast tiers another node's files are read from the durable tier, "
-                "so give the Checkpointer one (durable=URL)"
+                f"{record.rank}) could be read from no tier "
+                f"({'; '.join(str(e) for e in errors)}){advice}"
             )
     return out
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import CheckpointError, StokerError
 from ._group import Group
 from ._health import StepChecker
-from ._manifest import MANIFEST, CheckpointManifest, FileRecord, shard_name
+from ._manifest import CheckpointManifest, FileRecord, shard_name
 from ._retention import Pruned, prune_tier
 from ._shardfile import Snapshot, tensor_hashes, write_snapshot
 from ._tier import Tier
@@ -175,14 +175,12 @@ class SavePipeline:
             self._pending.append(future)
 
     def _commit(self, tier: Tier, manifest: CheckpointManifest) -> None:
-        # Rank 0 commits; on a node-local tier the other nodes must commit their own copy,
-        # so a rank that cannot see the manifest after everyone gathered writes it too.
-        if self.group.leader:
+        """Commit on the fast tier: its lowest rank on each node writes the manifest (rank 0
+        alone on a tier every rank shares; on node-local tiers one copy per node), and every
+        rank waits until all are written."""
+        if self.group.node_leader:
             tier.commit(manifest)
         self.group.all_gather(None, "write" if tier is self.fast else "upload")
-        if not self.group.leader and tier.posix is not None:
-            if not tier.path(manifest.step, MANIFEST).exists():
-                tier.commit(manifest)
 
     def _upload(
         self, stats: SaveStats, manifest: CheckpointManifest, names: list[str], gather: bool
