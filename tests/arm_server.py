@@ -64,6 +64,7 @@ class ArmState:
     ops: dict[str, _Op] = field(default_factory=dict)
     log: list[Logged] = field(default_factory=list)
     throttles: list[_Throttle] = field(default_factory=list)
+    events: list[tuple[int, str]] = field(default_factory=list)  # (log index, what happened)
 
 
 class ArmServer:
@@ -175,6 +176,12 @@ class ArmServer:
             "Retry-After": str(self.op_retry_after),
         }
 
+    def _event(self, what: str) -> None:
+        self.state.events.append((len(self.state.log), what))  # the request being answered
+
+    def event_index(self, what: str) -> int:
+        return next(i for i, e in self.state.events if e == what)
+
     def _advance(self, op: _Op) -> str:
         if op.done:
             return op.outcome
@@ -195,6 +202,7 @@ class ArmServer:
                 body["_archive_reads"] += 1
                 if body["_archive_reads"] > self.archive_polls:
                     status["state"] = self.archive_outcome
+                    self._event(f"archive {self.archive_outcome} {body['name']}")
                     status["percentComplete"] = 100 if self.archive_outcome == "Completed" else 40
                     status["lastCompletionTime"] = "2026-12-02T10:00:00Z"
                     if self.archive_outcome == "Failed":
@@ -278,7 +286,7 @@ class ArmServer:
             hsm["archiveStatus"] = [{
                 "filesystemPath": "/",
                 "status": {"state": "InProgress", "percentComplete": 0,
-                           "lastStartedTime": "2026-12-02T09:00:00Z"},
+                           "lastStartedTime": f"2026-12-02T09:{next(self._ids):02d}:00Z"},
             }]  # fmt: skip
             return 200, {}, None
         if method == "POST" and action == "cancelarchive" and body["type"] == AMLFS:
@@ -303,6 +311,7 @@ def _not_found(path: str) -> tuple[int, dict, Any]:
 def _handler(server: ArmServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out as two writes
 
         def log_message(self, *args: object) -> None:  # quiet
             pass

@@ -86,6 +86,8 @@ def wait_archive(
         state = read()
         if on_poll is not None:
             on_poll(state)
+        if state.state in RUNNING:
+            before = None  # ours is running: whatever ends it next is ours
         stale = before is not None and state.started == before.started and before.state != ""
         if state.state == "Completed" and not stale:
             return state
