@@ -37,10 +37,16 @@ process's RSS after the first and the last save are compared. Crash safety (``--
 child saves a 32 MiB state holding its step number in a loop through stoker (keep_last=2) and
 prints "committed STEP" after each ``wait()``; it is SIGKILLed 0.05-1.5 s after it says "ready",
 and a fresh process loads the newest checkpoint from the same folder, N times over (so the
-folder gathers the debris of every kill).
+folder gathers the debris of every kill). First save (``--parts first``; the tensor and model
+states): per state, ``torch.save``'s median blocking in its own process, then fresh processes in
+turns of stoker without a reservation and with ``reserve_like=state``: the MLP steps for a
+second, the Checkpointer is made, the MLP steps 10 s more, then the first save and 3 later ones;
+the median of the first saves against the median of the later ones (3 rounds, 2 with
+``--quick``). A run without the ``compare`` part rewrites only its parts' subsections.
 
     .venv/bin/python bench/checkpoint_bench.py [--quick] [--states tensor,model,small]
-        [--reps 3] [--crash 50] [--dir .bench/ckpt] [--write BENCHMARKS.md]
+        [--reps 3] [--crash 50] [--dir .bench/ckpt] [--parts compare,first,...]
+        [--write BENCHMARKS.md]
 
 Raw results: .bench/results/checkpoint.json (checkpoint-quick.json with ``--quick``); a run of
 some states or tools updates only those entries, and the section is written from the file.
