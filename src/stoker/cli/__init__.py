@@ -13,6 +13,7 @@ from . import plan as _plan
 from . import provision as _provision
 from . import shards as _shards
 from . import stage as _stage
+from . import teardown as _teardown
 from . import watch as _watch
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.command("plan")(_plan.plan)
 app.command("provision")(_provision.provision)
+app.command("teardown")(_teardown.teardown)
 app.add_typer(_catalog.app, name="catalog")
 app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)

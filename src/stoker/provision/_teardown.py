@@ -35,6 +35,7 @@ TAG_AFTER = "teardown-after"  # ISO 8601 time after which the deployment should 
 AMLFS = "microsoft.storagecache/amlfilesystems"
 VMSS = "microsoft.compute/virtualmachinescalesets"
 STORAGE = "microsoft.storage/storageaccounts"
+_LABELS = {VMSS: "scale set", AMLFS: "Lustre", STORAGE: "storage"}
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class Resource:
     @property
     def short_type(self) -> str:
         return self.type.split("/")[-1]
+
+    @property
+    def label(self) -> str:
+        """What a person calls it: scale set, Lustre, storage, or the ARM type's last part."""
+        return _LABELS.get(self.kind, self.short_type)
 
 
 @dataclass
@@ -112,21 +118,21 @@ def plan_steps(
     steps: list[Step] = []
     for r in (r for r in resources if r.kind == VMSS):
         if delete_scale_sets:
-            why = "deleted: the VMs, their disks and the scale set go (the template recreates them)"
+            why = "the VMs, their disks and the scale set go (the template recreates them)"
             steps.append(Step("delete", r, r.usd_per_hour, why))
         else:
-            why = "deallocated: GPUs stop billing; OS disks stay (small cost); local NVMe is wiped"
+            why = "GPUs stop billing; OS disks stay (small cost); local NVMe is wiped"
             steps.append(Step("deallocate", r, r.usd_per_hour, why))
     for r in (r for r in resources if r.kind == AMLFS):
         if archive:
-            why = "changed files exported to the Blob container; waits until Completed"
+            why = "changed files to its Blob container; waits until Completed"
             steps.append(Step("archive", r, 0.0, why))
-            why = "deleted only after its archive completed"
+            why = "only once its archive has completed"
         else:
-            why = "deleted WITHOUT an archive (--no-archive): what Blob lacks is lost"
+            why = "WITHOUT an archive (--no-archive): what Blob lacks is lost"
         steps.append(Step("delete", r, r.usd_per_hour, why))
     for r in (r for r in resources if r.kind == STORAGE):
-        steps.append(Step("keep", r, 0.0, "kept: Blob holds the data, checkpoints and archive"))
+        steps.append(Step("keep", r, 0.0, "Blob holds the data, checkpoints, archive", "kept"))
     return steps
 
 

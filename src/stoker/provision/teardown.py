@@ -7,8 +7,9 @@
 **Which deployment.** ``deployment`` is the directory ``stoker provision --out`` wrote (its
 ``main.json`` names the resources; only those are touched), or a resource group name, or a
 resource group id ``/subscriptions/SUB/resourceGroups/RG`` (then the resources carrying the
-``stoker-plan`` tag are torn down). A directory alone cannot say where it was deployed: give
-``resource_group`` (and the subscription, or ``AZURE_SUBSCRIPTION_ID``) to act on Azure.
+``stoker-plan`` tag are torn down). To act, a directory needs the resource group it was deployed
+to: ``resource_group``, else the one ``stoker provision`` recorded in its
+``stoker-deployment.json``; the subscription is ``subscription`` or ``AZURE_SUBSCRIPTION_ID``.
 
 **Dry run** (the default) lists each step and what it saves per hour, from the resources' cost
 tags. With only a directory it reads the template and does not query Azure (the report says
@@ -104,6 +105,8 @@ def teardown(
 
     template, group, sub = _where(deployment, resource_group, subscription)
     label = str(deployment)
+    if group is None and not dry_run:
+        group = _recorded_group(Path(deployment))
     if group is None:
         if not dry_run:
             raise TeardownError(
@@ -147,6 +150,19 @@ def _where(
     if group and group != text:
         raise TeardownError(f"resource group given twice: {text} and --resource-group {group}")
     return None, text, sub
+
+
+def _recorded_group(directory: Path) -> str | None:
+    """The resource group ``stoker provision`` wrote the directory for (stoker-deployment.json);
+    used to act (never for a dry run, which then stays offline)."""
+    import json
+
+    try:
+        data = json.loads((directory / "stoker-deployment.json").read_text())
+    except (OSError, ValueError):
+        return None
+    group = data.get("resource_group") if isinstance(data, dict) else None
+    return group if isinstance(group, str) and group else None
 
 
 def _report(label, dry, queried, steps, alone, group, sub, note) -> TeardownReport:  # type: ignore[no-untyped-def]
