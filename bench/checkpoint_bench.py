@@ -85,7 +85,14 @@ MiB, GiB = 1 << 20, 1 << 30
 STATES = ("tensor", "model", "small")
 TOOLS = ("torch.save", "dcp.save", "dcp.async_save", "stoker")
 ASYNC_TOOLS = ("dcp.async_save", "stoker")
-PARTS = ("compare", "growth", "crash", "first", "preempt")  # --parts: which figures a run measures
+PARTS = (
+    "compare",
+    "growth",
+    "crash",
+    "first",
+    "preempt",
+    "ddp",
+)  # --parts: which figures a run measures
 FIRST_STATES = ("tensor", "model")  # the first-save part's states
 TARGET_BLOCKING, TARGET_CEILING, TARGET_MEMORY, TARGET_GROWTH = 0.1, 1.1, 1.1, 0.02
 MLP_WIDTH, MLP_BATCH, IDLE_S = 1024, 64, 1.0
@@ -1154,6 +1161,7 @@ def markdown(res: dict) -> str:
     growth = growth_text(res.get("growth"), misses)
     first_save = first_save_text(res.get("first_save"), misses)
     preempt = preempt_text(res.get("preempt"), misses)
+    ddp = ddp_text(res.get("ddp"), misses)
     crash = crash_text(res.get("crash"), misses)
     missed = "".join(f"- {x}\n" for x in misses) or "- none\n"
     return f"""## checkpoint: async saves against `torch.save` and DCP (targets: blocking 0.1x `torch.save`, durable 1.1x the disk)
@@ -1192,6 +1200,9 @@ keeps between saves count; the worst save is shown. stoker's round trip after it
 {PREEMPT_HEADING}
 
 {preempt}
+{DDP_HEADING}
+
+{ddp}
 ### Where stoker misses a target
 
 {missed}
@@ -1559,6 +1570,155 @@ def preempt_text(p: dict | None, misses: list[str]) -> str:
     return out
 
 
+# --------------------------------------------------------------------------------- ddp
+DDP_HEADING = "### DDP on 4 ranks: replicated state written once"
+DDP_RANKS, DDP_PER_NODE = 4, 2  # two emulated nodes of two ranks, each node's own fast folder
+TARGET_DDP_BYTES, TARGET_DDP_DURABLE = 1.0, 1.1
+DDP_SIZES = {"full": 512 * MiB, "quick": 128 * MiB}
+
+
+def ddp_worker(cfg: dict) -> dict:
+    """One rank of a DDP job under torchrun: every rank holds the same model (and Adam-like
+    state), and saves it ``reps`` + 1 times, with ``replicated=True`` or without. Rank 0
+    counts the bytes each step left on the fast tiers (both nodes' folders) after ``wait()``."""
+    import torch
+    import torch.distributed as dist
+
+    from stoker.checkpoint import Checkpointer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    gen = torch.Generator().manual_seed(0)
+    per = cfg["bytes"] // 4 // 24  # float32 elements per tensor: 24 tensors
+    model = {f"layer{i}.weight": torch.randn(per, generator=gen) for i in range(16)}
+    optim = {f"layer{i}.exp_avg": torch.randn(per, generator=gen) for i in range(8)}
+    state = {"model": model, "optim": optim, "step": 0}
+    base = Path(cfg["dir"]) / ("ddp-once" if cfg["replicated"] else "ddp-each")
+    fast = base / f"node{rank // DDP_PER_NODE}"
+    ckpt = Checkpointer(fast, keep_last=1)
+    rows = []
+    for step in range(cfg["reps"] + 1):
+        os.sync()
+        dist.barrier()
+        stats = ckpt.save(step, state, replicated=True if cfg["replicated"] else None)
+        ckpt.wait()
+        written = sum(
+            p.stat().st_size
+            for node in base.glob("node*")
+            for p in (node / f"step-{step:012d}").glob("*")
+            if p.name.startswith("shard-")
+        )
+        slowest = [None] * DDP_RANKS
+        dist.all_gather_object(slowest, (stats.blocking_s, stats.fast_s or 0.0))
+        rows.append(
+            {
+                "written": written,
+                "blocking_s": max(b for b, _ in slowest),
+                "fast_s": max(f for _, f in slowest),
+            }
+        )
+    ckpt.close()
+    tensor = sum(t.numel() * t.element_size() for d in (model, optim) for t in d.values())
+    if rank == 0:
+        Path(cfg["out"]).write_text(json.dumps({"tensor_bytes": tensor, "saves": rows}))
+    dist.destroy_process_group()
+    return {}
+
+
+def measure_ddp(mode: str, reps: int, folder: Path) -> dict:
+    """Both variants under torchrun (4 ranks, gloo), each followed by dd writing the model's
+    bytes once to the same disk (the ceiling)."""
+    start_cpu = cpu_mark()
+    out: dict = {"ranks": DDP_RANKS, "when": datetime.now(UTC).isoformat(timespec="minutes")}
+    for variant, replicated in (("each", False), ("once", True)):
+        shutil.rmtree(folder / f"ddp-{variant}", ignore_errors=True)
+        result = folder / f"ddp-{variant}.json"
+        cfg = {
+            "ddp": True,
+            "replicated": replicated,
+            "bytes": DDP_SIZES[mode],
+            "reps": reps,
+            "dir": str(folder),
+            "out": str(result),
+        }
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={DDP_RANKS}"]
+        cmd += ["--master-port=0", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
+        run = subprocess.run(
+            [*cmd, __file__, "--worker", json.dumps(cfg)], capture_output=True, text=True
+        )
+        if run.returncode:
+            out[variant] = {"error": run.stderr[-1500:]}
+            print(f"ddp {variant}: FAILED {run.stderr[-800:]}", flush=True)
+            continue
+        entry = json.loads(result.read_text())
+        entry["ceiling"] = dd_ceiling(entry["tensor_bytes"], folder)
+        saves = entry["saves"][1:] or entry["saves"]  # the first save makes the buffers
+        entry["written"] = statistics.median(r["written"] for r in saves)
+        entry["fast_s"] = statistics.median(r["fast_s"] for r in saves)
+        entry["blocking_s"] = statistics.median(r["blocking_s"] for r in saves)
+        out[variant] = entry
+        shutil.rmtree(folder / f"ddp-{variant}", ignore_errors=True)
+        print(
+            f"ddp {variant}: {entry['written'] / entry['tensor_bytes']:.2f}x the model's bytes "
+            f"per save, durable on the fast tiers {entry['fast_s']:.2f} s (dd "
+            f"{entry['ceiling']['seconds']:.2f} s)",
+            flush=True,
+        )
+    out["cpu_elsewhere"] = others_cpu_share(start_cpu)
+    return out
+
+
+def ddp_text(d: dict | None, misses: list[str]) -> str:
+    if not d:
+        return "Not measured (`--parts ddp`).\n"
+    rows = []
+    for variant, label in (
+        ("each", "`save(step, state)`"),
+        ("once", "`save(..., replicated=True)`"),
+    ):
+        e = d.get(variant) or {}
+        if "error" in e or not e:
+            rows.append(f"| {label} | failed | | | | |")
+            continue
+        ratio = e["written"] / e["tensor_bytes"]
+        vs = e["fast_s"] / e["ceiling"]["seconds"]
+        rows.append(
+            f"| {label} | {ratio:.2f}x | {e['blocking_s']:.2f} | {e['fast_s']:.2f} | "
+            f"{e['ceiling']['seconds']:.2f} | {vs:.2f}x |"
+        )
+        if variant == "once":
+            if ratio > TARGET_DDP_BYTES + 0.01:
+                misses.append(f"DDP bytes per save {ratio:.2f}x the model's (target 1.0x)")
+            if vs > TARGET_DDP_DURABLE:
+                misses.append(
+                    f"DDP durable on the fast tiers {vs:.2f}x dd's ceiling (target "
+                    f"{TARGET_DDP_DURABLE}x)"
+                )
+    once = d.get("once") or {}
+    size = once.get("tensor_bytes") or (d.get("each") or {}).get("tensor_bytes") or 0
+    other = d.get("cpu_elsewhere")
+    return (
+        f"{d['ranks']} ranks under torchrun (gloo, CPU) as two emulated nodes of two, each node's "
+        f"fast tier its own folder on the same disk; every rank holds the same "
+        f"{size / MiB:.0f} MiB of model and optimizer tensors (DDP) and saves it; medians of the "
+        "saves after the first. Written: the bytes of the step's shard files on both fast "
+        "tiers, over the model's tensor bytes. Durable: from the `save()` call until the step "
+        "is committed on the fast tiers (every rank's file fsynced), slowest rank. Ceiling: "
+        "`dd oflag=direct conv=fsync` writing the model's bytes once to the same disk, "
+        "right after each variant.\n\n"
+        "| save | written per save | blocking, s | durable, s | dd ceiling, s | durable / ceiling |\n"
+        "|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
+        + (
+            f"Other processes used {other:.0%} of the CPU during these runs.\n"
+            if other is not None
+            else ""
+        )
+    )
+
+
 # --------------------------------------------------------------------------------- driver
 def machine(folder: Path) -> dict:
     mem = Path("/proc/meminfo").read_text().split()[1]
@@ -1607,7 +1767,9 @@ def main() -> None:
     if args.worker:
         quiet_warnings()  # before torch is imported: it warns on import
         cfg = json.loads(args.worker)
-        if cfg.get("first"):
+        if cfg.get("ddp"):
+            result = ddp_worker(cfg)
+        elif cfg.get("first"):
             result = first_save_worker(cfg)
         else:
             result = growth_worker(cfg) if cfg.get("growth") else worker(cfg)
@@ -1683,12 +1845,21 @@ def main() -> None:
         res["preempt"] = measure_preempt(
             args.preempt_runs or (1 if args.quick else 3), SIZES[mode][0], folder
         )
+    if "stoker" in tools and "ddp" in parts and not skipped:
+        res["ddp"] = measure_ddp(mode, max(reps, 2), folder)
     if "stoker" in tools and "first" in parts and first_states:
         rounds = 2 if args.quick else FIRST_ROUNDS
         res["first_save"] = measure_first_save(first_states, mode, max(reps, 3), folder, rounds)
     out_path.write_text(json.dumps(res, indent=1))
     res["states"] = {k: v for k, v in res["states"].items() if "bytes" in v}
     if "compare" not in parts:  # one part's figures: its subsection, the others' stay
+        if "ddp" in parts:
+            misses = []
+            body = ddp_text(res.get("ddp"), misses)
+            body += "".join(f"\nMissed: {x}." for x in misses)
+            if args.write:
+                replace_subsection(args.write, DDP_HEADING, body)
+            print(f"{DDP_HEADING}\n\n{body}")
         if "preempt" in parts:
             misses = []
             body = preempt_text(res.get("preempt"), misses)
