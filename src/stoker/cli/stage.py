@@ -145,7 +145,12 @@ def stage(
         bool, typer.Option("--dry-run", help="Say what would move; move nothing.")
     ] = False,
     delete: Annotated[
-        bool, typer.Option("--delete", help="Delete what the source no longer has.")
+        bool,
+        typer.Option(
+            "--delete",
+            help="Delete the files in DST that SRC does not have, within --include, --exclude "
+            f"and --rank, each named; more than {ASK_ABOVE} are asked about (or need --yes).",
+        ),
     ] = False,
     hash_files: Annotated[
         bool | None,
