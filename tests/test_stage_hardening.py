@@ -151,6 +151,10 @@ def test_a_read_only_destination_stops_once(tmp_path: Path, small_disk: Path) ->
         line = one_error(err)
         assert "read-only file system" in line and str(small_disk / "dst") in line, line
     assert read_tree(small_disk / "dst") == {"old.txt": b"keep"}
+    code, _, err = cli("cache", "pull", str(src), str(small_disk / "models"))
+    assert code == 2
+    line = one_error(err)
+    assert "read-only" in line and str(small_disk / "models") in line, line
 
 
 def test_a_disk_turning_read_only_mid_run_stops_it_once(
