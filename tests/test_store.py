@@ -376,7 +376,9 @@ def test_blob_write_file_records_md5(blob_env: str, azurite: Azurite, tmp_path: 
 def test_a_file_that_would_need_too_many_blocks_gets_larger_ones(
     blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(azure_module, "MAX_BLOCKS", 4)  # Azure's is 50,000
+    from stoker.store import _blocks
+
+    monkeypatch.setattr(_blocks, "MAX_BLOCKS", 4)  # Azure's is 50,000
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(10 * 64 * 1024 + 3))  # 11 blocks of 64 KiB
 
