@@ -1,0 +1,101 @@
+"""``stoker teardown`` through typer's CliRunner: the offline dry run of a provision folder, a
+real teardown against the loopback ARM, exit 1 when the archive fails, --expired, bad options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arm_server import AMLFS, ArmServer
+from stoker.cli import app
+from stoker.provision._arm_client import ArmClients
+from test_teardown import FS_TAGS, TAGS, TOKEN, FakeCredential, write_template
+
+
+@pytest.fixture(autouse=True)
+def fake_login(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What DefaultAzureCredential would find after `az login`, without Azure."""
+    monkeypatch.setattr(ArmClients, "_credential", lambda self: FakeCredential())
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
+
+
+@pytest.fixture
+def arm() -> ArmServer:
+    with ArmServer() as server:
+        server.add_vmss("rg-train", "gpus", TAGS)
+        server.add_amlfs("rg-train", "lustre", FS_TAGS)
+        yield server
+
+
+def live(arm: ArmServer, *args: str) -> list[str]:
+    return ["teardown", *args, "--subscription", arm.subscription, "--arm-endpoint", arm.url,
+            "--poll", "0.01"]  # fmt: skip
+
+
+def test_dry_run_of_a_folder_is_offline_and_lists_savings(tmp_path: Path) -> None:
+    deploy = write_template(tmp_path / "deploy")
+    result = CliRunner().invoke(app, ["teardown", "--dry-run", str(deploy)])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for line in ("deallocate", "scale set gpus", "$98.32", "archive", "Lustre lustre", "$21.50"):
+        assert line in out
+    assert "saves $119.82/h ($2,875.68/day)" in out
+    assert "read from the template only: Azure was not queried." in out
+    assert "dry run: nothing was changed" in out
+
+
+def test_yes_tears_down_and_reports_json(arm: ArmServer) -> None:
+    result = CliRunner().invoke(app, live(arm, "rg-train", "--yes", "--json"))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [(s["action"], s["status"]) for s in report["steps"]] == [
+        ("deallocate", "done"), ("archive", "done"), ("delete", "done"),
+    ]  # fmt: skip
+    assert report["saves_usd_per_hour"] == pytest.approx(218.14)
+    assert not arm.exists(arm.rid("rg-train", AMLFS, "lustre"))
+    assert TOKEN not in result.output
+
+
+def test_progress_goes_to_stderr(arm: ArmServer) -> None:
+    result = CliRunner().invoke(app, live(arm, "rg-train", "--yes"))
+    assert result.exit_code == 0, result.output
+    assert "archive lustre: InProgress 50 %" in result.stderr
+    assert "delete lustre: done" in result.stderr
+    assert "saves $218.14/h" in result.stdout
+
+
+def test_failed_archive_exits_1_and_keeps_the_file_system(arm: ArmServer) -> None:
+    arm.archive_outcome = "Failed"
+    result = CliRunner().invoke(app, live(arm, "rg-train", "--yes"))
+    assert result.exit_code == 1
+    assert "NOT deleted" in result.stderr and "403" in result.stderr
+    assert "failed" in result.stdout  # the steps so far, the archive marked failed
+    assert arm.exists(arm.rid("rg-train", AMLFS, "lustre"))
+
+
+def test_expired_lists_as_json(arm: ArmServer) -> None:
+    arm.add_group("rg-old", {"teardown-after": "2020-01-01T00:00:00Z", "stoker-plan": "old"})
+    result = CliRunner().invoke(
+        app, ["teardown", "--expired", "--json", "--subscription", arm.subscription,
+              "--arm-endpoint", arm.url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert [e["resource_group"] for e in json.loads(result.stdout)["expired"]] == ["rg-old"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["teardown"], "give a DEPLOYMENT"),
+        (["teardown", "rg", "--yes", "--dry-run"], "contradict"),
+        (["teardown", "rg", "--yes"], "AZURE_SUBSCRIPTION_ID"),
+        (["teardown", "no/such/folder"], "neither a directory"),
+    ],
+)
+def test_bad_invocations_exit_2(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
