@@ -98,12 +98,14 @@ class FakeCuda(Cuda):
     def keep_alive(self, tensor: Any, stream: Any) -> None:
         self.log.append(("record_stream", stream.name))
 
-    def register(self, address: int, nbytes: int) -> bool:
+    def register(self, address: int, nbytes: int, device: Any) -> bool:
+        assert device == "cuda:0"  # on the tensors' device, not whichever is current
         self.log.append(("register", nbytes))
         self.registered[address] = nbytes
         return True
 
-    def unregister(self, address: int) -> None:
+    def unregister(self, address: int, device: Any) -> None:
+        assert device == "cuda:0"
         self.log.append(("unregister", self.registered.pop(address)))
 
 

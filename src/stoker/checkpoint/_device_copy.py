@@ -70,16 +70,40 @@ class Cuda:
         """The caching allocator must not reuse ``tensor``'s memory before ``stream`` read it."""
         tensor.record_stream(stream)
 
-    def register(self, address: int, nbytes: int) -> bool:
-        """Pin ``nbytes`` at ``address`` (page-locked, DMA-able); False when CUDA refuses."""
+    def register(self, address: int, nbytes: int, device: Any) -> bool:
+        """Pin ``nbytes`` at ``address`` (page-locked, DMA-able); False when CUDA refuses. With
+        ``device`` current (from another thread the runtime would take device 0, and make a
+        context there on every rank) and portable, so every device's context sees it pinned."""
         import torch
 
-        return int(torch.cuda.cudart().cudaHostRegister(address, nbytes, 0)) == 0
+        with torch.cuda.device(device):
+            done = torch.cuda.cudart().cudaHostRegister(address, nbytes, HOST_REGISTER_PORTABLE)
+        return int(done) == 0
+
+    def unregister(self, address: int, device: Any) -> None:
+        import torch
+
+        with torch.cuda.device(device):
+            torch.cuda.cudart().cudaHostUnregister(address)
+
+    def pinner(self, device: Any) -> Pinner:
+        return Pinner(self, device)
+
+
+HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
+
+
+class Pinner:
+    """What a host buffer needs to pin and unpin itself: the seam and the device to do it on."""
+
+    def __init__(self, cuda: Cuda, device: Any) -> None:
+        self.cuda, self.device = cuda, device
+
+    def register(self, address: int, nbytes: int) -> bool:
+        return self.cuda.register(address, nbytes, self.device)
 
     def unregister(self, address: int) -> None:
-        import torch
-
-        torch.cuda.cudart().cudaHostUnregister(address)
+        self.cuda.unregister(address, self.device)
 
 
 _BACKEND: Cuda = Cuda()

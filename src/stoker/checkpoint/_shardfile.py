@@ -184,8 +184,9 @@ def reserve_snapshot(like: Any, reuse: Snapshot | None = None) -> Snapshot:
     if reuse is not None and len(reuse.buffer) >= size:
         return reuse
     cuda = _device_copy.backend()
-    on_device = cuda.available() and any(cuda.is_device(t) for _, t in tensors)
-    host = HostBuffer(size, prefault=True, pin=cuda if on_device else None)
+    on_device = [t for _, t in tensors if cuda.available() and cuda.is_device(t)]
+    pinner = cuda.pinner(cuda.device(on_device[0])) if on_device else None
+    host = HostBuffer(size, prefault=True, pin=pinner)
     return Snapshot(host.mmap, 0, host)
 
 
@@ -215,8 +216,9 @@ def take_snapshot(state: Any, reuse: Snapshot | None = None, split: Any = None) 
     cuda = _device_copy.backend()
     copies = DeviceCopies(cuda) if cuda.available() else None
     if copies is not None and host is not None and not host.pinned:
-        if any(cuda.is_device(t) for _, t in tensors):
-            host.pin(cuda)  # once per buffer (reserve() does it ahead, in the background)
+        on_device = [t for _, t in tensors if cuda.is_device(t)]
+        if on_device:  # once per buffer (reserve() does it ahead, in the background)
+            host.pin(cuda.pinner(cuda.device(on_device[0])))
     with torch.no_grad():
         for (_, t), (off, nbytes, _, shape, _, _) in zip(tensors, entries, strict=True):
             if not nbytes or off is None:
