@@ -342,3 +342,39 @@ def test_a_service_without_put_block_from_url_relays_through_a_spool(
         assert blob_tree(dst) == FILES
     finally:
         server.close()
+
+
+@pytest.mark.skipif(not NEWER_AZURITE.exists(), reason=f"needs Azurite 3.37+ at {NEWER_AZURITE}")
+def test_a_block_copy_of_a_changed_source_fails_and_logs_no_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each Put Block From URL reads the listed version only; the source URL carries a SAS
+    (the source's, or one signed with its key), which no log line or error shows."""
+    import logging
+
+    server = _two_accounts(monkeypatch, tmp_path, NEWER_AZURITE)
+    try:
+        src = server.container()
+        src.upload_blob("k.bin", os.urandom(3 * MiB))
+        dst, dst_url = _other_container(server, "copies")
+        real = BlobStore.list
+
+        async def listing_then_change(self: BlobStore) -> Any:
+            async for batch in real(self):
+                yield batch
+            if self.loc.bucket == src.container_name:
+                src.upload_blob("k.bin", b"a newer version", overwrite=True)
+
+        monkeypatch.setattr(BlobStore, "list", listing_then_change)
+        caplog.set_level(logging.DEBUG)
+        summary = stage(f"az://{src.container_name}", dst_url, block_size=MiB)
+        assert not summary.ok and "changed while it was being copied" in summary.failed[0]
+        assert blob_tree(dst) == {}
+        shown = caplog.text + " ".join(summary.failed)
+        leaked = re.findall(r"sig=(?!\*\*\*|REDACTED)[^&\s'\"]+", shown)
+        assert not leaked, leaked
+        monkeypatch.setattr(BlobStore, "list", real)
+        assert stage(f"az://{src.container_name}", dst_url, block_size=MiB).ok
+        assert blob_tree(dst) == {"k.bin": b"a newer version"}
+    finally:
+        server.close()
