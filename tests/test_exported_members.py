@@ -39,7 +39,7 @@ NOT_AT_THE_TOP = {
     "checkpoint": {"CheckReport", "Problem", "TierCost"},
     "measure": {"bench_storage", "doctor", "most_accelerators", "run_loader", "serve"},
     "plan": {"markdown_compare", "parse_spec"},
-    "provision": {"Expired"},
+    "provision": {"Expired", "Verdict", "decide"},
     "stage": {"JsonReporter", "Reporter", "RichReporter"},
     "stream": {"DatasetIndex", "ShardInfo", "StallMetrics", "serve_metrics"},
 }

@@ -67,6 +67,8 @@ _WHERE = {
     "TeardownError": "errors",
     "ArchiveError": "errors",
     "TeardownReport": "provision",
+    "Guard": "provision",
+    "GuardPolicy": "provision",
     "expired": "provision",
     "teardown": "provision",
     "format_bytes": "units",
@@ -131,7 +133,7 @@ if TYPE_CHECKING:
     from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .provision import Deployment, provision
-    from .provision import TeardownReport, expired, teardown
+    from .provision import Guard, GuardPolicy, TeardownReport, expired, teardown
     from .stage import (
         CacheResult,
         StageSummary,

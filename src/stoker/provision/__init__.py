@@ -13,12 +13,17 @@ import sys as _sys
 import types as _types
 
 from ._provision import Deployment, provision
+from .guard import Guard, GuardPolicy, Verdict, decide
 from .teardown import Expired, TeardownReport, expired, teardown
 
 __all__ = [
     "Deployment",
     "Expired",
+    "Guard",
+    "GuardPolicy",
     "TeardownReport",
+    "Verdict",
+    "decide",
     "expired",
     "provision",
     "teardown",

@@ -1,0 +1,72 @@
+"""What ``guard`` does, once, when it finds the GPUs idle: each action takes the idle
+``Verdict`` and hands on the evidence (how long, which GPUs, the peak utilization, the last
+step) as JSON:
+
+- ``print_action``: to a callback (the CLI prints it);
+- ``command_action``: runs a shell command with the evidence in ``$STOKER_GUARD_EVIDENCE``;
+- ``webhook_action``: POSTs the evidence as JSON (the URL, which may hold a token, is never
+  shown whole);
+- ``teardown_action``: ``stoker.teardown(..., dry_run=False)`` on the deployment. Run such a
+  guard outside the scale set it tears down (it reads the nodes' ``stoker watch`` endpoints):
+  a guard on a GPU node would deallocate itself before the Lustre archive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from .._redact import shown
+from ..errors import StokerError
+from .guard import Verdict
+
+
+def evidence(verdict: Verdict) -> dict[str, Any]:
+    return {"event": "idle", "host": os.uname().nodename, **verdict.to_dict()}
+
+
+def print_action(emit: Callable[[dict[str, Any]], None]) -> Callable[[Verdict], None]:
+    return lambda verdict: emit(evidence(verdict))
+
+
+def command_action(command: str, *, timeout_s: float = 3600.0) -> Callable[[Verdict], None]:
+    def act(verdict: Verdict) -> None:
+        env = {**os.environ, "STOKER_GUARD_EVIDENCE": json.dumps(evidence(verdict))}
+        try:
+            done = subprocess.run(command, shell=True, env=env, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise StokerError(f"guard action `{command}` ran past {timeout_s:.0f} s") from exc
+        if done.returncode != 0:
+            raise StokerError(f"guard action `{command}` exited {done.returncode}")
+
+    return act
+
+
+def webhook_action(url: str, *, timeout_s: float = 30.0) -> Callable[[Verdict], None]:
+    def act(verdict: Verdict) -> None:
+        import httpx
+
+        try:
+            response = httpx.post(url, json=evidence(verdict), timeout=timeout_s)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise StokerError(
+                f"guard webhook {shown(url)} failed ({type(exc).__name__}); the GPUs are still "
+                "idle: act by hand"
+            ) from exc
+
+    return act
+
+
+def teardown_action(deployment: str, **options: Any) -> Callable[[Verdict], Any]:
+    """``options`` as for ``stoker.teardown`` (resource_group, subscription, ...)."""
+
+    def act(verdict: Verdict) -> Any:
+        from .teardown import teardown
+
+        return teardown(deployment, dry_run=False, **options)
+
+    return act
