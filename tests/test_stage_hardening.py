@@ -591,3 +591,35 @@ def test_delete_on_blob_names_each_deletion(
     assert {"event": "delete", "key": "stray.bin"} in [json.loads(x) for x in out.splitlines()]
     assert blob_tree(container, "m/") == files
     assert blob_tree(container, "other/") == {"keep.bin": b"outside the prefix"}
+
+
+def test_delete_deletes_nothing_when_a_source_name_was_refused(tmp_path: Path) -> None:
+    """A name that is not UTF-8 is refused, so it is not in the manifest: its copy at the
+    destination (another tool wrote it) would look extra. --delete deletes nothing then."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for root in (src, dst):
+        root.mkdir()
+        with open(os.path.join(os.fsencode(root), b"caf\xe9.txt"), "wb") as f:  # Latin-1
+            f.write(b"x")
+    (src / "ok.txt").write_bytes(b"ok")
+    (dst / "stray.txt").write_bytes(b"stray")
+    dry = stage(str(src), str(dst), delete=True, dry_run=True)
+    assert dry.deleted == [] and any("deleted nothing" in n for n in dry.notes)
+    code, out, err = cli("stage", str(src), str(dst), "--delete", "--yes")
+    assert code == 1, (out, err)
+    assert "the name is not UTF-8" in err and "--delete deleted nothing" in err
+    assert (dst / "stray.txt").exists() and (dst / "ok.txt").read_bytes() == b"ok"
+    assert os.path.exists(os.path.join(os.fsencode(dst), b"caf\xe9.txt"))
+
+
+def test_a_destination_name_that_is_not_utf8_is_kept_and_said(tmp_path: Path) -> None:
+    files = dataset(3)
+    src, dst = tree(tmp_path / "src", files), tmp_path / "dst"
+    dst.mkdir()
+    with open(os.path.join(os.fsencode(dst), b"caf\xe9.txt"), "wb") as f:
+        f.write(b"x")
+    summary = stage(str(src), str(dst), delete=True)
+    assert summary.ok and summary.files_copied == 3 and summary.deleted == []
+    assert any("not UTF-8" in note for note in summary.notes)
+    assert os.path.exists(os.path.join(os.fsencode(dst), b"caf\xe9.txt"))
+    assert stage(str(src), str(dst)).files_skipped == 3  # a re-run's scan copes with it too

@@ -258,7 +258,7 @@ async def _run(
             async for batch in listing:
                 summary.files_copied += len(batch)
                 summary.bytes_copied += sum(size for _, size, _, _ in batch)
-            if delete:
+            if delete and not _refused_stop_delete(summary):  # (as the real run would)
                 summary.deleted = await _extra(src, dst, manifest, run, sel, summary)
                 summary.files_deleted = len(summary.deleted)
             rate = _last_rate(manifest)
@@ -524,7 +524,9 @@ async def _scan_destination(
         return
     try:
         async for batch in dst.list():
-            manifest.add_present([(o.key, o.size, _mtime(o, dst), o.md5) for o in batch])
+            manifest.add_present(
+                [(o.key, o.size, _mtime(o, dst), o.md5) for o in batch if is_utf8(o.key)]
+            )
     except NoContainerError:
         pass  # nothing there yet (the copy creates the container), or no longer
     except AccessDeniedError as exc:
@@ -559,9 +561,13 @@ async def _extra(
             f"takes in {dst}: nothing was deleted; check the source and the options"
         )
     extra: list[str] = []
+    odd = 0  # local names that are not UTF-8: never compared, so never deleted
     try:
         async for batch in dst.list():
             keys = [o.key for o in batch if sel.takes(o)]
+            odd += len(keys)
+            keys = [key for key in keys if is_utf8(key)]
+            odd -= len(keys)
             if not keys:
                 continue
             marks = ",".join("?" * len(keys))
@@ -574,6 +580,11 @@ async def _extra(
             extra.extend(key for key in keys if key not in kept)
     except AccessDeniedError as exc:
         raise _delete_needs_listing(dst, exc) from exc
+    if odd:
+        summary.notes.append(
+            f"--delete kept {odd:,} file(s) in {dst} whose names are not UTF-8: stoker cannot "
+            "compare them with the source"
+        )
     return extra
 
 
@@ -588,14 +599,7 @@ async def _mirror(
     confirm: Callable[[list[str]], bool] | None,
 ) -> None:
     """Delete what the source no longer has (see the module doc), each key named as it goes."""
-    # A refused key is not in the manifest, so its copy in the destination (one another tool
-    # wrote under a name that is not UTF-8, say) would look extra. (A failed file is listed,
-    # hence kept; and deleting goes on then, as a file in the way of one may be the fix.)
-    if summary.refused:
-        summary.notes.append(
-            "--delete deleted nothing: some source objects were refused (named below), and a "
-            "destination file that looks extra might be one of them; fix them and run again"
-        )
+    if _refused_stop_delete(summary):
         return
     extra = await _extra(src, dst, manifest, run, sel, summary)
     if extra and confirm is not None and not confirm(extra):
@@ -620,6 +624,19 @@ async def _mirror(
             raise outcome
     for key in list(manifest.forget_unseen(run)):
         manifest.drop(key)
+
+
+def _refused_stop_delete(summary: StageSummary) -> bool:
+    """A refused key is not in the manifest, so its copy in the destination (one another tool
+    wrote under a name that is not UTF-8, say) would look extra: then --delete deletes nothing,
+    and says so. (A failed file is listed, hence kept; and deleting goes on then, as a file in
+    the way of one may be the fix.)"""
+    if summary.refused:
+        summary.notes.append(
+            "--delete deleted nothing: some source objects were refused (named below), and a "
+            "destination file that looks extra might be one of them; fix them and run again"
+        )
+    return bool(summary.refused)
 
 
 def _delete_needs_listing(dst: Store, exc: AccessDeniedError) -> AccessDeniedError:
