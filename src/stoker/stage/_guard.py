@@ -131,8 +131,8 @@ def state_error(
         )
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return StageError(
-        f"cannot keep {what} at {path} ({reason}): the destination must be a folder this "
-        f"user can write, or {elsewhere}"
+        f"cannot keep {what} at {path} ({reason}): {path.parent} must be a folder this user "
+        f"can write, or {elsewhere}"
     )
 
 
