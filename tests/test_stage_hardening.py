@@ -623,3 +623,19 @@ def test_a_destination_name_that_is_not_utf8_is_kept_and_said(tmp_path: Path) ->
     assert any("not UTF-8" in note for note in summary.notes)
     assert os.path.exists(os.path.join(os.fsencode(dst), b"caf\xe9.txt"))
     assert stage(str(src), str(dst)).files_skipped == 3  # a re-run's scan copes with it too
+
+
+def test_the_delete_question_and_refusal_show_no_sas(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stoker.cli import stage as cli_stage
+
+    url = "https://acct.blob.core.windows.net/c/p?sv=2021-08-06&sig=SECRETSIG0123456789"
+    keys = [f"k{i}" for i in range(9)]
+    monkeypatch.setattr(cli_stage, "interactive", lambda: False)
+    with pytest.raises(StageError) as refused:
+        cli_stage._confirm(url, False, False, Reporter())(keys)
+    assert "SECRETSIG" not in str(refused.value) and "--yes" in str(refused.value)
+    asked: list[str] = []
+    monkeypatch.setattr(cli_stage, "interactive", lambda: True)
+    monkeypatch.setattr(cli_stage.typer, "confirm", lambda text, **_: asked.append(text) or True)
+    assert cli_stage._confirm(url, False, False, Reporter())(keys) is True
+    assert asked and "SECRETSIG" not in asked[0] and "acct.blob.core.windows.net/c/p" in asked[0]

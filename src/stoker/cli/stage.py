@@ -84,6 +84,9 @@ def _confirm(dst: str, yes: bool, json_out: bool, reporter: Any) -> Any:
     """``stage(confirm_delete=...)``: up to ASK_ABOVE deletions go ahead (each is named as it
     goes); more need --yes, or a yes typed at a terminal. Without a terminal (or with --json)
     and without --yes the run stops with exit status 2, having deleted nothing."""
+    from .._redact import shown
+
+    where = shown(dst)  # (a URL's SAS must not reach the terminal)
 
     def confirm(keys: list[str]) -> bool:
         n = len(keys)
@@ -91,7 +94,7 @@ def _confirm(dst: str, yes: bool, json_out: bool, reporter: Any) -> Any:
             return True
         if json_out or not interactive():
             raise StageError(
-                f"--delete would delete {n:,} files from {dst} that the source does not have "
+                f"--delete would delete {n:,} files from {where} that the source does not have "
                 f"(more than {ASK_ABOVE}): pass --yes to delete them (--dry-run --delete names "
                 "them); the copy is done and nothing was deleted"
             )
@@ -102,7 +105,7 @@ def _confirm(dst: str, yes: bool, json_out: bool, reporter: Any) -> Any:
             stderr.print(f"  ... and {n - SHOW_AT_MOST:,} more (--dry-run --delete lists all)")
         try:
             return typer.confirm(
-                f"Delete these {n:,} files from {dst}? The source does not have them",
+                f"Delete these {n:,} files from {where}? The source does not have them",
                 default=False,
                 err=True,
             )
