@@ -35,7 +35,7 @@ def test_gpus_under_the_threshold_for_the_whole_window_are_idle() -> None:
     verdict = decide(readings, [], POLICY, now=720)
     assert verdict.idle and verdict.idle_s == 600
     assert verdict.gpus == [str(g) for g in range(8)] and verdict.peak_util == 1.0
-    assert "8 GPU(s) under 5 % for 10.0 min" in verdict.reason
+    assert "8 GPU(s) under 5 % for 10 min" in verdict.reason
 
 
 def test_not_yet_idle_long_enough_is_busy() -> None:

@@ -9,6 +9,7 @@ from . import cache as _cache
 from . import catalog as _catalog
 from . import checkpoint as _checkpoint
 from . import doctor as _doctor
+from . import guard as _guard
 from . import plan as _plan
 from . import provision as _provision
 from . import shards as _shards
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("plan")(_plan.plan)
 app.command("provision")(_provision.provision)
 app.command("teardown")(_teardown.teardown)
+app.command("guard")(_guard.guard)
 app.add_typer(_catalog.app, name="catalog")
 app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)

@@ -144,13 +144,12 @@ def _gpu_verdict(readings: Sequence[GpuReading], policy: GuardPolicy, now: float
     peak = max((max(r.util.values()) for r in run), default=None)
     shown = sorted(names, key=_natural)
     if run and idle_s >= policy.idle_for_s:
-        why = f"{len(names)} GPU(s) under {policy.util_below:g} % for {idle_s / 60:.1f} min"
+        why = f"{len(names)} GPU(s) under {policy.util_below:g} % for {_dur(idle_s)}"
         return Verdict("idle", why, idle_s, shown, peak, at=now)
     if busy and not run:
         top = max(last.util.values())
         return Verdict("busy", f"GPUs busy (up to {top:.0f} %)", 0.0, [], top, at=now)
-    why = (f"GPUs under {policy.util_below:g} % for {idle_s / 60:.1f} min of "
-           f"{policy.idle_for_s / 60:.0f}")  # fmt: skip
+    why = f"GPUs under {policy.util_below:g} % for {_dur(idle_s)} of {_dur(policy.idle_for_s)}"
     return Verdict("busy", why, idle_s, shown, peak, at=now)
 
 
@@ -165,10 +164,16 @@ def _step_verdict(readings: Sequence[StepReading], policy: GuardPolicy, now: flo
     since = run[changed[-1]].at if changed else run[0].at  # the step (or the data) began here
     age = now - since
     if age >= policy.idle_for_s:
-        why = f"no training step for {age / 60:.1f} min (step {last.step})"
+        why = f"no training step for {_dur(age)} (step {last.step})"
         return Verdict("idle", why, age, last_step=last.step, last_step_age_s=age, at=now)
-    why = f"step {last.step}, last changed {age:.0f} s ago"
+    why = f"step {last.step}, last changed {_dur(age)} ago"
     return Verdict("busy", why, 0.0, last_step=last.step, last_step_age_s=age, at=now)
+
+
+def _dur(seconds: float) -> str:
+    from ..units import format_duration
+
+    return format_duration(seconds)
 
 
 def _natural(name: str) -> tuple[str, int]:
