@@ -38,29 +38,6 @@ def _etag(meta: Any) -> str:
     return str(meta["e_tag"] or "").strip('"')
 
 
-async def _file_pieces(path: Path, size: int, hasher: Any) -> AsyncIterator[bytes]:
-    """The file in pieces of ``size``, each read (and hashed) in a thread: both release the GIL."""
-
-    def read(f: Any) -> bytes:
-        piece = f.read(size)
-        if hasher is not None:
-            hasher.update(piece)
-        return piece
-
-    with open(path, "rb", buffering=0) as f:
-        while piece := await asyncio.to_thread(read, f):
-            yield piece
-
-
-def _content_md5(md5: str) -> Any:
-    from azure.storage.blob import ContentSettings
-
-    # Setting the properties replaces all of them: keep the type Azure gives a blob by default.
-    return ContentSettings(
-        content_type="application/octet-stream", content_md5=bytearray.fromhex(md5)
-    )
-
-
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 # The REST version the SDK's calls ask for. The SDK's own default moves with each release, ahead of
 # what the Azurite emulator (3.35) accepts without --skipApiVersionCheck; the service accepts
@@ -180,9 +157,6 @@ def _seconds(http_date: str | None) -> float | None:
         return parsedate_to_datetime(http_date).timestamp() if http_date else None
     except (TypeError, ValueError):
         return None
-
-
-MAX_BLOCKS = 50_000  # blocks in one block blob (Put Block List)
 
 
 class BlobStore(Store):
