@@ -212,6 +212,7 @@ def test_an_interrupted_upload_resumes_its_staged_blocks(
         assert summary.ok, summary.failed
         second = put_blocks(proxy)
     assert second == 41 - 25, f"the re-run sent {second} blocks; 25 of 41 were staged"
+    assert summary.bytes_copied == len(data) - 25 * block  # only what this run sent
     assert blob_tree(container) == {"up/model.bin": data}
     props = container.get_blob_client("up/model.bin").get_blob_properties()
     assert bytes(props.content_settings.content_md5).hex() == hashlib.md5(data).hexdigest()

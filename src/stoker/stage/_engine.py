@@ -37,6 +37,7 @@ from ..errors import (
     StoreError,
 )
 from ..store import PosixStore, Store
+from ..store._blocks import take_resumed
 from ..store._download import fetch_ranges
 from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
 from ._file_hasher import FileHasher
@@ -302,14 +303,16 @@ class Engine:
                     # records its Content-MD5).
                     data = await asyncio.to_thread(path.read_bytes)
                     digest = named(xxhash.xxh3_128(data)) if self.hash_files else None
+                    resumed = 0
                     async with self.requests:
                         await self.dst.write_bytes(key, data)
                 else:  # in blocks: the store hashes the file as it sends it
                     async with self.requests:
                         digest = await self.dst.write_file(key, path, size)
                     digest = digest if self.hash_files else None
+                    resumed = take_resumed(self.dst, key)  # (blocks an earlier run sent)
             except FileNotFoundError:
-                digest, changed = None, True  # (this file's failure, not the run's)
+                digest, changed, resumed = None, True, 0  # (this file's failure, not the run's)
             except OSError as exc:  # an unreadable source file fails alone
                 raise StoreError(
                     f"cannot read {path}: {exc.strerror or exc}; fix its permissions, or "
@@ -324,7 +327,7 @@ class Engine:
                 raise SourceChangedError(
                     f"{self.src}/{key} changed while it was being copied; re-run to copy it again"
                 )
-            self.counters.bytes += size
+            self.counters.bytes += size - resumed
             self.reporter.advance(size)
             return digest
         if self.dst.copies_from(self.src):  # the service copies it: no byte comes here

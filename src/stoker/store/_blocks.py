@@ -140,6 +140,17 @@ class Sent:
         self.sent = self.resumed = 0
 
 
+def _resumed(store: Any) -> dict[str, int]:
+    """Per key, the bytes the last upload of it found staged already (see take_resumed)."""
+    return store.__dict__.setdefault("_resumed_bytes", {})
+
+
+def take_resumed(store: Any, key: str) -> int:
+    """The bytes of ``key``'s last upload that an earlier run had sent (its staged blocks), and
+    forget them: the engine counts only the bytes a run moved."""
+    return _resumed(store).pop(key, 0)
+
+
 async def upload_file(
     store: BlobStore, key: str, source: Path, size: int, md5: str | None = None
 ) -> tuple[str, Sent]:
@@ -191,6 +202,8 @@ async def upload_file(
             await _in_parallel(jobs, store.concurrency)
         md5 = md5 or hasher.hexdigest()  # type: ignore[union-attr]
         await _commit(store, blob, key, ids, md5)
+        if sent.resumed:
+            _resumed(store)[key] = sent.resumed
     except StoreError:
         raise
     except Exception as exc:
