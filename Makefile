@@ -37,6 +37,8 @@ demo: $(STAMP) $(CHECKOV)
 	@echo "--- stage again: in sync with what is there, it moves 0 bytes"
 	$(BIN)/stoker stage .demo/cold .demo/fast --hash
 	$(BIN)/stoker verify .demo/cold .demo/fast
+	@echo "--- cache: a Hugging Face snapshot (its files are symlinks into blobs/) into the model cache, whole"
+	$(BIN)/stoker cache pull "$$($(BIN)/python examples/hf_snapshot.py .demo/hub)" .demo/models --name tiny
 	@echo "--- checkpoint: a training loop saves asynchronously (fast + durable tier), then restores"
 	rm -rf .demo/ckpt
 	$(BIN)/python examples/train_checkpoint.py .demo/ckpt

@@ -156,3 +156,18 @@ def test_verify_reads_links_as_stage_did(tmp_path: Path, flag: bool) -> None:
     src = _tree(tmp_path / "src")
     assert stage(str(src), str(tmp_path / "dst"), follow_symlinks=flag).ok
     assert verify(str(src), str(tmp_path / "dst"), follow_symlinks=flag).ok
+
+
+def test_the_demo_snapshot_pulls_into_the_cache_as_plain_files(tmp_path: Path) -> None:
+    """`make demo`'s step: examples/hf_snapshot.py, then `stoker cache pull SNAPSHOT ROOT`."""
+    import runpy
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "hf_snapshot.py"
+    snapshot = runpy.run_path(str(example))["write_snapshot"](tmp_path / "hub")
+    assert all(p.is_symlink() for p in snapshot.iterdir())
+    runner = CliRunner()
+    result = runner.invoke(app, ["cache", "pull", str(snapshot), str(tmp_path / "models")])
+    assert result.exit_code == 0, result.output
+    pulled = Path(result.output.split(" (")[0].strip())
+    assert _files(pulled) == {p.name: p.read_bytes() for p in snapshot.iterdir()}
+    assert not any(p.is_symlink() for p in pulled.iterdir())
