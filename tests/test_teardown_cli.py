@@ -99,3 +99,35 @@ def test_bad_invocations_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("spec", ["pretrain-64vm.toml", "llama3-405b-2048vm.toml"])
+def test_dry_run_reads_what_provision_writes(tmp_path: Path, spec: str) -> None:
+    examples = Path(__file__).parent.parent / "examples"
+    out = tmp_path / "deploy"
+    made = CliRunner().invoke(app, ["provision", str(examples / spec), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(app, ["teardown", "--dry-run", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    template = json.loads((out / "main.json").read_text())["resources"]
+    kinds = {"Microsoft.Compute/virtualMachineScaleSets", "Microsoft.StorageCache/amlFilesystems"}
+    acted = [r for r in template if r["type"] in kinds]
+    expected = []
+    for r in acted:
+        if r["type"].endswith("virtualMachineScaleSets"):
+            expected.append(("deallocate", r["name"]))
+        else:
+            expected += [("archive", r["name"]), ("delete", r["name"])]
+    got = [(s["action"], s["resource"]["name"]) for s in report["steps"] if s["action"] != "keep"]
+    assert sorted(got) == sorted(expected)
+    # The scale sets first, then each file system's archive before its delete.
+    stops = sum(a == "deallocate" for a, _ in got)
+    assert all(a == "deallocate" for a, _ in got[:stops])
+    assert all(
+        got.index(("archive", n)) < got.index(("delete", n)) for a, n in got if a == "archive"
+    )
+    costs = [r["tags"]["stoker-usd-per-hour"] for r in acted]
+    known = sum(float(c) for c in costs if c != "unknown")
+    assert report["saves_usd_per_hour"] == pytest.approx(known, abs=0.01)
+    assert report["queried_azure"] is False

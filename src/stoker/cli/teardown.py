@@ -147,12 +147,13 @@ def _show(report: Any) -> None:
         table.add_row(str(i), s.action, escape(f"{s.resource.label} {s.resource.name}"),
                       _money(s.saves_usd_per_hour), status, escape(why))  # fmt: skip
     stdout.print(table)
-    for r in report.left_alone:
-        stdout.print(f"left as is: {r.label} {escape(r.name)}", highlight=False)
+    if report.left_alone:
+        alone = ", ".join(f"{r.label} {r.name}" for r in report.left_alone)
+        stdout.print(f"left as is: {escape(alone)}", highlight=False, soft_wrap=True)
     per_h = report.saves_usd_per_hour
     saves = f"saves {_money(per_h)}/h ({_money(per_h * 24)}/day)"
     if report.unknown_cost:
-        saves += f"; not counted (no cost tag): {', '.join(report.unknown_cost)}"
+        saves += f"; not counted (cost unknown): {', '.join(report.unknown_cost)}"
     stdout.print(saves, highlight=False)
     if report.note:
         stdout.print(f"{report.note}.", highlight=False)

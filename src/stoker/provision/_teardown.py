@@ -137,8 +137,10 @@ def plan_steps(
 
 
 def left_alone(resources: list[Resource]) -> list[Resource]:
-    """Resources teardown does not touch (network, identity, roles): listed with their cost."""
-    return [r for r in resources if r.kind not in (VMSS, AMLFS, STORAGE)]
+    """Top-level resources teardown does not touch (network, NAT, identity); child resources
+    (containers, ...) go with their parent, role assignments cost nothing and are not listed."""
+    skip = (VMSS, AMLFS, STORAGE, "microsoft.authorization/roleassignments")
+    return [r for r in resources if r.kind not in skip and r.kind.count("/") == 1]
 
 
 def total_saving(steps: list[Step]) -> tuple[float, list[str]]:
