@@ -51,7 +51,8 @@ demo: $(STAMP) $(CHECKOV)
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
-	@# teardown: `stoker teardown --dry-run .demo/deploy` follows here
+	@echo "--- teardown: the end of that run, dry (offline: each step and what it saves per hour)"
+	$(BIN)/stoker teardown --dry-run .demo/deploy
 
 test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json
 	$(BIN)/python -m pytest
