@@ -639,3 +639,31 @@ def test_the_delete_question_and_refusal_show_no_sas(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(cli_stage.typer, "confirm", lambda text, **_: asked.append(text) or True)
     assert cli_stage._confirm(url, False, False, Reporter())(keys) is True
     assert asked and "SECRETSIG" not in asked[0] and "acct.blob.core.windows.net/c/p" in asked[0]
+
+
+def test_a_killed_run_leaves_no_lock_behind(tmp_path: Path) -> None:
+    files = dataset(4)
+    src, dst = tree(tmp_path / "src", files), tmp_path / "dst"
+    code = (
+        "import sys, time\n"
+        "from stoker.stage import Reporter, stage\n"
+        "class Stuck(Reporter):\n"
+        "    def start(self):\n"
+        "        print('started', flush=True)\n"
+        "        time.sleep(600)\n"
+        "stage(sys.argv[1], sys.argv[2], reporter=Stuck())\n"
+    )
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", code, str(src), str(dst)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert stuck.stdout is not None and stuck.stdout.readline() == "started\n"
+        assert cli("stage", str(src), str(dst))[0] == 2  # held
+        stuck.kill()
+        stuck.wait(timeout=30)
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
+    code_, out, err = cli("stage", str(src), str(dst))
+    assert code_ == 0, err
+    assert read_tree(dst) == files
