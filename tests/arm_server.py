@@ -267,6 +267,10 @@ class ArmServer:
             return 200, {}, {k: v for k, v in body.items() if not k.startswith("_")}
         if method == "GET" and action == "instanceview":
             power = body["_power"]
+            if power == "deallocating" and body.get("_settle_reads") is not None:
+                body["_settle_reads"] -= 1  # an operation an earlier client left running
+                if body["_settle_reads"] < 0:
+                    power = body["_power"] = "deallocated"
             summary = [{"code": f"PowerState/{power}", "count": body["sku"]["capacity"]}]
             return 200, {}, {"virtualMachine": {"statusesSummary": summary}, "statuses": []}
         if method == "DELETE" and action is None:

@@ -121,6 +121,15 @@ def test_resume_after_a_crash_mid_archive(arm: ArmServer) -> None:
     assert "already running" in report.steps[1].detail
 
 
+def test_resume_waits_for_a_deallocation_under_way(arm: ArmServer) -> None:
+    body = arm.state.resources[arm.rid("rg-train", VMSS, "gpus").lower()]
+    body["_power"], body["_settle_reads"] = "deallocating", 2  # the crashed run's operation
+    report = run(arm)
+    assert not index(arm, "POST", "/gpus/deallocate")  # not asked again (it would conflict)
+    assert report.steps[0].status == "done" and "under way" in report.steps[0].detail
+    assert len(index(arm, "GET", "/gpus/instanceview")) >= 3
+
+
 @pytest.mark.parametrize("outcome", ["Failed", "Canceled"])
 def test_failed_or_cancelled_archive_leaves_the_file_system(arm: ArmServer, outcome: str) -> None:
     arm.archive_outcome = outcome

@@ -250,14 +250,19 @@ class _Runner:
             step.status, step.detail = "already", "gone"
             return
         if step.action == "deallocate":
-            view = self._get(lambda: ops.get_instance_view(self.group, name, **call)) or {}
-            summary = (view.get("virtualMachine") or {}).get("statusesSummary") or []
-            power = {s.get("code", "").lower(): s.get("count", 0) for s in summary}
-            if power and set(power) == {"powerstate/deallocated"}:
+            power = self._power(name)
+            if power and set(power) == {"deallocated"}:
                 step.status, step.detail = "already", "every VM deallocated"
                 return
             if self.report.dry_run:
-                step.detail = ", ".join(f"{k.split('/')[-1]} {v}" for k, v in power.items())
+                step.detail = ", ".join(f"{k} {v}" for k, v in power.items())
+                return
+            if power and set(power) <= {"deallocated", "deallocating"}:
+                # An earlier run's deallocate is still under way: asking again would conflict.
+                wait_gone(lambda: set(self._power(name)) != {"deallocated"},
+                          name=f"scale set {name} (deallocating)",
+                          interval_s=self.arm.polling_interval_s)  # fmt: skip
+                step.status, step.detail = "done", "waited for the deallocation under way"
                 return
             ops.begin_deallocate(self.group, name, **call).result()
         else:
@@ -265,6 +270,17 @@ class _Runner:
                 return
             ops.begin_delete(self.group, name, **call).result()
         step.status = "done"
+
+    def _power(self, name: str) -> dict[str, int]:
+        """VM counts by power state ("running", "deallocated", ...) from the instance view."""
+        ops, call = self.arm.compute.virtual_machine_scale_sets, self.arm.compute_call
+        view = self._get(lambda: ops.get_instance_view(self.group, name, **call)) or {}
+        summary = (view.get("virtualMachine") or {}).get("statusesSummary") or []
+        return {
+            str(s.get("code", "")).lower().removeprefix("powerstate/"): int(s.get("count") or 0)
+            for s in summary
+            if str(s.get("code", "")).lower().startswith("powerstate/")
+        }
 
     # ------------------------------------------------------------------ Managed Lustre
 
