@@ -313,12 +313,16 @@ def _empty_rank(key: str) -> int:
 
 
 # ------------------------------------------------------------------------------ Ctrl-C
+@pytest.mark.parametrize(
+    ("signum", "status", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped (SIGTERM)")],
+)
 def test_ctrl_c_mid_transfer_is_one_line_exit_130_and_resumes(
-    azurite: Azurite, blob_env: str, tmp_path: Path
+    azurite: Azurite, blob_env: str, tmp_path: Path, signum: int, status: int, said: str
 ) -> None:
     """SIGINT while blocks arrive: the run stops soon (the files in flight are not finished
     first), says so in one line, exits 130, and the same command resumes from the blocks
-    already in."""
+    already in. SIGTERM (a pod stopped) the same, exit 143."""
     files = {f"d/{i}.bin": os.urandom(6 * MiB) for i in range(8)}
     total = sum(map(len, files.values()))
     container = azurite.client(blob_env)
@@ -354,15 +358,15 @@ def test_ctrl_c_mid_transfer_is_one_line_exit_130_and_resumes(
         else:
             raise AssertionError(f"no progress: {proc.communicate()}")
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     line = one_error(err)
-    assert "interrupted" in line and "same command continues" in line
+    assert said in line and "same command continues" in line
     assert json.loads(out.splitlines()[-1])["fatal"] is True
     assert took < 3, f"Ctrl-C took {took:.1f} s to stop the run"
     for key, data in read_tree(dst).items():

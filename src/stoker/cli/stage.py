@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,19 +54,34 @@ def interruptible(
 ) -> Iterator[None]:
     """Ctrl-C (SIGINT) ends the run with one line and exit status 130: the files finished
     are kept, the finished blocks of the others are recorded, and the same command resumes
-    (``kept`` says so). An OSError no layer below translated is one line too (exit 2),
-    naming its file."""
+    (``kept`` says so). SIGTERM (a pod or job being stopped) ends it the same way, with exit
+    status 143. An OSError no layer below translated is one line too (exit 2), naming its
+    file."""
+    terminated: list[int] = []
+
+    def on_term(signum: int, frame: Any) -> None:
+        terminated.append(signum)  # then stop as Ctrl-C stops (the event loop's own handler)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        before = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # (not the main thread: leave SIGTERM as it is)
+        before = None
     try:
         yield
     except KeyboardInterrupt:
-        _fatal(f"interrupted: {kept}", json_lines)
-        raise typer.Exit(130) from None
+        how = "stopped (SIGTERM)" if terminated else "interrupted"
+        _fatal(f"{how}: {kept}", json_lines)
+        raise typer.Exit(143 if terminated else 130) from None
     except OSError as exc:
         if os.environ.get("STOKER_DEBUG"):
             raise
         where = f" {exc.filename}" if exc.filename else ""
         _fatal(f"cannot go on:{where}: {exc.strerror or exc}", json_lines)
         raise typer.Exit(2) from None
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def _fatal(message: str, json_lines: bool) -> None:
