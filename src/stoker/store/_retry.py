@@ -32,6 +32,12 @@ RETRY = {
 }
 
 
+def retry_budget_s() -> float:
+    """The time one request may spend on retries: a layer above that tries again (a stream's
+    shard) stops once it is spent, so the budgets do not multiply."""
+    return RETRY["retry_timeout"].total_seconds()  # type: ignore[attr-defined]
+
+
 def sdk_retry_policy() -> Any:
     """The storage SDK's retry policy on obstore's budget (RETRY)."""
     from azure.storage.blob.aio import ExponentialRetry
@@ -39,7 +45,7 @@ def sdk_retry_policy() -> Any:
     backoff = RETRY["backoff"]
     first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
     most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
-    budget = RETRY["retry_timeout"].total_seconds()  # type: ignore[attr-defined]
+    budget = retry_budget_s()
 
     class Retry(ExponentialRetry):  # type: ignore[misc]
         def configure_retries(self, request: Any) -> dict[str, Any]:

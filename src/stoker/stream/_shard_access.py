@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch.utils.data
 
-from ..errors import StokerError, StreamError
+from ..errors import AccessDeniedError, NoContainerError, StokerError, StreamError
 from ..store import open_store
 from ..store._download import download
 from ..store._loop import IOLoop
+from ..store._retry import retry_budget_s
 from ._cache import ShardCache
 from ._format import ShardReader, page_cached
 from ._index import INDEX
@@ -184,14 +185,18 @@ class ShardAccess:
         assert self.cache is not None
 
         def fetch(partial: Path) -> None:
+            # Each request is retried below (store._retry's budget); a shard is fetched again
+            # only while that budget lasts, and never for what no retry mends.
+            spent_at = time.monotonic() + retry_budget_s()
             for attempt in range(FETCH_TRIES):
                 try:
                     self.io.run(download(self.store, info.name, info.bytes, partial, sync=False))
                     return
                 except StokerError as exc:
-                    if attempt == FETCH_TRIES - 1:
+                    final = isinstance(exc, AccessDeniedError | NoContainerError)
+                    if final or attempt == FETCH_TRIES - 1 or time.monotonic() > spent_at:
                         raise StreamError(
-                            f"shard {info.name} from {self.store}: {exc} (tried {FETCH_TRIES} "
+                            f"shard {info.name} from {self.store}: {exc} (tried {attempt + 1} "
                             "times); check that the dataset is complete and reachable"
                         ) from exc
                     time.sleep(2**attempt)
