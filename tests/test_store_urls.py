@@ -206,3 +206,17 @@ def test_az_against_azurite_stages_and_reads_back(blob_env: str, tmp_path: Path)
     assert again.ok and again.files_copied == 0 and again.files_skipped == 1
     report = stoker.verify(str(src), f"{blob_env}/p")
     assert report.ok and report.checked == 1
+
+
+def test_obstores_and_adlfs_variable_names_give_the_key_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stoker.store import azure_auth
+
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "T2JzdG9yZUtleUtleQ==")
+    auth = azure_auth(parse_url("az://cont"))
+    assert (auth.account, auth.key) == ("acct", "T2JzdG9yZUtleUtleQ==")
+    # The Azure CLI's name for it holding another key: which one is meant is not guessed.
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "QW5vdGhlcktleUtleQ==")
+    with pytest.raises(StoreError, match="hold different keys") as err:
+        azure_auth(parse_url("az://cont"))
+    assert "T2Jz" not in str(err.value) and "QW5v" not in str(err.value)
