@@ -14,7 +14,8 @@ import types as _types
 
 from ._provision import Deployment, provision
 from .guard import Guard, GuardPolicy, Verdict, decide
-from .teardown import Expired, TeardownReport, expired, teardown
+from ._expired import Expired, expired
+from .teardown import TeardownReport, teardown
 
 __all__ = [
     "Deployment",
