@@ -220,3 +220,28 @@ def test_obstores_and_adlfs_variable_names_give_the_key_too(monkeypatch: pytest.
     with pytest.raises(StoreError, match="hold different keys") as err:
         azure_auth(parse_url("az://cont"))
     assert "T2Jz" not in str(err.value) and "QW5v" not in str(err.value)
+
+
+def test_a_connection_string_with_only_a_sas_names_its_account_by_its_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from stoker.store import azure_auth
+
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "BlobEndpoint=https://sasacct.blob.core.windows.net/;SharedAccessSignature=sv=1&sig=c2ln",
+    )
+    loc = parse_url("az://cont/p")
+    assert str(loc) == "https://sasacct.blob.core.windows.net/cont/p"
+    auth = azure_auth(loc)
+    assert (auth.account, auth.sas, auth.key) == ("sasacct", "sv=1&sig=c2ln", None)
+    # ...and that SAS is not sent to another account.
+    assert azure_auth(parse_url("https://other.blob.core.windows.net/cont")).uses_aad
+
+
+def test_a_connection_string_that_names_no_account_is_said_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "not a connection string")
+    with pytest.raises(StoreError, match="is set but names none"):
+        parse_url("az://cont")

@@ -28,6 +28,7 @@ from ._url import (
     DEV_ACCOUNT,
     DEV_KEY,
     Location,
+    conn_account,
     connection_endpoint,
     is_loopback,
     parse_connection_string,
@@ -54,7 +55,7 @@ def azure_auth(loc: Location, allow_http: bool = False) -> AzureAuth:
     key = sas = None
     key_from = f"AccountKey in {CONN_VAR}"
     endpoint = loc.endpoint
-    if conn and conn.get("AccountName", loc.account) == loc.account:
+    if conn and (conn_account(conn) or loc.account) == loc.account:
         key, sas = conn.get("AccountKey"), conn.get("SharedAccessSignature")
         endpoint = endpoint or connection_endpoint(conn, loc.account)
     named = {env[var].strip() for var in ACCOUNT_VARS if env.get(var, "").strip()}

@@ -161,9 +161,21 @@ def env_accounts() -> dict[str, str]:
     env = os.environ
     named = {var: env[var].strip() for var in ACCOUNT_VARS if env.get(var, "").strip()}
     conn = parse_connection_string(os.environ.get(CONN_VAR, ""))
-    if conn.get("AccountName"):
-        named[CONN_ACCOUNT] = conn["AccountName"]
+    if conn_account(conn):
+        named[CONN_ACCOUNT] = conn_account(conn)
     return named
+
+
+def conn_account(conn: dict[str, str]) -> str:
+    """A connection string's account: its AccountName, or, in one that holds only a SAS, its
+    BlobEndpoint's (ACCOUNT.blob.SUFFIX, or the first part of a path-style endpoint)."""
+    if conn.get("AccountName"):
+        return conn["AccountName"]
+    parts = urlsplit(conn.get("BlobEndpoint", ""))
+    found = _account_host((parts.hostname or "").lower())
+    if found:
+        return found[0]
+    return parts.path.strip("/").split("/")[0] if parts.hostname else ""
 
 
 def _env_account(shown: str, container: str, path: str) -> tuple[str, str, str]:
@@ -172,9 +184,14 @@ def _env_account(shown: str, container: str, path: str) -> tuple[str, str, str]:
     accounts = sorted(set(named.values()))
     rest = f"/{path}" if path else ""
     if not accounts:
+        unread = (
+            f" ({CONN_VAR} is set but names none: no AccountName, nor a BlobEndpoint with one)"
+            if os.environ.get(CONN_VAR, "").strip()
+            else ""
+        )
         raise StoreError(
             f"{shown}: az://CONTAINER/PATH takes the storage account from the environment, and "
-            "none is set: set AZURE_STORAGE_ACCOUNT_NAME (or AZURE_STORAGE_ACCOUNT, or "
+            f"none is set{unread}: set AZURE_STORAGE_ACCOUNT_NAME (or AZURE_STORAGE_ACCOUNT, or "
             "AZURE_STORAGE_CONNECTION_STRING), or name the account in the URL: "
             f"https://ACCOUNT.blob.core.windows.net/{container}{rest}. (az://ACCOUNT/CONTAINER, "
             f"stoker's earlier form, is now https://ACCOUNT.blob.core.windows.net/CONTAINER.)"
@@ -189,7 +206,7 @@ def _env_account(shown: str, container: str, path: str) -> tuple[str, str, str]:
     account = accounts[0]
     endpoint, source = f"https://{account}.blob.core.windows.net", ""
     conn = parse_connection_string(os.environ.get(CONN_VAR, ""))
-    if conn.get("AccountName") == account and connection_endpoint(conn, account):
+    if conn_account(conn) == account and connection_endpoint(conn, account):
         endpoint = connection_endpoint(conn, account)
         source = f"BlobEndpoint in {CONN_VAR}" if conn.get("BlobEndpoint") else CONN_VAR
     if container == account:  # stoker's earlier az://ACCOUNT/CONTAINER, or a container so named
