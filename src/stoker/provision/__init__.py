@@ -12,9 +12,9 @@ import inspect as _inspect
 import sys as _sys
 import types as _types
 
+from ._expired import Expired, expired
 from ._provision import Deployment, provision
 from .guard import Guard, GuardPolicy, Verdict, decide
-from ._expired import Expired, expired
 from .teardown import TeardownReport, teardown
 
 __all__ = [
