@@ -151,6 +151,14 @@ def test_failed_or_cancelled_archive_leaves_the_file_system(arm: ArmServer, outc
     assert [s.status for s in report.steps[:3]] == ["already", "done", "done"]
 
 
+def test_a_group_without_stoker_resources_is_left_alone() -> None:
+    with ArmServer() as arm:
+        arm.add_vmss("rg-other", "theirs", {})
+        report = run(arm, "rg-other")
+        assert not report.steps and "carries the stoker-plan tag" in report.note
+        assert not arm.mutating()
+
+
 def test_file_system_without_blob_integration_is_not_deleted() -> None:
     with ArmServer() as arm:
         arm.add_amlfs("rg-train", "scratch", FS_TAGS, hsm=False)

@@ -121,7 +121,10 @@ def teardown(
     try:
         live = _inventory(arm, group, template)
         steps = plan_steps(live, delete_scale_sets=delete_scale_sets, archive=archive)
-        report = _report(label, dry_run, True, steps, left_alone(live), group, sub, "")
+        note = ""
+        if template is None and not live:
+            note = f"no resource in {group} carries the {TAG_PLAN} tag: nothing to do"
+        report = _report(label, dry_run, True, steps, left_alone(live), group, sub, note)
         runner = _Runner(arm, group, report, progress or (lambda e: None), archive_timeout_s)
         runner.run()
         return report
