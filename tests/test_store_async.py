@@ -102,3 +102,35 @@ def test_cancelling_a_twin_stops_the_copy_and_the_same_call_resumes(tmp_path: Pa
 def test_an_error_in_a_twin_is_raised_to_the_awaiting_code(tmp_path: Path) -> None:
     with pytest.raises(stoker.StoreError, match="needs '://'"):
         asyncio.run(stoker.stage_async(str(tmp_path), "az:/acct/cont"))
+
+
+def test_cancelling_cache_pull_async_ends_its_wait_for_another_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its wait is a sleep outside any coroutine: the cancel reached it only when another pod
+    finished, or the timeout ran out."""
+    import time
+
+    from stoker.stage import _cache
+
+    async def version(url: str) -> str:
+        return "v1"
+
+    monkeypatch.setattr(_cache, "_version", version)
+    lock = tmp_path / "root" / "model" / ".locks" / "v1.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text('{"host": "another-pod", "pid": 1, "token": "theirs"}')  # fresh: held
+
+    async def main() -> float:
+        task = asyncio.create_task(
+            stoker.cache_pull_async(str(tmp_path / "model"), tmp_path / "root", poll_s=30)
+        )
+        await asyncio.sleep(0.3)
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - t0
+
+    assert asyncio.run(main()) < 5  # not the 30 s poll
+    assert lock.exists()  # the other pod's lock is left alone

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from ..errors import StageError
 from ..store import PosixStore, open_store
-from ..store._loop import run_sync
+from ..store._loop import pause, run_sync
 from ..store._posix import disk_error, fsync_dir
 from ._guard import check_parent
 from ._progress import Reporter
@@ -131,7 +131,7 @@ def _pull(
                     f"waited {timeout_s:.0f} s for another pod to pull {src} "
                     f"into {final}; its lock is {lock}"
                 ) from None
-            time.sleep(poll_s)
+            pause(poll_s)  # (an async twin's cancel ends it)
             continue
         token = uuid.uuid4().hex
         with os.fdopen(fd, "w") as f:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -52,11 +53,13 @@ class _Cancel:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cancelled = False
+        self.event = threading.Event()  # set with cancelled: ends a pause() at once
         self.running: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
 
     def cancel(self) -> None:
         with self.lock:
             self.cancelled = True
+            self.event.set()
             if self.running is not None:
                 loop, task = self.running
                 loop.call_soon_threadsafe(task.cancel)
@@ -98,6 +101,16 @@ def _in_thread(fn: Callable[..., T], args: tuple, kwargs: dict, cancel: _Cancel 
     return done
 
 
+def pause(seconds: float) -> None:
+    """``time.sleep`` for a wait of the public API outside its coroutine (cache_pull waiting for
+    another pod): in an async twin's thread, cancelling the twin ends it (CancelledError)."""
+    cancel: _Cancel | None = getattr(_here, "cancel", None)
+    if cancel is None:
+        time.sleep(seconds)
+    elif cancel.event.wait(seconds):
+        raise asyncio.CancelledError
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to its end and return its result, from plain code or from inside a running
     event loop (on a private loop in a thread of its own; the caller's thread waits)."""
@@ -112,12 +125,15 @@ async def run_async(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """The async twin of a sync API function that runs its work through ``run_sync``: ``fn``
     in a thread of its own (the caller's loop goes on); cancelling this cancels the work."""
     cancel = _Cancel()
-    done = _in_thread(fn, args, kwargs, cancel)
+    outcome = asyncio.wrap_future(_in_thread(fn, args, kwargs, cancel))
     try:
-        return await asyncio.shield(asyncio.wrap_future(done))
+        return await asyncio.shield(outcome)
     except asyncio.CancelledError:
         cancel.cancel()
-        # The work stops at its next await and tidies up (stores closed, the manifest kept);
-        # wait for that, so nothing of it runs on after the caller was told it is cancelled.
-        await asyncio.wait([asyncio.wrap_future(done)])
+        # The work stops at its next await (or pause) and tidies up (stores closed, the
+        # manifest kept); wait for that, so nothing of it runs on after the caller was told
+        # it is cancelled. Its own outcome (CancelledError, as a rule) is taken, not logged.
+        await asyncio.wait([outcome])
+        if not outcome.cancelled():
+            outcome.exception()
         raise
