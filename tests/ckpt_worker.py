@@ -134,7 +134,30 @@ def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> 
             run["reshard"] = loaded(ckpt.load(reshard=True), replicated, rank)
             ckpt.close()
         result["runs"].append(run)
+    if mode == "nodes":
+        result["dcp"] = dcp_nodes(base / "dcp" / f"node{rank // RANKS_PER_NODE}", durables[-1])
     return result
+
+
+def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:
+    """A DCP save on node-local fast tiers: each rank uploads its own files; then a DCP load
+    on the same ranks, each node fetching the other node's files from the durable tier."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    full = torch.arange(64, dtype=torch.float32).reshape(16, 4)
+    ckpt = Checkpointer(fast, durable + "-dcp")
+    dcp.save({"w": distribute_tensor(full, mesh, [Shard(0)])}, storage_writer=ckpt.dcp_writer(9))
+    ckpt.wait()
+    dist.barrier()  # every rank's upload is done, so each node's lowest rank has committed
+    mine = sorted(p.name for p in (fast / "step-000000000009").iterdir())
+    back = {"w": distribute_tensor(torch.zeros(16, 4), mesh, [Shard(0)])}
+    dcp.load(back, storage_reader=ckpt.dcp_reader())
+    ok = torch.equal(back["w"].full_tensor(), full)
+    ckpt.close()
+    return {"fast_files": mine, "loaded_ok": ok}
 
 
 def loaded(restored: Any, replicated: Any, rank: int) -> dict[str, Any]:

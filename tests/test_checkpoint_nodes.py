@@ -182,6 +182,32 @@ def test_one_rank_loads_a_four_rank_ddp_save_and_checks_each_range(
         assert digest(restored.state) == digest(model_state(2))
 
 
+def test_dcp_on_node_local_fast_tiers_uploads_from_every_rank(
+    saved: dict[str, Any], tmp_path: Path
+) -> None:
+    durable = Path(saved["durables"][1] + "-dcp")
+    manifest = CheckpointManifest.from_json(
+        (durable / step_dir(9) / "manifest.json").read_bytes(), "t"
+    )
+    assert manifest.kind == "dcp" and manifest.nodes == [[0, 1], [2, 3]]
+    on_durable = {p.name for p in (durable / step_dir(9)).iterdir()}
+    assert {f.name for f in manifest.files} | {"manifest.json"} == on_durable
+    for r in saved["four"]:
+        assert r["dcp"]["loaded_ok"]
+        # before the load each node held only its own ranks' files (and node 0 the .metadata)
+        node = r["rank"] // 2
+        written = {f.name for f in manifest.files if f.rank in (2 * node, 2 * node + 1)}
+        others = {f.name for f in manifest.files} - written
+        assert written | {"manifest.json"} <= set(r["dcp"]["fast_files"])
+        assert not others & set(r["dcp"]["fast_files"])
+    import torch.distributed.checkpoint as dcp
+
+    state = {"w": torch.zeros(16, 4)}
+    with Checkpointer(tmp_path / "fresh", durable, check_writable=False) as ckpt:
+        dcp.load(state, storage_reader=ckpt.dcp_reader(), no_dist=True)
+    assert torch.equal(state["w"], torch.arange(64, dtype=torch.float32).reshape(16, 4))
+
+
 def test_assignment_is_deterministic_and_balanced() -> None:
     sizes = [(f"t{i}", (i * 7919) % 1000 + 1) for i in range(200)]
     owner = assign(sizes, 4)

@@ -67,11 +67,75 @@ class SavePipeline:
             self._pending.append(future)
 
     def upload_external(self, stats: SaveStats, manifest: CheckpointManifest) -> None:
-        """Time, upload and prune a step that another writer (DCP's coordinator) committed on
-        the fast tier."""
+        """Time and prune a step that another writer (DCP's coordinator) committed on the fast
+        tier; its upload is queued on every rank by ``upload_files`` (the coordinator's, with
+        this manifest, which it commits on the durable tier)."""
         stats.bytes = manifest.bytes
-        self._after_fast_commit(stats, manifest, [f.name for f in manifest.files], gather=False)
-        self.prune(self.fast)
+        stats.fast_s = time.perf_counter() - stats.started
+        self.measured = stats
+        if self.group.node_leader:
+            self.prune(self.fast)
+
+    def upload_files(
+        self, stats: SaveStats, names: list[str], manifest: CheckpointManifest | None
+    ) -> None:
+        """Upload the files this rank wrote of a DCP step, in the background; the rank that
+        holds the ``manifest`` (DCP's coordinator, after its ``finish``) also uploads the files
+        it lists and no rank wrote (``.metadata``), and commits on the durable tier once every
+        rank has uploaded. Each rank uploads from its own fast tier, so node-local fast tiers
+        work. Every rank then has the manifest: on a node-local tier its node's lowest rank
+        commits it there too."""
+        if self.durable is None:
+            return
+        with self._lock:
+            self._uploading.add(stats.step)
+        future = self._uploader.submit(self._upload_files, stats, names, manifest)
+        future.stoker_upload = True  # type: ignore[attr-defined]
+        with self._lock:
+            self._pending.append(future)
+
+    def _upload_files(
+        self, stats: SaveStats, names: list[str], manifest: CheckpointManifest | None
+    ) -> None:
+        assert self.durable is not None
+        error: BaseException | None = None
+        try:
+            try:
+                for name in names:
+                    source = self.fast.path(stats.step, name)
+                    self.durable.upload(stats.step, name, source, source.stat().st_size)
+            except (OSError, StokerError) as exc:
+                error = exc
+            gathered = self.group.all_gather(
+                (manifest if error is None else None, None if error is None else str(error)),
+                "upload",
+            )
+            failed = [(rank, why) for rank, (_, why) in enumerate(gathered) if why]
+            if failed:
+                rank, why = failed[0]
+                raise CheckpointError(
+                    f"step {stats.step}: rank {rank} could not upload its DCP files to the "
+                    f"{self.durable} ({why}), so the step was not committed there; the fast "
+                    "tier keeps it"
+                )
+            committed = next((m for m, _ in gathered if m is not None), None)
+            if committed is None:
+                raise CheckpointError(
+                    f"step {stats.step}: DCP's coordinator did not commit the step, so it was "
+                    f"not committed on the {self.durable} either"
+                )
+            if self.group.leader:
+                self.durable.commit(committed)
+                self.checker.trust(self.durable, committed)
+                self.prune(self.durable)
+            elif self.group.node_local and self.group.node_leader:
+                self.fast.commit(committed)  # this node's files, with the step's manifest
+            stats.durable_s = time.perf_counter() - stats.started
+        finally:
+            with self._lock:
+                self._uploading.discard(stats.step)
+        if self.group.node_leader:
+            self.prune(self.fast)
 
     @property
     def busy(self) -> bool:
