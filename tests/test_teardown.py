@@ -233,6 +233,7 @@ def test_dry_run_of_a_provision_directory_is_offline(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert report.saves_usd_per_hour == pytest.approx(119.82)
     assert [r.type for r in report.left_alone] == ["Microsoft.Network/virtualNetworks"]
+    assert report.still_usd_per_hour == 0.0 and report.still_unknown == []
     with pytest.raises(TeardownError, match="--resource-group"):
         teardown(tmp_path / "deploy", dry_run=False)
 

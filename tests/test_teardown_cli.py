@@ -131,3 +131,7 @@ def test_dry_run_reads_what_provision_writes(tmp_path: Path, spec: str) -> None:
     known = sum(float(c) for c in costs if c != "unknown")
     assert report["saves_usd_per_hour"] == pytest.approx(known, abs=0.01)
     assert report["queried_azure"] is False
+    # What goes on being billed: the kept storage accounts' tags, the NAT gateway unknown.
+    kept = [r for r in template if r["type"] == "Microsoft.Storage/storageAccounts"]
+    stays = sum(float(r["tags"]["stoker-usd-per-hour"]) for r in kept)
+    assert report["still_usd_per_hour"] == pytest.approx(stays, abs=0.01)

@@ -155,6 +155,12 @@ def _show(report: Any) -> None:
     if report.unknown_cost:
         saves += f"; not counted (cost unknown): {', '.join(report.unknown_cost)}"
     stdout.print(saves, highlight=False)
+    still = (
+        f"still billed after it: {_money(report.still_usd_per_hour)}/h (kept storage, left as is)"
+    )
+    if report.still_unknown:
+        still += f"; cost unknown: {', '.join(report.still_unknown)}"
+    stdout.print(still, highlight=False)
     if report.note:
         stdout.print(f"{report.note}.", highlight=False)
     if report.dry_run:

@@ -140,7 +140,24 @@ def left_alone(resources: list[Resource]) -> list[Resource]:
     """Top-level resources teardown does not touch (network, NAT, identity); child resources
     (containers, ...) go with their parent, role assignments cost nothing and are not listed."""
     skip = (VMSS, AMLFS, STORAGE, "microsoft.authorization/roleassignments")
-    return [r for r in resources if r.kind not in skip and r.kind.count("/") == 1]
+    return [
+        r
+        for r in resources
+        if r.kind not in skip and (r.kind.count("/") == 1 or _billed(r))  # a NetApp pool bills
+    ]
+
+
+def _billed(r: Resource) -> bool:
+    return TAG_COST in r.tags and r.usd_per_hour != 0.0
+
+
+def still_billed(steps: list[Step], alone: list[Resource]) -> tuple[float, list[str]]:
+    """(dollars per hour that go on after teardown: kept storage and what is left alone,
+    names whose cost is unknown). Resources without a cost tag are not counted."""
+    kept = [s.resource for s in steps if s.action == "keep"] + alone
+    known = sum(r.usd_per_hour or 0.0 for r in kept if TAG_COST in r.tags)
+    unknown = [r.name for r in kept if TAG_COST in r.tags and r.usd_per_hour is None]
+    return known, unknown
 
 
 def total_saving(steps: list[Step]) -> tuple[float, list[str]]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from ._teardown import (
     left_alone,
     plan_steps,
     read_template,
+    still_billed,
     total_saving,
 )
 
@@ -65,6 +66,8 @@ class TeardownReport:
     group: str | None = None
     subscription: str | None = None
     note: str = ""
+    still_usd_per_hour: float = 0.0  # what goes on after teardown (kept storage, left alone)
+    still_unknown: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +81,8 @@ class TeardownReport:
             "saves_usd_per_hour": round(self.saves_usd_per_hour, 4),
             "saves_usd_per_day": round(self.saves_usd_per_hour * 24, 2),
             "unknown_cost": self.unknown_cost,
+            "still_usd_per_hour": round(self.still_usd_per_hour, 4),
+            "still_unknown": self.still_unknown,
             "note": self.note,
         }
 
@@ -168,7 +173,9 @@ def _recorded_group(directory: Path) -> str | None:
 
 def _report(label, dry, queried, steps, alone, group, sub, note) -> TeardownReport:  # type: ignore[no-untyped-def]
     known, unknown = total_saving(steps)
-    return TeardownReport(label, dry, queried, steps, alone, known, unknown, group, sub, note)
+    still, still_unknown = still_billed(steps, alone)
+    return TeardownReport(label, dry, queried, steps, alone, known, unknown, group, sub, note,
+                          still, still_unknown)  # fmt: skip
 
 
 def _inventory(arm: Any, group: str, template: list[Resource] | None) -> list[Resource]:
