@@ -226,3 +226,39 @@ def test_a_rank_that_cannot_write_stops_every_rank_when_the_checkpointer_is_made
     ranks = [json.loads((out / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert "is a file, not a folder" in ranks[1]["raised"]
     assert ranks[0]["raised"].startswith("rank 1 cannot save:")  # rank 0 could write, yet stops
+
+
+def test_a_second_writer_or_a_prune_during_a_run_is_refused_naming_the_holder(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    fast = tmp_path / "fast"
+    holder = subprocess.Popen(  # a job that is still running (a restart raced it)
+        [
+            sys.executable,
+            "-c",
+            "import sys, torch; from stoker.checkpoint import Checkpointer\n"
+            "c = Checkpointer(sys.argv[1]); c.save(1, {'w': torch.ones(4)}); c.wait()\n"
+            "print('saved', flush=True); sys.stdin.read()",
+            str(fast),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "saved"
+        from stoker.errors import CheckpointError
+
+        with pytest.raises(CheckpointError, match=rf"PID {holder.pid} on .* as rank 0: stop it"):
+            Checkpointer(fast)
+        out = runner.invoke(app, ["checkpoint", "prune", str(fast), "--keep-last", "1"])
+        assert out.exit_code == 2 and f"PID {holder.pid}" in out.stderr
+        listed = runner.invoke(app, ["checkpoint", "ls", str(fast), "--json"])  # reading is fine
+        assert listed.exit_code == 0 and json.loads(listed.stdout)["checkpoints"][0]["loads"]
+    finally:
+        holder.communicate("", timeout=60)
+    with Checkpointer(fast) as ckpt:  # the holder ended: the lock went with it
+        ckpt.save(2, _state(2))

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _flock
 from ..errors import CheckpointError
 from ..store._loop import IOLoop
 from ._at_exit import close_at_exit
@@ -93,6 +94,10 @@ class Checkpointer:
             self._check_writable()
         # which ranks share a fast tier: one folder for all, or one per node (local NVMe)
         self.group.find_nodes(self.fast.posix.root, create=check_writable)
+        self._locked = False  # this rank's flock in the fast folder is held (or none exists)
+        self._writer_lock: int | None = None
+        if check_writable and self.fast.posix.root.is_dir():
+            self._lock_fast()
         self.last_save: SaveStats | None = None
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
@@ -126,6 +131,26 @@ class Checkpointer:
             rank, why = bad[0]
             raise CheckpointError(f"rank {rank} cannot save: {why}")
 
+    def _lock_fast(self) -> None:
+        """Hold this rank's lock in the fast folder while this Checkpointer lives: a second
+        job (a restart while the old one still runs), or ``stoker checkpoint prune`` during a
+        run, would write or delete under the same names. Refused, naming the holder."""
+        if self._locked:
+            return
+        root = self.fast.posix.root  # type: ignore[union-attr]
+        path = root / f".stoker-writer-{self.group.rank:05d}.lock"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self._writer_lock = _flock.take(path)
+        except _flock.Held as held:
+            raise CheckpointError(
+                f"another process{held.holder} is saving or pruning in the {self.fast} as rank "
+                f"{self.group.rank}: stop it first, or give this job a folder of its own"
+            ) from None
+        except OSError as exc:
+            raise CheckpointError(f"the {self.fast} cannot be locked ({exc}): check it") from exc
+        self._locked = True  # (None from take(): a file system without flock, run unlocked)
+
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any, *, replicated: Replicated = None) -> SaveStats:
         """Snapshot ``state`` (tensors copied to host memory) and return; writing goes on in
@@ -142,6 +167,7 @@ class Checkpointer:
         self.group.refuse_unstarted()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         normalise(replicated, state, step)  # a misnamed key is refused before anything moves
+        self._lock_fast()
         self._check_step_grows(step)
         stats = SaveStats(step)
         try:
@@ -417,6 +443,8 @@ class Checkpointer:
             for tier in self.tiers:
                 tier.close()
             self._io.close()
+            if self._writer_lock is not None:
+                os.close(self._writer_lock)  # releases the flock
 
     def __enter__(self) -> Checkpointer:
         return self
