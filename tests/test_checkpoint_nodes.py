@@ -138,6 +138,26 @@ def test_node_local_fast_tier_is_not_called_damaged(saved: dict[str, Any]) -> No
         assert report["fast"] == [2] and not report.damaged
 
 
+def test_another_nodes_file_damaged_on_durable_means_the_step_does_not_load(
+    saved: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    node0, durable = tmp_path / "node0", tmp_path / "durable"
+    shutil.copytree(saved["base"] / "fast/d1/node0", node0)
+    shutil.copytree(saved["durables"][1], durable)
+    shard = durable / step_dir(3) / "shard-00002-of-00004.bin"  # node 1's: not on node 0's disk
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with Checkpointer(node0, durable, check_writable=False) as ckpt:
+        infos = {i.step: i for i in ckpt.list(hashes=True)}
+    assert not infos[3].loads and "shard-00002-of-00004.bin" in infos[3].why
+    assert infos[3].tiers["fast"] == "ok: this node's files (ranks 0, 1)"
+    assert infos[3].tiers["durable"].startswith("damaged: shard-00002-of-00004.bin")
+    assert infos[2].loads
+
+
 def test_three_ranks_load_from_the_durable_tier_alone(saved: dict[str, Any]) -> None:
     expected = digest(model_state(3))
     for r in saved["three"]:
