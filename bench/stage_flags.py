@@ -132,6 +132,23 @@ def measure(files: int, size: int, reps: int) -> dict[str, Any]:
                 assert summary.ok, summary.failed
                 out[how].append({"s": seconds, "bytes": summary.bytes_copied})
                 shutil.rmtree(into)
+        # A local copy (to a Lustre or NFS mount, say) under the cap: the file system is
+        # faster than the emulator, so the cap is well under the ceiling.
+        local = work / "local-src"
+        local.mkdir()
+        with open(local / "f0.bin", "wb") as f:
+            for _ in range(size // len(piece)):
+                f.write(piece[:8] + os.urandom(8) + piece[16:])
+        out["local"], out["local_free"] = [], []
+        for rep in range(reps):
+            for how, limit in (("local", CAPS["capped"][0]), ("local_free", None)):
+                into = work / f"{how}-{rep}"
+                t0 = time.perf_counter()
+                summary = stage(str(local), str(into), bwlimit=limit)
+                seconds = time.perf_counter() - t0
+                assert summary.ok, summary.failed
+                out[how].append({"s": seconds, "bytes": summary.bytes_copied})
+                shutil.rmtree(into)
         out["others_cpu"] = others_cpu_share(marks)
     finally:
         server.close()
@@ -156,6 +173,7 @@ def section(r: dict[str, Any], files: int, size: int, reps: int) -> str:
 
     copy, spool = rate(r["copy"]), rate(r["spool"])
     free = rate(r["free"])
+    local, local_free = rate(r["local"]), rate(r["local_free"])
     through = max(row["read"] for row in r["copy"])
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M+00:00")
     shape = f"{files} x {size // MiB:,} MiB"
@@ -172,6 +190,8 @@ azurite@3.37.0`). One Azurite on loopback, data on disk, holding two accounts; m
 | Blob -> Blob, another account: Put Block From URL, 32 blocks in flight | {shape} | {copy / 1e6:,.0f} | {through:,} | {copy / spool:.2f}x the spool | 1.5x | {"yes" if copy >= 1.5 * spool and through == 0 else "**no**"} |
 | Blob -> Blob, another account: through a local spool file (the ceiling of a relay) | {shape} | {spool / 1e6:,.0f} | {total:,} (read) + {total:,} (sent) | 1.00x | | |
 {"".join(capped_row(how, rate(r[how]), size) for how in CAPS)}| Blob -> local, no cap (the ceiling here) | 1 x {size // MiB:,} MiB | {free / 1e6:,.0f} | | | | |
+| local -> local, `--bwlimit 100M` (100 MB/s) | 1 x {size // MiB:,} MiB | {local / 1e6:,.1f} | | {local / 100e6:.3f}x the cap | 0.9-1.1x | {"yes" if 0.9 <= local / 100e6 <= 1.1 else "**no**"} |
+| local -> local, no cap (the ceiling here) | 1 x {size // MiB:,} MiB | {local_free / 1e6:,.0f} | | | | |
 
 The emulator is both services, on one machine: a service-side copy here moves each block over
 loopback inside Azurite (its Put Block From URL fetches the source range over HTTP from itself),

@@ -84,14 +84,19 @@ def test_the_bucket_paces_concurrent_takers_to_the_rate() -> None:
     assert expected * 0.95 <= elapsed <= expected * 1.3, elapsed
 
 
-def test_bwlimit_caps_an_upload_and_a_download(
+def test_bwlimit_caps_an_upload_a_download_and_a_local_copy(
     azurite: Azurite, blob_env: str, tmp_path: Path
 ) -> None:
     data = {"big.bin": os.urandom(12 * MiB), "small.bin": os.urandom(300_000)}
     src = _write(tmp_path / "src", data)
     total = sum(map(len, data.values()))
     cap = 6e6  # bytes per second: ~2 s each way
-    for source, dest in ((str(src), f"{blob_env}/up"), (f"{blob_env}/up", str(tmp_path / "down"))):
+    legs = (
+        (str(src), f"{blob_env}/up"),
+        (f"{blob_env}/up", str(tmp_path / "down")),
+        (str(src), str(tmp_path / "local")),  # (a file system mount shares the NIC too)
+    )
+    for source, dest in legs:
         t0 = time.perf_counter()
         summary = stage(source, dest, block_size=MiB, bwlimit=cap)
         rate = total / (time.perf_counter() - t0)

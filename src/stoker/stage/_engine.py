@@ -38,6 +38,7 @@ from ..errors import (
 )
 from ..store import PosixStore, Store
 from ..store._blocks import take_resumed
+from ..store._bwlimit import take
 from ..store._download import fetch_ranges
 from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
 from ._file_hasher import FileHasher
@@ -194,6 +195,7 @@ class Engine:
         final = self.dst.file(key)  # (checked before anything is fetched)
         if isinstance(self.src, PosixStore):
             path = self.src.file(key)
+            await take(self.dst.limiter, size)  # (--bwlimit; a remote source's reads take)
             job = Job(key, final, from_file(path, size, self.hash_files), read_ahead(path))
         else:
             async with self.requests:

@@ -16,6 +16,7 @@ import shutil
 import stat
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import StageError, StokerError, StoreError
 from ._base import LIST_BATCH, ObjectInfo, Store
@@ -139,12 +140,15 @@ def disk_error(exc: OSError, path: Path | str) -> StokerError:
 COPY_PIECE = 16 << 20
 
 
-def copy_range(src: int, dst: int, size: int) -> None:
+def copy_range(src: int, dst: int, size: int, limiter: Any = None) -> None:
     """Copy ``size`` bytes in the kernel (copy_file_range; reflinks where the FS has them), in
-    pieces whose writeback starts as each is copied."""
+    pieces whose writeback starts as each is copied; ``limiter`` (a run's --bwlimit) takes
+    each piece before it is copied."""
     done = 0
     try:
         while done < size:
+            if limiter is not None:
+                limiter.take_blocking(min(COPY_PIECE, size - done))
             n = os.copy_file_range(src, dst, min(COPY_PIECE, size - done), done, done)
             if n == 0:
                 break
@@ -370,7 +374,7 @@ class PosixStore(Store):
             with src:
                 fd, _ = self.open_partial(key, 0)
                 try:
-                    copy_range(src.fileno(), fd, size)
+                    copy_range(src.fileno(), fd, size, self.limiter)
                 except OSError as exc:
                     os.close(fd)
                     raise disk_error(exc, self.path(key)) from exc
