@@ -671,3 +671,37 @@ def test_a_killed_run_leaves_no_lock_behind(tmp_path: Path) -> None:
     code_, out, err = cli("stage", str(src), str(dst))
     assert code_ == 0, err
     assert read_tree(dst) == files
+
+
+def test_verify_of_a_copy_this_user_may_not_read_is_one_line(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as another user")
+    base = Path(tempfile.mkdtemp(prefix="stoker-perm-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        files = dataset(4)
+        src, dst = tree(base / "src", files), tree(base / "dst", files)
+        for path in [*src.rglob("*"), *dst.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (dst / "part-1" / "001.bin").chmod(0o600)  # root's alone
+        proc = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                STOKER,
+                "verify",
+                str(src),
+                str(dst),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(base), "XDG_CACHE_HOME": str(base / "cache")},
+        )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        line = one_error(proc.stderr)
+        assert "cannot read" in line and "001.bin" in line and "Permission denied" in line, line
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
