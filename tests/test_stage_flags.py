@@ -307,9 +307,12 @@ def test_another_account_is_copied_by_the_service_block_by_block(
 ) -> None:
     server = _two_accounts(monkeypatch, tmp_path, NEWER_AZURITE)
     try:
+        from azure.storage.blob import ContentSettings
+
         src = server.container()
+        png = ContentSettings(content_type="image/png")  # carried to the copy, not guessed
         for key, data in FILES.items():
-            src.upload_blob(key, data)
+            src.upload_blob(key, data, content_settings=png if key == "big.bin" else None)
         dst, dst_url = _other_container(server, "copies")
         read = _counting_reads(monkeypatch)
         summary = stage(f"az://{src.container_name}", dst_url, block_size=MiB, concurrency=8)
@@ -320,6 +323,8 @@ def test_another_account_is_copied_by_the_service_block_by_block(
         for key, data in FILES.items():
             settings = dst.get_blob_client(key).get_blob_properties().content_settings
             assert bytes(settings.content_md5 or b"").hex() == hashlib.md5(data).hexdigest()
+        big = dst.get_blob_client("big.bin").get_blob_properties().content_settings
+        assert big.content_type == "image/png"
         blocks = dst.get_blob_client("big.bin").get_block_list("committed")[0]
         assert [b.size for b in blocks] == [MiB] * 5 + [7]
         # A changed source is copied again; the unchanged ones are skipped.
@@ -384,3 +389,11 @@ def test_a_block_copy_of_a_changed_source_fails_and_logs_no_secret(
         assert blob_tree(dst) == {"k.bin": b"a newer version"}
     finally:
         server.close()
+
+
+def test_a_copy_in_one_account_takes_the_tier(azurite: Azurite, blob_env: str) -> None:
+    """Copy Blob (the service's copy within an account) sets --tier too."""
+    src = azurite.client(blob_env)
+    src.upload_blob("in/a.bin", b"a" * 1000)
+    assert stage(f"{blob_env}/in", f"{blob_env}/out", tier="cool").ok
+    assert src.get_blob_client("out/a.bin").get_blob_properties().blob_tier == "Cool"

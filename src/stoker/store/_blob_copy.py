@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import ChecksumError, SourceChangedError, StoreError
 from ._azure import MD5_METADATA, BlobStore, _md5_hex
 from ._azure_errors import translated
+from ._blocks import tier_of
 
 
 def same_account(src: BlobStore, dst: BlobStore) -> bool:
@@ -70,6 +71,7 @@ async def copy_blob(
                     source.url,
                     source_etag=f'"{etag}"',
                     source_match_condition=MatchConditions.IfNotModified,
+                    standard_blob_tier=tier_of(dst),  # (--tier; None: the account's default)
                 )
                 break
             except HttpResponseError as exc:

@@ -69,26 +69,33 @@ async def uncommitted(blob: Any) -> dict[str, int]:
     return {block.id: block.size for block in blocks}
 
 
-def _settings(store: Any, key: str, md5: str | None) -> Any:
+def _settings(store: Any, key: str, md5: str | None, content_type: str | None = None) -> Any:
     from azure.storage.blob import ContentSettings
 
     return ContentSettings(
-        content_type=content_type_of(store, key),
+        content_type=store.content_type or content_type or content_type_of(store, key),
         content_md5=bytearray.fromhex(md5) if md5 else None,
     )
 
 
-async def _commit(store: Any, blob: Any, key: str, ids: list[str], md5: str | None) -> None:
+async def _commit(
+    store: Any,
+    blob: Any,
+    key: str,
+    ids: list[str],
+    md5: str | None,
+    content_type: str | None = None,
+) -> None:
     from azure.storage.blob import BlobBlock
 
     await blob.commit_block_list(
         [BlobBlock(block_id=i) for i in ids],
-        content_settings=_settings(store, key, md5),
-        standard_blob_tier=_tier(store),
+        content_settings=_settings(store, key, md5, content_type),
+        standard_blob_tier=tier_of(store),
     )
 
 
-def _tier(store: Any) -> Any:
+def tier_of(store: Any) -> Any:
     from azure.storage.blob import StandardBlobTier
 
     return StandardBlobTier(store.tier) if store.tier else None
@@ -220,7 +227,7 @@ async def put_small(store: BlobStore, key: str, data: bytes) -> None:
             data,
             overwrite=True,
             content_settings=_settings(store, key, hashlib.md5(data).hexdigest()),
-            standard_blob_tier=_tier(store),
+            standard_blob_tier=tier_of(store),
         )
     except Exception as exc:
         raise translate(exc, f"writing {store}/{key}") from exc
@@ -277,6 +284,10 @@ async def copy_blocks(
     ids = [block_id(key, f"blob:{etag}", offset, length) for offset, length in blocks]
     sent = Sent()
     url, auth = await source_url(src, key)
+    # The source's Content-Type goes with the copy (unless --content-type says otherwise), as
+    # Copy Blob carries it.
+    props = await src._sdk().get_blob_client(src.loc.prefix + key).get_blob_properties()
+    carried = props.content_settings.content_type
 
     async def put(bid: str, offset: int, length: int) -> None:
         await blob.stage_block_from_url(
@@ -305,5 +316,5 @@ async def copy_blocks(
                 yield put(bid, offset, length)
 
     await _in_parallel(jobs, dst.concurrency)
-    await _commit(dst, blob, key, ids, md5)
+    await _commit(dst, blob, key, ids, md5, carried)
     return md5, sent
