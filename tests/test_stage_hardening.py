@@ -705,3 +705,28 @@ def test_verify_of_a_copy_this_user_may_not_read_is_one_line(tmp_path: Path) -> 
         assert "cannot read" in line and "001.bin" in line and "Permission denied" in line, line
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_too_many_open_files_stops_the_run_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tree(tmp_path / "src", dataset(40))
+    real_open = os.open
+
+    class NoMoreFiles:
+        def __getattr__(self, attr: str) -> Any:
+            if attr != "open":
+                return getattr(os, attr)
+
+            def refuse(path: Any, flags: int, *args: Any) -> int:
+                if str(path).endswith(".stoker-partial"):
+                    raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+                return real_open(path, flags, *args)
+
+            return refuse
+
+    monkeypatch.setattr(_posix, "os", NoMoreFiles())
+    out = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst")])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.count("too many open files") == 1, out.stderr
+    assert "lower --concurrency" in out.stderr

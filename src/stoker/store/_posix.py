@@ -134,6 +134,11 @@ def disk_error(exc: OSError, path: Path | str) -> StokerError:
             f"permission denied writing {path}: this user (uid {os.getuid()}) may not write "
             "there; fix the folder's permissions or pick another destination"
         )
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return StageError(
+            f"too many open files writing {path}: lower --concurrency, or raise the limit "
+            "(ulimit -n); files already copied are kept and a re-run continues from here"
+        )
     return StoreError(f"cannot write {path}: {exc.strerror or exc}")
 
 
