@@ -199,13 +199,12 @@ def _take(path: Path, mode: int, dst: str, rank: int, world: int, notes: list[st
             )
             return None
         raise state_error(path, exc, "the run's lock") from exc
-    if mode == fcntl.LOCK_EX or not _holder(fd):
-        me = json.dumps(
-            {"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())}
-        ).encode()
-        with contextlib.suppress(OSError):  # (who holds it is a courtesy, not the lock)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, me, 0)
+    # Who holds it, for the refusal: a share's holder writes too (the file may name a run
+    # long gone); a courtesy, not the lock.
+    me = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())})
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, me.encode(), 0)
     return fd
 
 
