@@ -134,8 +134,10 @@ async def _in_parallel(jobs: Callable[[], Any], limit: int) -> None:
             await asyncio.gather(*list(tasks), return_exceptions=True)
     finally:
         await pending.aclose()
-        for task in list(tasks):
-            task.cancel()
+        if tasks:  # (cancelled, Ctrl-C: the blocks in flight stop; what was staged stays)
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*list(tasks), return_exceptions=True)
     if failed:
         raise failed[0]
 
