@@ -193,7 +193,8 @@ class SavePipeline:
         try:
             partial = self.fast.partial(stats.step, name)
             digest = write_snapshot(snapshot, partial)
-            tensors = tensor_hashes(snapshot)  # for the other ranks' ranged reads
+            # for the other ranks' ranged reads (alone, a rank's file holds every tensor)
+            tensors = tensor_hashes(snapshot) if self.group.world_size > 1 else {}
             record = FileRecord(name, snapshot.size, digest, self.group.rank, tensors)
             self.fast.publish(stats.step, name)
         except OSError as exc:
