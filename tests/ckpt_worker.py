@@ -156,8 +156,13 @@ def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:
     back = {"w": distribute_tensor(torch.zeros(16, 4), mesh, [Shard(0)])}
     dcp.load(back, storage_reader=ckpt.dcp_reader())
     ok = torch.equal(back["w"].full_tensor(), full)
+    try:  # save() itself refuses a DTensor, pointing at DCP
+        ckpt.save(10, back)
+        refused = ""
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        refused = str(exc)
     ckpt.close()
-    return {"fast_files": mine, "loaded_ok": ok}
+    return {"fast_files": mine, "loaded_ok": ok, "dtensor_refused": refused}
 
 
 def loaded(restored: Any, replicated: Any, rank: int) -> dict[str, Any]:

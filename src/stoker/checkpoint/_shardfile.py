@@ -63,6 +63,13 @@ def flatten(state: Any) -> tuple[Any, list[tuple[str, Any]]]:
 
     def walk(obj: Any, path: str) -> Any:
         if isinstance(obj, torch.Tensor):
+            if type(obj).__name__ == "DTensor":  # torch.distributed.tensor's: global shape
+                raise CheckpointError(
+                    f"state{path}: a DTensor ({getattr(obj, 'placements', '?')}) cannot be "
+                    "saved by save(): save it through torch.distributed.checkpoint "
+                    "(ckpt.dcp_writer(step)), which reshards, or save its local part "
+                    "(tensor.to_local()), naming what every rank holds alike in replicated="
+                )
             if obj.is_sparse or obj.is_quantized or obj.layout != torch.strided:
                 raise CheckpointError(
                     f"state{path}: a {obj.layout} tensor cannot be checkpointed; "
