@@ -136,7 +136,25 @@ def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> 
         result["runs"].append(run)
     if mode == "nodes":
         result["dcp"] = dcp_nodes(base / "dcp" / f"node{rank // RANKS_PER_NODE}", durables[-1])
+        result["mismatch"] = mismatch(base / "mismatch" / f"node{rank // RANKS_PER_NODE}", rank)
     return result
+
+
+def mismatch(fast: Path, rank: int) -> str:
+    """Rank 3 holds one more tensor under a replicated key: every rank refuses to commit."""
+    ckpt = Checkpointer(fast)
+    state = model_state(1)
+    if rank == 3:
+        state["model"]["extra"] = torch.zeros(3)
+    try:
+        ckpt.save(1, state, replicated=("model", "optim"))
+        ckpt.wait()
+        said = ""
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        said = str(exc)
+    said += f" | committed: {sorted(s for s, x in ckpt.fast.steps().items() if x.committed)}"
+    ckpt.close()
+    return said
 
 
 def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:

@@ -232,6 +232,12 @@ def test_dcp_on_node_local_fast_tiers_uploads_from_every_rank(
     assert torch.equal(state["w"], torch.arange(64, dtype=torch.float32).reshape(16, 4))
 
 
+def test_ranks_that_hold_other_replicated_tensors_commit_nothing(saved: dict[str, Any]) -> None:
+    for r in saved["four"]:
+        assert "rank(s) [3] hold other replicated tensors" in r["mismatch"]
+        assert r["mismatch"].endswith("committed: []")
+
+
 def test_assignment_is_deterministic_and_balanced() -> None:
     sizes = [(f"t{i}", (i * 7919) % 1000 + 1) for i in range(200)]
     owner = assign(sizes, 4)

@@ -200,7 +200,10 @@ class SavePipeline:
         except OSError as exc:
             error = _write_error(exc, stats.step, self.fast)
         # Every rank reports, failed or not, so that no rank waits forever for a dead one.
-        records = self.group.all_gather(record, "write")
+        plan = snapshot.plan  # the same on every rank (made from names and sizes alone)
+        layout = plan.layout if plan else ""
+        gathered = self.group.all_gather((record, layout), "write")
+        records = [r for r, _ in gathered]
         if error is not None:
             raise error
         if None in records:
@@ -209,7 +212,14 @@ class SavePipeline:
                 f"step {stats.step}: rank(s) {failed} could not write their shard, so the step "
                 "was not committed; the previous checkpoint is intact"
             )
-        plan = snapshot.plan  # the same on every rank (made from names and sizes alone)
+        differ = [rank for rank, (_, other) in enumerate(gathered) if other != gathered[0][1]]
+        if differ:  # each would have written its share of another split: tensors lost
+            raise CheckpointError(
+                f"step {stats.step}: rank(s) {differ} hold other replicated tensors (names, "
+                f"sizes or keys) than rank 0 under replicated=, so the step was not committed "
+                "(the previous checkpoint is intact): every rank must pass the same replicated= "
+                "and hold the same names and shapes under it"
+            )
         manifest = CheckpointManifest(
             stats.step,
             self.group.world_size,

@@ -14,7 +14,9 @@ replicated part of each file is one contiguous range, which another rank reads i
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,7 @@ class Plan:
     replicated: bool | list[str] | None
     private: list[str] | None
     owner: dict[str, int]
+    layout: str = ""  # a hash of the replicated names and sizes: the same on every rank
 
     def holds(self, name: str) -> bool:
         """Whether this rank's file holds the tensor ``name`` (its own, or its replicated share)."""
@@ -106,4 +109,5 @@ def plan(
     names = [p for p, _ in sizes]
     if len(set(names)) != len(names):  # (flatten's paths are unique; a guard for the future)
         raise CheckpointError(f"step {step}: two replicated tensors share a name")
-    return Plan(rank, world_size, keys, private, assign(sizes, world_size))
+    layout = hashlib.sha256(json.dumps(sorted(sizes)).encode()).hexdigest()
+    return Plan(rank, world_size, keys, private, assign(sizes, world_size), layout)
