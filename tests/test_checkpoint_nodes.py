@@ -273,3 +273,47 @@ def test_a_format_1_manifest_is_still_read() -> None:
     raw["format"] = "stoker.checkpoint/9"
     with pytest.raises(CheckpointError, match="stoker.checkpoint/9"):
         CheckpointManifest.from_json(json.dumps(raw).encode(), "t")
+
+
+def test_a_step_written_in_format_1_still_loads(tmp_path: Path) -> None:
+    """A shard and manifest as stoker.checkpoint/1 wrote them (no names, no layout)."""
+    import io
+
+    import xxhash
+
+    from stoker.checkpoint._shardfile import MAGIC
+
+    w = torch.arange(10, dtype=torch.float32)
+    skeleton = io.BytesIO()
+    torch.save({"w": {"__stoker_tensor__": 0}, "epoch": 3}, skeleton)
+    skel = skeleton.getvalue()
+    raw = w.numpy().tobytes()
+    index = json.dumps(
+        {
+            "format": 1,
+            "tensors": [[0, len(raw), "float32", [10], "cpu"]],
+            "skeleton": [len(raw), len(skel)],
+        }
+    ).encode()
+    data = raw + skel + index + len(index).to_bytes(8, "little") + MAGIC
+    folder = tmp_path / "fast" / step_dir(5)
+    folder.mkdir(parents=True)
+    (folder / "shard-00000-of-00001.bin").write_bytes(data)
+    manifest = {
+        "step": 5,
+        "world_size": 1,
+        "kind": "stoker",
+        "created": "2026-11-30T08:13:41+00:00",
+        "format": "stoker.checkpoint/1",
+        "files": [
+            {
+                "name": "shard-00000-of-00001.bin",
+                "size": len(data),
+                "xxh3": xxhash.xxh3_128(data).hexdigest(),
+            }
+        ],
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with Checkpointer(tmp_path / "fast", check_writable=False) as ckpt:
+        restored = ckpt.load()
+    assert torch.equal(restored.state["w"], w) and restored.state["epoch"] == 3
