@@ -141,8 +141,16 @@ def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> 
 
 
 def mismatch(fast: Path, rank: int) -> str:
-    """Rank 3 holds one more tensor under a replicated key: every rank refuses to commit."""
+    """Node-local fast tiers without a durable one: replicated= is refused on every rank.
+    Rank 3 holds one more tensor under a replicated key: every rank refuses to commit."""
     ckpt = Checkpointer(fast)
+    try:
+        ckpt.save(1, model_state(1), replicated=True)
+        alone = ""
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        alone = str(exc)
+    ckpt.close()
+    ckpt = Checkpointer(fast, fast.parent / "durable")
     state = model_state(1)
     if rank == 3:
         state["model"]["extra"] = torch.zeros(3)
@@ -154,7 +162,7 @@ def mismatch(fast: Path, rank: int) -> str:
         said = str(exc)
     said += f" | committed: {sorted(s for s, x in ckpt.fast.steps().items() if x.committed)}"
     ckpt.close()
-    return said
+    return alone + " | " + said
 
 
 def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:
