@@ -671,8 +671,9 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def crash_once(folder: Path, first: int, log: Path) -> dict:
-    """Start a saving child, SIGKILL it at a random moment; what it had committed."""
+def crash_once(folder: Path, first: int, log: Path, until_committed: int = 0) -> dict:
+    """Start a saving child, SIGKILL it at a random moment (or once it has committed
+    ``until_committed`` steps); what it had committed."""
     with open(log, "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-c", CRASH_CHILD, str(folder), str(first), str(CRASH_BYTES // 4)],
@@ -696,7 +697,10 @@ def crash_once(folder: Path, first: int, log: Path) -> dict:
     while not ready.wait(0.1) and proc.poll() is None and time.monotonic() < deadline:
         pass
     delay = random.uniform(*CRASH_KILL_S)
-    if ready.is_set():
+    if ready.is_set() and until_committed:
+        while len(committed) < until_committed and proc.poll() is None:
+            time.sleep(0.01)
+    elif ready.is_set():
         time.sleep(delay)
     exited_first = proc.poll() is not None
     if not exited_first:
@@ -733,7 +737,10 @@ def measure_crash(count: int, folder: Path) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     rng_seed = int(time.time())
     random.seed(rng_seed)
-    last_committed: int | None = None  # newest step any child reported committed, so far
+    # A first step, committed before any kill: a load after a kill that came before any commit
+    # has nothing to load, which says nothing about the tool.
+    seed = crash_once(folder, 0, logs / "checkpoint-crash-seed.err", until_committed=1)
+    last_committed: int | None = seed["committed"][-1] if seed["committed"] else None
     damaged: set[int] = set()  # steps this harness damaged (kept by prune for inspection)
     rows = []
     for i in range(count):
@@ -745,7 +752,7 @@ def measure_crash(count: int, folder: Path) -> dict:
         # Then the newest step is damaged (a torn manifest, or one flipped byte in its shard),
         # `stoker checkpoint prune --keep-last 1` runs, and the load must take the newest step
         # left whole: retention must not have deleted it.
-        damage = damage_newest(folder, "torn manifest" if i % 2 else "flipped byte")
+        damage = damage_newest(folder, "torn manifest" if i % 2 else "flipped byte", damaged)
         if damage:
             damaged.add(damage["step"])
         pruned = subprocess.run(
@@ -805,10 +812,10 @@ def committed_on_disk(folder: Path) -> list[int]:
     return sorted(int(p.parent.name[5:]) for p in folder.glob("step-*/manifest.json"))
 
 
-def damage_newest(folder: Path, how: str) -> dict | None:
-    """Damage the newest committed step, when an older one is left whole to fall back on (a
-    lone step damaged leaves nothing to load, which no tool can help)."""
-    steps = committed_on_disk(folder)
+def damage_newest(folder: Path, how: str, damaged: set[int]) -> dict | None:
+    """Damage the newest whole committed step, when an older one is left whole to fall back on
+    (a lone step damaged leaves nothing to load, which no tool can help)."""
+    steps = [s for s in committed_on_disk(folder) if s not in damaged]
     if len(steps) < 2:
         return None
     step_folder = folder / f"step-{steps[-1]:012d}"
@@ -1075,9 +1082,11 @@ def crash_text(c: dict | None, misses: list[str]) -> str:
     return (
         f"{len(rows)} kills of a child saving a {c['state_bytes'] / MiB:.0f} MiB state in a loop "
         f'(SIGKILL {CRASH_KILL_S[0]}-{CRASH_KILL_S[1]} s after "ready"; '
-        f"{sum(len(r['committed']) for r in rows)} commits reported in all). After each kill the "
+        f"{sum(len(r['committed']) for r in rows)} commits reported in all; one step committed "
+        f"before the first kill). After each kill the "
         f"newest committed step is damaged (torn manifest and flipped shard byte, in turn; "
-        f"{damaged_n} times: the others had no older step left whole), `stoker checkpoint prune "
+        f"{damaged_n} times: in the others the child had committed nothing since the last prune, "
+        f"so no older whole step was left), `stoker checkpoint prune "
         f"--keep-last 1` runs (exit 1 when it kept a damaged step: {prune_1} times; exit 0: "
         f"{prune_0}; other: {prune_other}), and a fresh process loads, which must take the newest "
         f"step left whole; {with_commit} loads came after at least one commit.\n\n"
@@ -1421,6 +1430,7 @@ def replace_subsection(path: Path, heading: str, body: str) -> None:
     path.write_text(text[:start] + section + text[end:])
 
 
+CRASH_HEADING = "### Crash safety"
 FIRST_HEADING = "### First save: blocking time against the later saves"
 
 
@@ -1861,6 +1871,13 @@ def main() -> None:
     out_path.write_text(json.dumps(res, indent=1))
     res["states"] = {k: v for k, v in res["states"].items() if "bytes" in v}
     if "compare" not in parts:  # one part's figures: its subsection, the others' stay
+        if "crash" in parts:
+            misses = []
+            body = crash_text(res.get("crash"), misses)
+            body += "".join(f"\nMissed: {x}." for x in misses)
+            if args.write:
+                replace_subsection(args.write, CRASH_HEADING, body)
+            print(f"{CRASH_HEADING}\n\n{body}")
         if "ddp" in parts:
             misses = []
             body = ddp_text(res.get("ddp"), misses)
