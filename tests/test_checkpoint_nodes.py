@@ -131,6 +131,11 @@ def test_node_local_fast_tier_is_not_called_damaged(saved: dict[str, Any]) -> No
         assert infos[3].loads
         assert infos[3].tiers["fast"] == "ok: this node's files (ranks 2, 3)"
         assert infos[3].tiers["durable"] == "ok"
+        report = ckpt.verify()  # node 0's files are not on node 1's disk, and not missing
+        assert report.ok, report.problems
+        assert report.files == sum(  # this node's files on fast, every file on durable
+            len([n for n in (node1 / step_dir(s)).glob("shard-*")]) for s in (2, 3)
+        ) + sum(len(list((Path(durable) / step_dir(s)).glob("shard-*"))) for s in (2, 3))
     with Checkpointer(base / "fast/d1/node0", check_writable=False, keep_last=1) as ckpt:
         infos = {i.step: i for i in ckpt.list(hashes=True)}
         assert infos[3].loads and infos[2].loads  # node 1's files are on node 1's disk

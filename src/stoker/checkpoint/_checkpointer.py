@@ -167,6 +167,8 @@ class Checkpointer:
         self.group.refuse_unstarted()
         step_dir(step)  # a bad step is the caller's error, raised here and not in the background
         normalise(replicated, state, step)  # a misnamed key is refused before anything moves
+        if replicated is not None and replicated is not False:  # before the step is taken
+            self._pipeline.refuse_split_without_durable(step)
         self._lock_fast()
         self._check_step_grows(step)
         stats = SaveStats(step)
@@ -240,25 +242,29 @@ class Checkpointer:
             return None
         return checkpoint_interval(done.blocking_s, done.durable_s or done.fast_s, mtbf=self.mtbf)
 
-    def maybe_save(self, step: int, state: Any) -> SaveStats | None:
+    def maybe_save(
+        self, step: int, state: Any, *, replicated: Replicated = None
+    ) -> SaveStats | None:
         """Save when the interval has passed since the last save began; else do nothing and
         return None. The first call always saves: it measures what a save costs, and until
-        that save is written the interval is not known, so no other save starts."""
+        that save is written the interval is not known, so no other save starts.
+        ``replicated``: as for ``save``."""
         last = self.last_save
         if last is None:
-            return self.save(step, state)
+            return self.save(step, state, replicated=replicated)
         if self.mtbf is None:
             raise CheckpointError("maybe_save needs Checkpointer(..., mtbf=...)")
         interval = self.interval_s
         if interval is not None and time.perf_counter() - last.started >= interval:
-            return self.save(step, state)
+            return self.save(step, state, replicated=replicated)
         return None
 
     def watch_preemption(self, state_fn: Any = None, **options: Any) -> PreemptionWatcher:
         """Watch Azure Scheduled Events for this VM (a Spot eviction, a deletion, a reboot or a
         redeploy); the training loop calls ``watcher.should_stop(step)`` every step, which saves,
         makes the step durable, acknowledges the event and returns True. Options:
-        ``on_preempt``, ``endpoint``, ``vm_name``, ``poll_s`` (see docs/checkpoint.md)."""
+        ``on_preempt``, ``endpoint``, ``vm_name``, ``poll_s``, ``replicated`` (as ``save``'s;
+        see docs/checkpoint.md)."""
         self._open()
         return PreemptionWatcher(self, state_fn, **options)
 

@@ -117,7 +117,7 @@ class StepChecker:
                     self._files(tier, step, reference, good)  # its files may still be good
                 continue
             own = manifests[tier.name]
-            mine = self._node_files(tier, step, own)
+            mine = self.node_files(tier, step, own)
             away |= {r.name for r in own.files} - {r.name for r in mine}
             bad = self._files(tier, step, own, good if own == reference else {}, mine, judged)
             if own != reference:
@@ -143,7 +143,7 @@ class StepChecker:
                 )
         return health
 
-    def _node_files(self, tier: Tier, step: int, manifest: CheckpointManifest) -> list[FileRecord]:
+    def node_files(self, tier: Tier, step: int, manifest: CheckpointManifest) -> list[FileRecord]:
         """The files of ``manifest`` that ``tier`` should hold: all of them, except on a
         node-local fast tier, which holds those its node's ranks wrote (the nodes whose files
         it has; when it has none, all are expected and found missing)."""

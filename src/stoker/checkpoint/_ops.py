@@ -104,6 +104,7 @@ def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None)
     """Hash every file of every committed step (or ``step``) on every tier; name each mismatch.
     A tier that cannot be listed is a problem too: what was not checked must not pass."""
     report = CheckReport()
+    checker = StepChecker(tiers, hashes=False)  # (for which files a tier should hold)
     unreachable: list[tuple[Tier, str]] = []
     committed = committed_steps(tiers, step, unreachable)
     for tier, why in unreachable:
@@ -118,7 +119,8 @@ def verify_tiers(tiers: list[Tier], step: int | None, progress: Progress | None)
                 continue
             if manifest is None:  # deleted since the listing
                 continue
-            for record in manifest.files:
+            # a node-local fast tier holds its node's files only; the others are not missing
+            for record in checker.node_files(tier, s, manifest):
                 report.files += 1
                 try:
                     if tier.hash(s, record.name, record.size) != record.xxh3:

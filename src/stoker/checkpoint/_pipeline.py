@@ -60,16 +60,21 @@ class SavePipeline:
         return [self.fast] + ([self.durable] if self.durable is not None else [])
 
     # ------------------------------------------------------------------ queueing
-    def write(self, stats: SaveStats, snapshot: Snapshot) -> None:
-        """Write ``snapshot`` to the fast tier in the background, then upload it."""
-        if snapshot.plan is not None and self.group.node_local and self.durable is None:
+    def refuse_split_without_durable(self, step: int) -> None:
+        """A split (``replicated=``) on node-local fast tiers needs a durable tier."""
+        if self.group.node_local and self.durable is None:
             raise CheckpointError(
-                f"step {stats.step}: replicated= on node-local fast tiers (ranks "
+                f"step {step}: replicated= on node-local fast tiers (ranks "
                 f"{self.group.nodes} each share one) needs a durable tier: each node's disk "
                 "holds only its own ranks' files, so no load could read the replicated tensors "
                 "the other nodes wrote; give the Checkpointer durable=URL, or a fast tier "
                 "every rank shares"
             )
+
+    def write(self, stats: SaveStats, snapshot: Snapshot) -> None:
+        """Write ``snapshot`` to the fast tier in the background, then upload it."""
+        if snapshot.plan is not None:
+            self.refuse_split_without_durable(stats.step)
         future = self._writer.submit(self._write_fast, stats, snapshot)
         with self._lock:
             self._pending.append(future)

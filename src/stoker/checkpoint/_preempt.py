@@ -79,11 +79,12 @@ class PreemptionWatcher:
         endpoint: str | None = None,
         vm_name: str | None = None,
         poll_s: float = 1.0,
+        replicated: Any = None,
     ) -> None:
         if poll_s <= 0:
             raise CheckpointError(f"poll_s={poll_s}: give seconds above 0 (Azure suggests 1)")
         self.ckpt, self.state_fn, self.on_preempt = ckpt, state_fn, on_preempt
-        self.poll_s = poll_s
+        self.poll_s, self.replicated = poll_s, replicated  # as save()'s, for the save made here
         self.stop_requested = False  # set as soon as this rank knows the job must stop
         self.last: Preemption | None = None  # what the newest handled event came to
         self._lock = threading.Lock()
@@ -251,7 +252,8 @@ class PreemptionWatcher:
                 return None
             report.say(f"no state given: finishing the save of step {last.step}", logging.WARNING)
             return last
-        return self.ckpt.save(step, state if state is not None else self.state_fn())  # type: ignore[misc]
+        state = state if state is not None else self.state_fn()  # type: ignore[misc]
+        return self.ckpt.save(step, state, replicated=self.replicated)
 
     def _wait_durable(
         self, stats: SaveStats, measured: SaveStats | None, deadline: float, report: Preemption
