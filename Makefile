@@ -50,6 +50,9 @@ demo: $(STAMP) $(CHECKOV)
 	rm -rf .demo/ckpt
 	$(BIN)/python examples/train_checkpoint.py .demo/ckpt
 	$(BIN)/stoker checkpoint ls .demo/ckpt/fast --durable .demo/ckpt/durable
+	@echo "--- checkpoint on two emulated nodes (2 ranks each, node-local fast tiers): node 1 is evicted (a Scheduled Event served locally), every rank saves and stops; then 3 ranks load from the durable tier"
+	$(BIN)/python examples/checkpoint_nodes.py .demo/ckpt-nodes
+	$(BIN)/stoker checkpoint ls .demo/ckpt-nodes/node1 --durable .demo/ckpt-nodes/durable
 	@echo "--- doctor: is this node fit for GPU training? (says plainly what it lacks)"
 	-$(BIN)/stoker doctor
 	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"

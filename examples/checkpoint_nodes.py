@@ -9,6 +9,11 @@ Run as is, it launches torchrun twice (gloo on the CPU):
    durable tier is ROOT/durable (Blob's stand-in). Each save names what DDP replicates
    (``replicated=("model", "optim")``), so the model is written once across the four ranks;
    each rank's random state is its own.
+   While they train, Azure's Scheduled Events (here a local stand-in of the metadata service,
+   ``stoker.checkpoint._events_server``) announces a Spot eviction of node 1 with 30 s of
+   notice. Each node's local rank 0 polls its own metadata service; ``should_stop(step)``,
+   called every step, saves that step on every rank, waits until it is committed, and only
+   then node 1 acknowledges the event; every rank stops cleanly.
 2. 3 ranks on "new VMs" (empty fast folders) load from the durable tier alone: a plain load is
    refused, since the private keys belong to 4 ranks; ``load(reshard=True)`` gives every rank
    the model, the optimizer and rank 0's private entries.
@@ -23,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +39,46 @@ from torch import nn
 from stoker import Checkpointer
 
 RANKS_PER_NODE = 2
-STEPS, EVERY = 6, 2
+STEPS, EVERY = 10, 2
+
+
+EVICT_AT_STEP = 3  # the eviction notice is posted once the ranks report this step
 
 
 def launch(root: Path) -> None:
-    """The parent: torchrun with 4 ranks to save, then with 3 to load."""
+    """The parent: torchrun with 4 ranks to save (serving the metadata service's Scheduled
+    Events, which evict node 1 mid-run), then with 3 to load."""
+    from stoker.checkpoint._events_server import EventsServer
+
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--master-port=0"]
     torchrun += ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for n, phase in ((4, "save"), (3, "load")):
-        print(f"--- {phase} on {n} ranks", flush=True)
-        subprocess.run(
-            [*torchrun, f"--nproc-per-node={n}", __file__, phase, str(root)], check=True, env=env
-        )
+    with EventsServer(vm_name="node1") as imds:
+        env["STOKER_DEMO_IMDS"] = imds.url
+        for n, phase in ((4, "save"), (3, "load")):
+            print(f"--- {phase} on {n} ranks", flush=True)
+            child = subprocess.Popen(
+                [*torchrun, f"--nproc-per-node={n}", __file__, phase, str(root)], env=env
+            )
+            if phase == "save":
+                evict_when_ready(root, imds, child)
+            if child.wait():
+                raise SystemExit(f"the {phase} phase failed (exit {child.returncode})")
+            if phase == "save":
+                acked = [ids for _, ids in imds.acks]
+                print(f"metadata service: node 1's eviction acknowledged {acked}", flush=True)
+
+
+def evict_when_ready(root: Path, imds: Any, child: subprocess.Popen) -> None:
+    """Post a Preempt for node 1 (30 s notice, as Spot gives) once training reaches a step."""
+    marker = root / f"reached-{EVICT_AT_STEP}"
+    while not marker.exists() and child.poll() is None:
+        time.sleep(0.05)
+    if child.poll() is None:
+        imds.schedule("Preempt", notice_s=30, resources=["node1"])
+        print("metadata service: Preempt of node1 posted (NotBefore in 30 s)", flush=True)
 
 
 def digest(state: dict[str, Any]) -> str:
@@ -58,11 +89,17 @@ def digest(state: dict[str, Any]) -> str:
     return h.hexdigest()[:12]
 
 
-def serve_preemption(root: Path, rank: int) -> Any:
-    """Hook: a Scheduled Events server for this demo, and the watcher of the Checkpointer,
-    are added here by the preemption work (stoker.checkpoint._events_server). None: no
-    preemption in this run."""
-    return None
+def serve_preemption(ckpt: Checkpointer, rank: int, state_fn: Any) -> Any:
+    """The watcher of this rank: each emulated node's first rank polls the metadata service
+    (as torchrun's LOCAL_RANK 0 would on a real node) under the VM name of its node."""
+    os.environ["LOCAL_RANK"] = str(rank % RANKS_PER_NODE)  # emulated nodes share one VM here
+    return ckpt.watch_preemption(
+        state_fn,
+        endpoint=os.environ["STOKER_DEMO_IMDS"],
+        vm_name=f"node{rank // RANKS_PER_NODE}",
+        poll_s=0.05,
+        replicated=("model", "optim"),
+    )
 
 
 def say(lines: str) -> None:
@@ -82,8 +119,16 @@ def save(root: Path) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     node = rank // RANKS_PER_NODE
     ckpt = Checkpointer(root / f"node{node}", root / "durable", keep_last=2)
-    watcher = serve_preemption(root, rank)  # (None for now)
     gen = torch.Generator().manual_seed(100 + rank)  # each rank's own data order
+
+    def state() -> dict[str, Any]:
+        return {
+            "model": model.module.state_dict(),
+            "optim": opt.state_dict(),
+            "rng": gen.get_state(),  # private: each rank's own
+        }
+
+    watcher = serve_preemption(ckpt, rank, state)
     for step in range(1, STEPS + 1):
         x = torch.randn(32, 256, generator=gen)
         loss = (model(x) - x).pow(2).mean()
@@ -91,14 +136,17 @@ def save(root: Path) -> None:
         loss.backward()  # DDP averages the gradients: the model stays the same on every rank
         opt.step()
         if step % EVERY == 0:
-            state = {
-                "model": model.module.state_dict(),
-                "optim": opt.state_dict(),
-                "rng": gen.get_state(),  # private: each rank's own
-            }
-            stats = ckpt.save(step, state, replicated=("model", "optim"))
-        if watcher is not None and watcher.should_stop(step):
+            stats = ckpt.save(step, state(), replicated=("model", "optim"))
+        if step == EVICT_AT_STEP and rank == 0:
+            (root / f"reached-{step}").touch()  # (tells the demo's parent to post the event)
+        if step >= EVICT_AT_STEP:
+            time.sleep(0.5)  # a step long enough for the poll to see the event in a step or two
+        if watcher.should_stop(step):
+            stats = ckpt.last_save or stats
+            report = watcher.last
+            say(f"rank {rank}: preempted at step {step}: {report.note if report else ''}")
             break
+    watcher.close()
     ckpt.wait()
     mine = root / f"node{node}" / f"step-{stats.step:012d}"
     files = sorted(p.name for p in mine.glob("shard-*"))
