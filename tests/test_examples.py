@@ -85,3 +85,31 @@ def test_train_checkpoint_restores_identical_weights(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "weights identical: True" in out.stdout
+
+
+def test_checkpoint_nodes_answers_the_eviction_and_loads_on_three_ranks(tmp_path: Path) -> None:
+    """make demo's multi-node step: node 1's eviction is acknowledged only after every rank
+    committed the step it saved, and three ranks load that step from the durable tier."""
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "checkpoint_nodes.py"), str(tmp_path / "nodes")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    preempted = [ln for ln in lines if ": preempted at step " in ln]
+    assert len(preempted) == 4 and len({ln.split(":")[1] for ln in preempted}) == 1
+    assert all("committed on the fast tier and the durable tier" in ln for ln in preempted)
+    assert sum("acknowledged" in ln for ln in preempted) == 1  # node 1 alone, once
+    assert "rank 2:" in next(ln for ln in preempted if "acknowledged" in ln)
+    step = preempted[0].split("preempted at step ")[1].split(":")[0]
+    loaded = [ln for ln in lines if "load(reshard=True): step" in ln]
+    assert len(loaded) == 3 and all(f"step {step} from the durable tier" in ln for ln in loaded)
+    said = [
+        ln
+        for ln in lines
+        if ln.startswith("rank ") and "; model " in ln or "model " in ln and "load(" in ln
+    ]
+    models = {ln.rsplit("model ", 1)[1].split(",")[0] for ln in said}
+    assert len(models) == 1  # every rank saved, and every rank loaded, the same model
