@@ -4,8 +4,9 @@ Each piece of data moved (a downloaded chunk, an uploaded block) takes its size 
 bucket before it goes on; a piece that finds the bucket empty waits until the rate has paid
 for it. The bucket is a GCRA (virtual scheduling): one number, the time at which all pieces
 taken so far are paid for, moved forward by ``n / rate`` per piece, so concurrent transfers
-share the rate in the order they asked, and a burst of up to ``burst`` bytes passes at once
-after an idle spell (a copy that starts or pauses is not held back for time it did not use).
+share the rate in the order they asked. The first piece finds the bucket empty; later, up to
+``burst`` bytes the transfers fell behind by (an idle spell, a piece whose copy took long) may
+pass at once, so the rate over a copy stays the cap rather than under it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import time
 
 from ..errors import UnitError
 from ..units import parse_bytes, parse_rate
+
+PIECE = 16 << 20  # the largest piece a taker asks for at once (a local copy's, _posix.COPY_PIECE)
 
 
 def parse_bwlimit(value: float | str) -> float:
@@ -43,9 +46,13 @@ class Bandwidth:
 
     def __init__(self, rate: float, burst: float | None = None) -> None:
         self.rate = float(rate)
-        # Up to 50 ms of the rate (at least 1 MiB, one piece of a stream) passes unpaced.
-        self.slack = (burst if burst is not None else max(self.rate * 0.05, 1 << 20)) / self.rate
-        self._paid_until = time.monotonic()
+        # Up to 50 ms of the rate passes unpaced, and at least one piece (16 MiB, a local
+        # copy's; unless that is more than a second of the rate): a piece paid for in advance
+        # never makes the next wait for the time the copy of the last took.
+        if burst is None:
+            burst = max(self.rate * 0.05, min(float(PIECE), self.rate))
+        self.slack = burst / self.rate
+        self._paid_until: float | None = None  # (the first piece finds the bucket empty)
         self._lock = threading.Lock()
         self.taken = 0  # bytes taken in all (for tests and benchmarks)
 
@@ -53,6 +60,8 @@ class Bandwidth:
         """Take ``nbytes``; returns how long to wait before they may go (0: at once)."""
         with self._lock:
             now = time.monotonic()
+            if self._paid_until is None:  # no burst at the start: the run's first bytes are paced
+                self._paid_until = now + self.slack
             self._paid_until = max(self._paid_until, now - self.slack) + nbytes / self.rate
             self.taken += nbytes
             return max(0.0, self._paid_until - now - self.slack)
