@@ -755,21 +755,27 @@ def measure_crash(count: int, folder: Path) -> dict:
         damage = damage_newest(folder, "torn manifest" if i % 2 else "flipped byte", damaged)
         if damage:
             damaged.add(damage["step"])
+        # the newest whole step, before the prune: the one the load must take
+        expected = max((s for s in committed_on_disk(folder) if s not in damaged), default=None)
         pruned = subprocess.run(
             [STOKER_CLI, "checkpoint", "prune", str(folder), "--keep-last", "1", "--json"],
             capture_output=True,
             text=True,
         )
-        expected = max((s for s in committed_on_disk(folder) if s not in damaged), default=None)
+        kept = expected is None or expected in committed_on_disk(folder)
         proc = subprocess.run(
             [sys.executable, "-c", CRASH_LOADER, str(folder)], capture_output=True, text=True
         )
         found = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         load = json.loads(found[-1][7:]) if found else {"ok": False, "error": proc.stderr[-400:]}
         verdict = judge_load(load, last_committed, in_flight, harness_error=not found)
-        if damage and verdict == "stale":  # older than the last commit: by design, if whole
-            verdict = "ok" if load["step"] == expected else "stale"
-        if damage and load.get("ok") and load["step"] != expected:
+        # A step older than the last commit is right when every newer one was damaged here:
+        # the load must take exactly the newest whole step, which the prune must have kept.
+        if verdict == "stale" and load["step"] == expected:
+            verdict = "ok"
+        if load.get("ok") and expected is not None and load["step"] != expected:
+            verdict = "lost the newest whole step"
+        if not kept:
             verdict = "lost the newest whole step"
         rows.append(
             {
