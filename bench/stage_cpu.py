@@ -1,0 +1,263 @@
+"""CPU seconds per GiB of an import (Blob -> local), stoker against rclone, A/B interleaved.
+
+One Azurite holds 2 x 512 MiB blobs (each with a correct Content-MD5, set after the upload)
+and 200 x 1 MiB blobs; each round runs every tool once, in a rotating order, into a fresh
+folder, and takes the child's own CPU (user + sys, from wait4's rusage) and its wall time
+(then a ``sync``, timed apart). The stoker variants are source trees put first on PYTHONPATH,
+so two versions of stoker can be compared in one run on the same data:
+
+    .venv/bin/python bench/stage_cpu.py [--variant NAME=SRC_DIR[,VAR=VALUE...] ...] [--reps 3]
+        [--no-rclone] [--wrap "PROFILER ... {out} --"] [--write BENCHMARKS.md]
+
+Without ``--variant`` it measures this checkout's ``src`` as "stoker"; ``VAR=VALUE`` after a
+variant's folder sets its environment (malloc settings, say). ``--wrap`` runs each stoker run
+under a profiler (perf, py-spy), its output in .bench/runs/stage-cpu-NAME-ROUND.prof. Every copy's MD5 is
+checked against the source's (the first round). Other processes share the machine's cores:
+the section says how much of the CPU they took while the tools ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import _peers
+from _machine import cpu_mark, others_cpu_share
+from _markdown import publish
+from _peers import ACCOUNT, Azurite
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = _peers.BENCH / "runs" / "stage-cpu"
+MiB = 1 << 20
+CONTAINER = "cpu"
+STREAMS = 16  # rclone's --transfers / --multi-thread-streams, as bench/stage_bench.py runs it
+
+STOKER = r"""
+import sys
+from stoker.stage import stage
+s = stage(sys.argv[1], sys.argv[2], allow_http=True)
+sys.exit(0 if s.ok else 1)
+"""
+
+
+def seed(az: Azurite, large: int, large_mib: int, small: int) -> dict[str, str]:
+    """Upload the blobs; returns each one's MD5 (hex)."""
+    from azure.storage.blob import BlobServiceClient, ContentSettings
+
+    az.create_container(CONTAINER)
+    md5s: dict[str, str] = {}
+    with BlobServiceClient.from_connection_string(az.connection_string) as svc:
+        cc = svc.get_container_client(CONTAINER)
+        for i in range(large):
+            data = os.urandom(large_mib * MiB)
+            name = f"large/{i}.bin"
+            blob = cc.get_blob_client(name)
+            blob.upload_blob(data, max_concurrency=4)
+            digest = hashlib.md5(data).digest()
+            # A block upload carries no Content-MD5: set it, as a service-side copy would have.
+            blob.set_http_headers(ContentSettings(content_md5=bytearray(digest)))
+            md5s[name] = digest.hex()
+            del data
+        for i in range(small):
+            data = os.urandom(MiB)
+            name = f"small/{i:03d}.bin"
+            cc.get_blob_client(name).upload_blob(data)  # (one Put Blob: the service sets it)
+            md5s[name] = hashlib.md5(data).hexdigest()
+    return md5s
+
+
+def check(dest: Path, md5s: dict[str, str]) -> None:
+    for name, want in md5s.items():
+        with open(dest / name, "rb") as f:
+            got = hashlib.file_digest(f, "md5").hexdigest()
+        if got != want:
+            raise RuntimeError(f"{dest / name}: MD5 {got}, the source's {want}")
+
+
+def run(argv: list[str], env: dict[str, str], log: Path) -> dict:
+    """One tool's process: its wall time, its own CPU (user + sys), the others' CPU share."""
+    mark = cpu_mark()
+    start = time.perf_counter()
+    rss = log.with_suffix(".rss")
+    # /usr/bin/time for the peak memory: a child's own ru_maxrss starts from this process's,
+    # which a fork hands down (and this one held the seeded data). Its rusage includes the tool's.
+    argv = ["/usr/bin/time", "-f", "%M", "-o", str(rss), *argv]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    others = others_cpu_share(mark)
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    if code:
+        raise RuntimeError(f"{argv[0]} exited {code}; see {log}")
+    start = time.perf_counter()
+    os.sync()
+    sync_s = time.perf_counter() - start
+    return {
+        "wall": wall,
+        "sync": sync_s,
+        "user": usage.ru_utime,
+        "sys": usage.ru_stime,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "others": others,
+        "rss_mib": int(rss.read_text().split()[-1]) / 1024,
+    }
+
+
+def commands(az: Azurite, variants: dict[str, str]) -> dict:
+    conf = RUNS / "rclone.conf"
+    conf.touch()
+    rclone_env = dict(
+        os.environ,
+        RCLONE_CONFIG=str(conf),
+        RCLONE_AZUREBLOB_ACCOUNT=ACCOUNT,
+        RCLONE_AZUREBLOB_KEY=_peers.KEY,
+        RCLONE_AZUREBLOB_ENDPOINT=az.endpoint,
+    )
+    rclone = str(_peers.VENV / "bin" / "rclone")
+    tune = ["--transfers", str(STREAMS), "--checkers", str(STREAMS)]
+    tune += ["--multi-thread-streams", str(STREAMS)]
+    out: dict = {
+        "rclone": lambda d: (
+            [rclone, "copy", f":azureblob:{CONTAINER}", str(d), "-q", *tune],
+            rclone_env,
+        )
+    }
+    for name, spec in variants.items():
+        # NAME=SRC_DIR[,VAR=VALUE...]: extra environment for that variant (malloc tuning...)
+        src, *extra = str(spec).split(",")
+        env = dict(
+            os.environ,
+            **dict(e.split("=", 1) for e in extra),
+            PYTHONPATH=str(src),
+            AZURE_STORAGE_CONNECTION_STRING=az.connection_string,
+            XDG_CACHE_HOME=str(RUNS / "state"),
+        )
+        out[name] = lambda d, env=env: (
+            [sys.executable, "-c", STOKER, f"az://{CONTAINER}", str(d)],
+            env,
+        )
+    return out
+
+
+def section(results: dict[str, list[dict]], gib: float, argv: list[str], info: dict) -> str:
+    def med(tool: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[tool])
+
+    rows = []
+    for tool, runs in results.items():
+        rows.append(
+            f"| {tool} | {len(runs)} | {med(tool, 'cpu') / gib:.2f} | "
+            f"{med(tool, 'user') / gib:.2f} | {med(tool, 'sys') / gib:.2f} | "
+            f"{gib * 1024 * MiB / 1e6 / med(tool, 'wall'):.0f} | "
+            f"{gib * 1024 * MiB / 1e6 / (med(tool, 'wall') + med(tool, 'sync')):.0f} | "
+            f"{med(tool, 'rss_mib'):.0f} | {100 * med(tool, 'others'):.0f} % |"
+        )
+    ratios = []
+    for tool in results:
+        if tool == "rclone" or "rclone" not in results:
+            continue
+        ratios.append(
+            f"- {tool}: CPU per GiB {med(tool, 'cpu') / med('rclone', 'cpu'):.2f}x rclone's, "
+            f"MB/s {med('rclone', 'wall') / med(tool, 'wall'):.2f}x rclone's"
+        )
+    cmd = " ".join(["bench/stage_cpu.py", *argv])
+    return f"""## stage cpu: CPU seconds per GiB of an import, stoker against rclone
+
+Reproduce: `.venv/bin/python {cmd}`. Measured {info["when"]} against one Azurite
+(in memory) on this machine ({os.cpu_count()} cores): {info["data"]}, every blob with a correct
+Content-MD5, which both tools check (see "## stage hashes"). Each round runs every tool once,
+in a rotating order, into a fresh folder; CPU is the child's own user + sys (wait4's rusage),
+MB/s is the process's wall time (then `sync`, timed apart: "with sync"). {info["rclone"]},
+`--transfers {STREAMS} --checkers {STREAMS} --multi-thread-streams {STREAMS}`; stoker with its
+defaults (MD5 checked), {info["variants"]}. Medians of the rounds; peak MiB is the process's
+peak resident memory (/usr/bin/time). **Other processes share the cores**: the last
+column is the share of the machine's CPU they took while each tool ran (Azurite's own CPU is
+counted there too), so MB/s is noisy; CPU seconds per GiB much less so.
+
+| tool | runs | CPU s / GiB | user | sys | MB/s | MB/s with sync | peak MiB | others' CPU |
+|---|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+{chr(10).join(ratios)}
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=SRC_DIR[,VAR=VALUE...]: a stoker source tree (and environment) to measure",
+    )
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--large", type=int, default=2)
+    ap.add_argument("--large-mib", type=int, default=512)
+    ap.add_argument("--small", type=int, default=200)
+    ap.add_argument("--no-rclone", action="store_true")
+    ap.add_argument(
+        "--wrap",
+        help="a profiler's command before each stoker run, {out} its output "
+        '(e.g. "perf record -e cpu-clock -F 499 -g -o {out} --")',
+    )
+    ap.add_argument("--write", type=Path, help="BENCHMARKS.md to update (else printed)")
+    args = ap.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant) or {"stoker": str(ROOT / "src")}
+    variants = {k: v if "," in v else str(Path(v).resolve()) for k, v in variants.items()}
+    _peers.ensure_venv()
+    _peers.ensure_azurite()
+    shutil.rmtree(RUNS, ignore_errors=True)
+    RUNS.mkdir(parents=True)
+    gib = (args.large * args.large_mib + args.small) / 1024
+    results: dict[str, list[dict]] = {}
+    with Azurite() as az:
+        md5s = seed(az, args.large, args.large_mib, args.small)
+        cmds = commands(az, variants)
+        if args.no_rclone:
+            del cmds["rclone"]
+        tools = list(cmds)
+        for rep in range(args.reps):
+            order = tools[rep % len(tools) :] + tools[: rep % len(tools)]
+            for tool in order:
+                dest = RUNS / f"{tool}-{rep}"
+                shutil.rmtree(RUNS / "state", ignore_errors=True)
+                argv, env = cmds[tool](dest)
+                if args.wrap and tool != "rclone":
+                    out = RUNS.parent / f"stage-cpu-{tool}-{rep}.prof"
+                    argv = [*args.wrap.format(out=out).split(), *argv]
+                r = run(argv, env, RUNS / f"{tool}-{rep}.log")
+                if rep == 0:
+                    check(dest, md5s)
+                shutil.rmtree(dest)
+                results.setdefault(tool, []).append(r)
+                print(
+                    f"round {rep} {tool:>12}: {r['cpu'] / gib:.2f} CPU s/GiB "
+                    f"(user {r['user']:.2f} sys {r['sys']:.2f}), "
+                    f"{gib * 1024 * MiB / 1e6 / r['wall']:.0f} MB/s, {r['rss_mib']:.0f} MiB, "
+                    f"others {100 * r['others']:.0f} %",
+                    flush=True,
+                )
+    version = subprocess.run(
+        [str(_peers.VENV / "bin" / "rclone"), "version"], capture_output=True, text=True
+    ).stdout.split("\n")[0]
+    info = {
+        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "data": f"{args.large} x {args.large_mib} MiB + {args.small} x 1 MiB",
+        "rclone": version,
+        "variants": "; ".join(f"{k}: `{v}`" for k, v in variants.items()),
+    }
+    publish(section(results, gib, sys.argv[1:], info), args.write)
+
+
+if __name__ == "__main__":
+    main()
