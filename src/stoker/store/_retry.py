@@ -76,6 +76,44 @@ def sdk_retry_policy() -> Any:
     )
 
 
+def core_retry_policy() -> Any:
+    """azure-core's retry policy on obstore's budget (RETRY), for the listing's pipeline: the
+    same rules as ``sdk_retry_policy`` (transient statuses and connection errors, Retry-After
+    honoured, jittered exponential backoff, no retry once the budget is spent), without
+    importing the storage SDK (0.6 CPU s a run, a third of the gap to rclone per GiB)."""
+    from azure.core.pipeline.policies import AsyncRetryPolicy
+
+    backoff = RETRY["backoff"]
+    first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
+    most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
+    budget = retry_budget_s()
+
+    class Retry(AsyncRetryPolicy):  # type: ignore[misc]
+        def configure_retries(self, options: dict[str, Any]) -> dict[str, Any]:
+            settings = super().configure_retries(options)
+            settings["stoker_deadline"] = time.monotonic() + budget
+            return settings
+
+        def increment(
+            self, settings: dict[str, Any], response: Any = None, error: Any = None
+        ) -> bool:
+            if time.monotonic() > settings["stoker_deadline"]:
+                settings["total"] = 0  # spent: the increment leaves none
+            return bool(super().increment(settings, response=response, error=error))
+
+        def get_backoff_time(self, settings: dict[str, Any]) -> float:  # (Retry-After first)
+            return random.uniform(0, min(most, first * 2 ** len(settings["history"])))
+
+    retries = RETRY["max_retries"]
+    return Retry(
+        retry_total=retries,
+        retry_connect=retries,
+        retry_read=retries,
+        retry_status=retries,
+        retry_backoff_max=most,
+    )
+
+
 def retry_after(response: Any) -> float | None:
     """A response's Retry-After in seconds (a number, or an HTTP date), if it has one."""
     value = response.headers.get("Retry-After") if response is not None else None
