@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .._flock import holder_of as _holder
 from ..errors import StageError
 
 try:
@@ -206,13 +207,3 @@ def _take(path: Path, mode: int, dst: str, rank: int, world: int, notes: list[st
         os.ftruncate(fd, 0)
         os.pwrite(fd, me.encode(), 0)
     return fd
-
-
-def _holder(fd: int) -> str:
-    """`` (PID 123 on host, since 10:02:03 UTC)`` from a lock file, or ``""``."""
-    try:
-        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        since = time.strftime("%H:%M:%S UTC", time.gmtime(int(info["since"])))
-        return f" (PID {int(info['pid'])} on {info['host']}, since {since})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""

@@ -38,14 +38,19 @@ def retry_budget_s() -> float:
     return RETRY["retry_timeout"].total_seconds()  # type: ignore[attr-defined]
 
 
+def _backoff() -> tuple[float, float, float]:
+    """obstore's first and longest backoff, and its whole retry budget, in seconds."""
+    backoff = RETRY["backoff"]
+    first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
+    most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
+    return first, most, retry_budget_s()
+
+
 def sdk_retry_policy() -> Any:
     """The storage SDK's retry policy on obstore's budget (RETRY)."""
     from azure.storage.blob.aio import ExponentialRetry
 
-    backoff = RETRY["backoff"]
-    first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
-    most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
-    budget = retry_budget_s()
+    first, most, budget = _backoff()
 
     class Retry(ExponentialRetry):  # type: ignore[misc]
         def configure_retries(self, request: Any) -> dict[str, Any]:
@@ -83,10 +88,7 @@ def core_retry_policy() -> Any:
     importing the storage SDK (0.6 CPU s a run, a third of the gap to rclone per GiB)."""
     from azure.core.pipeline.policies import AsyncRetryPolicy
 
-    backoff = RETRY["backoff"]
-    first = backoff["init_backoff"].total_seconds()  # type: ignore[index]
-    most = backoff["max_backoff"].total_seconds()  # type: ignore[index]
-    budget = retry_budget_s()
+    first, most, budget = _backoff()
 
     class Retry(AsyncRetryPolicy):  # type: ignore[misc]
         def configure_retries(self, options: dict[str, Any]) -> dict[str, Any]:
