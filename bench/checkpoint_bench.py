@@ -1877,34 +1877,21 @@ def main() -> None:
     out_path.write_text(json.dumps(res, indent=1))
     res["states"] = {k: v for k, v in res["states"].items() if "bytes" in v}
     if "compare" not in parts:  # one part's figures: its subsection, the others' stay
-        if "crash" in parts:
-            misses = []
-            body = crash_text(res.get("crash"), misses)
-            body += "".join(f"\nMissed: {x}." for x in misses)
-            if args.write:
-                replace_subsection(args.write, CRASH_HEADING, body)
-            print(f"{CRASH_HEADING}\n\n{body}")
-        if "ddp" in parts:
-            misses = []
-            body = ddp_text(res.get("ddp"), misses)
-            body += "".join(f"\nMissed: {x}." for x in misses)
-            if args.write:
-                replace_subsection(args.write, DDP_HEADING, body)
-            print(f"{DDP_HEADING}\n\n{body}")
-        if "preempt" in parts:
-            misses = []
-            body = preempt_text(res.get("preempt"), misses)
-            body += "".join(f"\nMissed: {x}." for x in misses)
-            if args.write:
-                replace_subsection(args.write, PREEMPT_HEADING, body)
-            print(f"{PREEMPT_HEADING}\n\n{body}")
-        if "first" in parts:
+        texts = {
+            "crash": (CRASH_HEADING, crash_text, "crash"),
+            "ddp": (DDP_HEADING, ddp_text, "ddp"),
+            "preempt": (PREEMPT_HEADING, preempt_text, "preempt"),
+            "first": (FIRST_HEADING, first_save_text, "first_save"),
+        }
+        for part, (heading, text, key) in texts.items():
+            if part not in parts:
+                continue
             misses: list[str] = []
-            body = first_save_text(res.get("first_save"), misses)
+            body = text(res.get(key), misses)
             body += "".join(f"\nMissed: {x}." for x in misses)
             if args.write:
-                replace_subsection(args.write, FIRST_HEADING, body)
-            print(f"{FIRST_HEADING}\n\n{body}")
+                replace_subsection(args.write, heading, body)
+            print(f"{heading}\n\n{body}")
         return
     section = markdown(res)
     if args.write:
