@@ -461,3 +461,13 @@ def test_short_names_still_make_a_valid_ccws_cluster_name(tmp_path):
 
     params = json.loads((tmp_path / "out" / "ccws.parameters.json").read_text())
     assert ccws_errors(params) == []
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = blocker / "deploy"  # its parent is a file: no user can make it
+    result = runner.invoke(app, ["provision", str(BIG), "--out", str(out)])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert f"--out {out}: cannot write the deployment there" in result.output
+    assert "Traceback" not in result.output and blocker.read_text() == "x"

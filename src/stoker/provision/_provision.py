@@ -130,14 +130,25 @@ def _check_out(out: Path) -> None:
 
 
 def _write(out: Path, texts: dict[str, str]) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """Each file whole or not at all (written aside, then renamed); a folder that cannot be
+    written (missing parent, read-only, full) is one error that names it."""
     written = []
-    for name, text in texts.items():
-        path = out / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-        written.append(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            path = out / name
+            tmp = path.with_name(f".{name}.tmp")
+            try:
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            written.append(path)
+    except OSError as exc:
+        raise ProvisionError(
+            f"--out {out}: cannot write the deployment there ({exc.strerror or exc}); "
+            "give a folder this user can write"
+        ) from exc
     return written
 
 
