@@ -78,6 +78,9 @@ class ArmClients:
         if self.credential is None:
             from azure.identity import DefaultAzureCredential
 
+            from ..store._azure_errors import quiet_identity_logs
+
+            quiet_identity_logs()  # the chain's failure reaches the user once, as our error
             self.credential = DefaultAzureCredential()
         return self.credential
 
