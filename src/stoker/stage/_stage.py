@@ -4,16 +4,8 @@ A run first checks that what earlier runs copied is still whole at the destinati
 the source into the manifest (streaming, bounded memory) while it copies: each listed batch is
 recorded, and what of it is to copy goes to the engine at once, so the first bytes move after
 one page of the listing rather than after all of it. Then it optionally deletes what the source
-no longer has, and returns a summary. The same command after a crash continues: finished files
-are skipped and large files resume at block granularity.
-
-``--delete`` mirrors, as rsync's ``--delete`` and rclone's ``sync`` do: every file in the
-destination that the source does not have is deleted, whoever wrote it, but only within the
-run's selection (its ``--include``/``--exclude`` globs and its share): a key the selection does
-not take is never touched. The deletions are listed whole before the first one, so the caller
-(``confirm_delete``) can see them and say no; none happen when the source listed nothing, when
-the selection took nothing, or when a source object was refused (a name that is not UTF-8,
-say: its copy in the destination would look extra).
+no longer has (``--delete``: _mirror.py), and returns a summary. The same command after a crash
+continues: finished files are skipped and large files resume at block granularity.
 """
 
 from __future__ import annotations
@@ -44,6 +36,7 @@ from ._guard import (
     state_error,
 )
 from ._manifest import Manifest, Pending, job_id
+from ._mirror import delete_needs_listing, extra_keys, mirror, refused_stop_delete
 from ._progress import Reporter
 from ._selection import (
     Selection,
@@ -258,8 +251,8 @@ async def _run(
             async for batch in listing:
                 summary.files_copied += len(batch)
                 summary.bytes_copied += sum(size for _, size, _, _ in batch)
-            if delete and not _refused_stop_delete(summary):  # (as the real run would)
-                summary.deleted = await _extra(src, dst, manifest, run, sel, summary)
+            if delete and not refused_stop_delete(summary):  # (as the real run would)
+                summary.deleted = await extra_keys(src, dst, manifest, run, sel, summary)
                 summary.files_deleted = len(summary.deleted)
             rate = _last_rate(manifest)
             summary.estimated_s = summary.bytes_copied / rate if rate else None
@@ -282,7 +275,7 @@ async def _run(
             summary.files_copied, summary.failed = counters.files, counters.failed
             summary.bytes_copied = counters.bytes  # moved in this run, resumed blocks excluded
             if delete:
-                await _mirror(src, dst, manifest, run, sel, summary, reporter, confirm_delete)
+                await mirror(src, dst, manifest, run, sel, summary, reporter, confirm_delete)
         summary.seconds = time.perf_counter() - t0
         if not dry_run and summary.seconds > 0:
             summary.mb_per_s = summary.bytes_copied / summary.seconds / 1e6
@@ -531,7 +524,7 @@ async def _scan_destination(
         pass  # nothing there yet (the copy creates the container), or no longer
     except AccessDeniedError as exc:
         if delete:
-            raise _delete_needs_listing(dst, exc) from exc
+            raise delete_needs_listing(dst, exc) from exc
         summary.notes.append(
             f"cannot list {dst} with these credentials (they may only write): what is already "
             "there (what earlier runs copied, too) is taken as it was, unchecked"
@@ -546,104 +539,6 @@ async def _scan_destination(
                    WHERE state = 1 AND NOT EXISTS (
                      SELECT 1 FROM present p WHERE p.key = objects.key AND p.size = objects.size)"""
             )
-
-
-async def _extra(
-    src: Store, dst: Store, manifest: Manifest, run: int, sel: Selection, summary: StageSummary
-) -> list[str]:
-    """The destination's keys that ``--delete`` removes: those the selection takes and this
-    run's listing of the source did not have. Listed whole before anything is deleted; never
-    any when the selection took none of the source's objects."""
-    if not summary.files_total:
-        what = f"{sel.describe()} takes" if sel.describe() else "this run takes"
-        raise StageError(
-            f"{what} none of the objects {src} lists, so --delete would delete everything it "
-            f"takes in {dst}: nothing was deleted; check the source and the options"
-        )
-    extra: list[str] = []
-    odd = 0  # local names that are not UTF-8: never compared, so never deleted
-    try:
-        async for batch in dst.list():
-            keys = [o.key for o in batch if sel.takes(o)]
-            odd += len(keys)
-            keys = [key for key in keys if is_utf8(key)]
-            odd -= len(keys)
-            if not keys:
-                continue
-            marks = ",".join("?" * len(keys))
-            kept = {
-                r[0]
-                for r in manifest.db.execute(
-                    f"SELECT key FROM objects WHERE seen = ? AND key IN ({marks})", (run, *keys)
-                )
-            }
-            extra.extend(key for key in keys if key not in kept)
-    except AccessDeniedError as exc:
-        raise _delete_needs_listing(dst, exc) from exc
-    if odd:
-        summary.notes.append(
-            f"--delete kept {odd:,} file(s) in {dst} whose names are not UTF-8: stoker cannot "
-            "compare them with the source"
-        )
-    return extra
-
-
-async def _mirror(
-    src: Store,
-    dst: Store,
-    manifest: Manifest,
-    run: int,
-    sel: Selection,
-    summary: StageSummary,
-    reporter: Reporter,
-    confirm: Callable[[list[str]], bool] | None,
-) -> None:
-    """Delete what the source no longer has (see the module doc), each key named as it goes."""
-    if _refused_stop_delete(summary):
-        return
-    extra = await _extra(src, dst, manifest, run, sel, summary)
-    if extra and confirm is not None and not confirm(extra):
-        summary.notes.append(
-            f"kept {len(extra):,} file(s) in {dst} that the source does not have: deleting "
-            "them was declined"
-        )
-        return
-    limit = asyncio.Semaphore(16)
-
-    async def remove(key: str) -> None:
-        async with limit:
-            reporter.deleting(key)
-            await dst.delete(key)
-            summary.deleted.append(key)
-
-    outcomes = await asyncio.gather(*(remove(key) for key in extra), return_exceptions=True)
-    summary.files_deleted = len(summary.deleted)
-    summary.deleted.sort()
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-    for key in list(manifest.forget_unseen(run)):
-        manifest.drop(key)
-
-
-def _refused_stop_delete(summary: StageSummary) -> bool:
-    """A refused key is not in the manifest, so its copy in the destination (one another tool
-    wrote under a name that is not UTF-8, say) would look extra: then --delete deletes nothing,
-    and says so. (A failed file is listed, hence kept; and deleting goes on then, as a file in
-    the way of one may be the fix.)"""
-    if summary.refused:
-        summary.notes.append(
-            "--delete deleted nothing: some source objects were refused (named below), and a "
-            "destination file that looks extra might be one of them; fix them and run again"
-        )
-    return bool(summary.refused)
-
-
-def _delete_needs_listing(dst: Store, exc: AccessDeniedError) -> AccessDeniedError:
-    return AccessDeniedError(
-        f"--delete needs credentials that can list {dst}, to see what the source no longer has "
-        f"({exc})"
-    )
 
 
 def _last_rate(manifest: Manifest) -> float | None:
