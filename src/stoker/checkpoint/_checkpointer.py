@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _flock
 from ..errors import CheckpointError
 from ..store._loop import IOLoop
+from . import _writers
 from ._at_exit import close_at_exit
 from ._costs import TierCost, check_prices, tier_costs
 from ._group import Group
@@ -91,13 +91,13 @@ class Checkpointer:
         self.durable = Tier("durable", durable, self._io) if durable is not None else None
         self.group = Group()
         if check_writable:  # found now, not at the first save's commit
-            self._check_writable()
+            tiers = [self.fast] + ([self.durable] if self.durable else [])
+            _writers.check_writable(tiers, self.group)
         # which ranks share a fast tier: one folder for all, or one per node (local NVMe)
         self.group.find_nodes(self.fast.posix.root, create=check_writable)
-        self._locked = False  # this rank's flock in the fast folder is held (or none exists)
-        self._writer_lock: int | None = None
+        self._lock = _writers.FastLock(self.fast, self.group.rank)
         if check_writable and self.fast.posix.root.is_dir():
-            self._lock_fast()
+            self._lock.take()
         self.last_save: SaveStats | None = None
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
@@ -113,43 +113,6 @@ class Checkpointer:
         close_at_exit(self)
         if reserve_like is not None:  # the first save then copies into ready memory
             self.reserve(reserve_like)
-
-    def _check_writable(self) -> None:
-        """Every rank probes its tiers; all raise together if any rank cannot write (one rank
-        raising alone would leave the others waiting for it at the first save)."""
-        error: CheckpointError | None = None
-        try:
-            for tier in [self.fast] + ([self.durable] if self.durable else []):
-                tier.check_writable()
-        except CheckpointError as exc:
-            error = exc
-        failed = self.group.all_gather(None if error is None else str(error), "write")
-        if error is not None:
-            raise error
-        bad = [(rank, why) for rank, why in enumerate(failed) if why]
-        if bad:
-            rank, why = bad[0]
-            raise CheckpointError(f"rank {rank} cannot save: {why}")
-
-    def _lock_fast(self) -> None:
-        """Hold this rank's lock in the fast folder while this Checkpointer lives: a second
-        job (a restart while the old one still runs), or ``stoker checkpoint prune`` during a
-        run, would write or delete under the same names. Refused, naming the holder."""
-        if self._locked:
-            return
-        root = self.fast.posix.root  # type: ignore[union-attr]
-        path = root / f".stoker-writer-{self.group.rank:05d}.lock"
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            self._writer_lock = _flock.take(path)
-        except _flock.Held as held:
-            raise CheckpointError(
-                f"another process{held.holder} is saving or pruning in the {self.fast} as rank "
-                f"{self.group.rank}: stop it first, or give this job a folder of its own"
-            ) from None
-        except OSError as exc:
-            raise CheckpointError(f"the {self.fast} cannot be locked ({exc}): check it") from exc
-        self._locked = True  # (None from take(): a file system without flock, run unlocked)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any, *, replicated: Replicated = None) -> SaveStats:
@@ -169,7 +132,7 @@ class Checkpointer:
         normalise(replicated, state, step)  # a misnamed key is refused before anything moves
         if replicated is not None and replicated is not False:  # before the step is taken
             self._pipeline.refuse_split_without_durable(step)
-        self._lock_fast()
+        self._lock.take()
         self._check_step_grows(step)
         stats = SaveStats(step)
         try:
@@ -449,8 +412,7 @@ class Checkpointer:
             for tier in self.tiers:
                 tier.close()
             self._io.close()
-            if self._writer_lock is not None:
-                os.close(self._writer_lock)  # releases the flock
+            self._lock.release()
 
     def __enter__(self) -> Checkpointer:
         return self
