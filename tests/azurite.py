@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-from stoker.store._azure import API_VERSION
+from stoker.store._blob_list import API_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_BIN = ROOT / "node_modules" / ".bin" / "azurite-blob"

@@ -15,8 +15,8 @@ import pytest
 from azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from stoker._redact import shown as shown_in_bars
 from stoker.errors import SourceChangedError, StoreError, UnsafeKeyError
-from stoker.store import _azure as azure_module
-from stoker.store import azure_auth, check_key, open_store, parse_url, redact, safe_path
+from stoker.store import _blob_list, azure_auth, check_key, open_store, parse_url, redact, safe_path
+from stoker.store._blob_list import MD5_METADATA
 
 SECRET_SIG = "S3cr3tSignatureValue%2Bend%3D"
 
@@ -402,9 +402,7 @@ def test_blob_list_reads_the_md5_older_stoker_kept_in_metadata(
     data = os.urandom(3000)
     blob = azurite.client(blob_env).get_blob_client("old/block.bin")
     blob.stage_block("b0", data)
-    blob.commit_block_list(
-        ["b0"], metadata={azure_module.MD5_METADATA: hashlib.md5(data).hexdigest()}
-    )
+    blob.commit_block_list(["b0"], metadata={MD5_METADATA: hashlib.md5(data).hexdigest()})
     assert not blob.get_blob_properties().content_settings.content_md5
 
     (info,) = [o for batch in _list_url(f"{blob_env}/old") for o in batch]
@@ -419,7 +417,7 @@ def test_blob_list_in_batches(
         container.upload_blob(f"pre/k{i}", b"x" * i)
     container.upload_blob("prelude", b"not under the prefix")
     container.upload_blob("other/k", b"not under the prefix")
-    monkeypatch.setattr(azure_module, "LIST_BATCH", 3)
+    monkeypatch.setattr(_blob_list, "LIST_BATCH", 3)  # (the page size the listing asks)
 
     batches = _list_url(f"{blob_env}/pre")
     assert [len(b) for b in batches] == [3, 3, 1]

@@ -21,8 +21,9 @@ import asyncio
 from typing import Any
 
 from ..errors import ChecksumError, SourceChangedError, StoreError
-from ._azure import MD5_METADATA, BlobStore, _md5_hex
+from ._azure import BlobStore
 from ._azure_errors import translated
+from ._blob_list import MD5_METADATA, _md5_hex
 from ._blocks import tier_of
 
 

@@ -261,7 +261,7 @@ async def source_url(src: BlobStore, key: str) -> tuple[str, dict[str, Any]]:
         )
         remember(sas)
         return f"{blob.url.split('?')[0]}?{sas}", {}
-    from ._azure import STORAGE_SCOPE
+    from ._blob_list import STORAGE_SCOPE
 
     token = await src._credential().get_token(STORAGE_SCOPE)
     remember(token.token)
