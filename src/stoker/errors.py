@@ -20,10 +20,12 @@
     │   └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
     ├── ProvisionError  a deployment stoker refuses to write (a name, region, size or subnet
     │                   Azure would reject); names the field, and nothing is written
-    └── TeardownError  a deployment that cannot be torn down (names the resource, what to do);
-        │              a re-run resumes where it stopped
-        └── ArchiveError   the Lustre archive to Blob failed or was cancelled: the file
-                           system is left in place, not deleted
+    ├── TeardownError  a deployment that cannot be torn down (names the resource, what to do);
+    │   │              a re-run resumes where it stopped
+    │   └── ArchiveError   the Lustre archive to Blob failed or was cancelled: the file
+    │                      system is left in place, not deleted
+    └── ReportError   a report input (plan, simulation, measured record) that cannot be read,
+                      or a report that cannot be written; names the file and key
 
     StreamWarning (a UserWarning)  a dataset that reads, but not as meant (an epoch with no batch)
 
@@ -124,3 +126,8 @@ class ArchiveError(TeardownError):
 
 class ProvisionError(StokerError):
     """A deployment that cannot be written as asked; names the field, and nothing is written."""
+
+
+class ReportError(StokerError):
+    """A report input that cannot be used, or an output that cannot be written (names the file
+    and the key)."""
