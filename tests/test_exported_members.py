@@ -40,6 +40,7 @@ NOT_AT_THE_TOP = {
     "measure": {"bench_storage", "doctor", "most_accelerators", "run_loader", "serve"},
     "plan": {"markdown_compare", "parse_spec"},
     "provision": {"Expired", "Verdict", "decide"},
+    "report": {"ReportResult", "read_measured"},
     "stage": {"JsonReporter", "Reporter", "RichReporter"},
     "stream": {"DatasetIndex", "ShardInfo", "StallMetrics", "serve_metrics"},
 }

@@ -49,6 +49,9 @@ _WHERE = {
     "Deployment": "provision",
     "provision": "provision",
     "ProvisionError": "errors",
+    "ReportError": "errors",
+    "Measured": "report",
+    "report": "report",
     "CacheResult": "stage",
     "StageSummary": "stage",
     "VerifyReport": "stage",
@@ -87,8 +90,8 @@ def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'stoker' has no attribute {name!r}")
     module = importlib.import_module(f".{_WHERE[name]}", __name__)
-    # stoker.stage and stoker.provision are subpackages, callable as the functions they name.
-    value = module if name in ("stage", "provision") else getattr(module, name)
+    # stoker.stage, stoker.provision and stoker.report are subpackages, callable as the functions they name.
+    value = module if name in ("stage", "provision", "report") else getattr(module, name)
     globals()[name] = value
     return value
 
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
         NoContainerError,
         PriceError,
         ProvisionError,
+        ReportError,
         SourceChangedError,
         SpecError,
         StageError,
@@ -134,6 +138,7 @@ if TYPE_CHECKING:
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .provision import Deployment, provision
     from .provision import Guard, GuardPolicy, TeardownReport, expired, teardown
+    from .report import Measured, report
     from .stage import (
         CacheResult,
         StageSummary,

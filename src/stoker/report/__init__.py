@@ -1,0 +1,28 @@
+"""stoker report: one self-contained HTML file (inline SVG charts, no script, opens offline)
+from any mix of a plan, a simulation and measured runs; PNG or PDF of the same charts.
+
+    inputs (_inputs.py: plan, simulation; _measured.py: stoker.measured/1 records)
+    -> charts (_plan_charts.py, _sim_charts.py, _measured_charts.py; matplotlib via _figure.py)
+    -> the page (_html.py) -> report() (_report.py)
+
+``stoker.report(out, plan=..., simulation=..., measured=[...])`` is both this package and the
+function, as ``stoker.stage`` is. docs/report.md describes the charts and the record format.
+"""
+
+import inspect as _inspect
+import sys as _sys
+import types as _types
+
+from ._measured import Measured, read_measured
+from ._report import ReportResult, report
+
+__all__ = ["Measured", "ReportResult", "read_measured", "report"]
+
+
+class _CallablePackage(_types.ModuleType):
+    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
+        return report(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallablePackage
+__signature__ = _inspect.signature(report)  # what help() shows for stoker.report(...)

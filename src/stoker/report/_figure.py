@@ -1,0 +1,90 @@
+"""Charts as matplotlib figures, written as inline SVG for the page (and PNG or PDF on request).
+
+matplotlib, not plotly: a chart is static SVG of a few kB with its text as text (no script, so
+the page opens offline and draws at once), and the same figure writes PNG or PDF with no browser.
+plotly would put ~3.5 MB of JavaScript in every file and needs kaleido and Chrome for an image.
+Figures are made with ``matplotlib.figure.Figure`` (no pyplot): no global state, no GUI backend.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Colours by meaning, the same in every chart: blue is the plan, orange what was measured.
+PLAN, MEASURED, SIMULATED = "#3b6ea5", "#e07b39", "#6a994e"
+PHASE_COLOURS = {
+    "compute": "#3b6ea5",
+    "copy": "#9fb7d4",
+    "exposed_comm": "#8e6bb0",
+    "data": "#d1495b",
+    "checkpoint": "#edae49",
+    "other": "#b8b8b8",
+}
+_STYLE = {
+    "svg.fonttype": "none",  # text stays text: small files, crisp in the browser, searchable
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+}
+
+
+@dataclass
+class Chart:
+    """One chart: its title, units in its axes, and a reading computed from the data."""
+
+    key: str  # the element id in the page
+    title: str
+    reading: str
+    fig: Any  # matplotlib Figure
+
+    def svg(self) -> str:
+        buf = io.StringIO()
+        self.fig.savefig(buf, format="svg")
+        text = buf.getvalue()
+        text = text[text.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
+        # Scale with the page: keep the viewBox, drop the fixed size.
+        head_end = text.index(">")
+        head = re.sub(r'\s(width|height)="[^"]*"', "", text[:head_end])
+        return f'{head} role="img" aria-label="{_attr(self.title)}"{text[head_end:]}'
+
+
+def figure(width_in: float = 6.4, height_in: float = 3.0) -> Any:
+    """A new figure with the report's style, and one axes on it."""
+    import matplotlib
+
+    matplotlib.rcParams.update(_STYLE)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), layout="constrained")
+    fig.add_subplot()
+    return fig
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def pct(fraction: float, digits: int = 0) -> str:
+    """0.113 -> '11 %' (the report's way of writing a share)."""
+    return f"{fraction * 100:.{digits}f} %"
+
+
+def money(usd: float) -> str:
+    if abs(usd) >= 1e6:
+        return f"${usd / 1e6:,.2f}M"
+    if abs(usd) >= 1e4:
+        return f"${usd / 1e3:,.0f}k"
+    return f"${usd:,.0f}"
+
+
+def duration(seconds: float) -> str:
+    from ..units import format_duration
+
+    return format_duration(seconds)

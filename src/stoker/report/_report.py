@@ -1,0 +1,150 @@
+"""report(): plan, simulation and measured runs -> one self-contained HTML file (and, on
+request, the same charts as PNG files or one PDF)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ReportError
+from ._figure import Chart
+from ._inputs import load_measured, load_plan, load_simulation
+
+
+@dataclass
+class ReportResult:
+    path: Path
+    size_bytes: int
+    elapsed_s: float
+    charts: list[str]  # the titles, in page order
+    sections: dict[str, list[str]] = field(default_factory=dict)  # section -> chart ids
+    pdf: Path | None = None
+    png: list[Path] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "size_bytes": self.size_bytes,
+            "elapsed_s": self.elapsed_s,
+            "charts": self.charts,
+            "sections": self.sections,
+            "pdf": None if self.pdf is None else str(self.pdf),
+            "png": [str(p) for p in self.png],
+        }
+
+
+def report(
+    out: str | os.PathLike[str],
+    *,
+    plan: Any = None,
+    simulation: Any = None,
+    measured: Any = None,
+    pdf: str | os.PathLike[str] | None = None,
+    png: str | os.PathLike[str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ReportResult:
+    """Write one HTML file to ``out`` from any mix of a plan (job spec path, plan JSON path, Plan
+    or dict), a simulation (``stoker.simulation/1`` path or dict) and measured records
+    (``stoker.measured/1`` paths, dicts or Measured). ``pdf``: also every chart in one PDF, a
+    page each; ``png``: also one PNG per chart into this folder. ``progress(what, done,
+    total)`` is called as each step starts."""
+    start = time.perf_counter()
+    steps = 3 + bool(pdf or png)
+
+    def say(what: str, done: int) -> None:
+        if progress is not None:
+            progress(what, done, steps)
+
+    say("reading the inputs", 0)
+    plan_d = None if plan is None else load_plan(plan)
+    sim_d = None if simulation is None else load_simulation(simulation)
+    records = load_measured(measured)
+    if plan_d is None and sim_d is None and not records:
+        raise ReportError("nothing to report: give a plan, a simulation or a measured record")
+    say("drawing the charts", 1)
+    sections = _charts(plan_d, sim_d, records)
+    from .. import __version__
+    from ._html import page
+
+    say("writing the page", 2)
+    html = page(sections, plan_d, sim_d, records, __version__)
+    path = _write(Path(out), html.encode())
+    every = [c for cs in sections.values() for c in cs]
+    if pdf or png:
+        say("writing PDF and PNG", 3)
+    pdf_path = _pdf(Path(pdf), every) if pdf else None
+    pngs = _png(Path(png), every) if png else []
+    say("done", steps)
+    for c in every:  # release the figures' memory now, not at the next collection
+        c.fig.clear()
+    return ReportResult(
+        path,
+        path.stat().st_size,
+        time.perf_counter() - start,
+        [c.title for c in every],
+        {s: [c.key for c in cs] for s, cs in sections.items()},
+        pdf_path,
+        pngs,
+    )
+
+
+def _charts(
+    plan: dict[str, Any] | None, sim: dict[str, Any] | None, records: Sequence[Any]
+) -> dict[str, list[Chart]]:
+    from . import _measured_charts, _plan_charts, _sim_charts
+
+    ledgers = [m for m in records if m.source == "ledger"]
+    out: dict[str, list[Chart]] = {"Plan": [], "Simulation": [], "Measured runs": []}
+    if plan is not None:
+        out["Plan"] = _plan_charts.charts(plan, ledgers)  # the step split shows both
+    elif ledgers:
+        split = _plan_charts.step_split(None, ledgers)
+        out["Measured runs"] += [split] if split else []
+    if sim is not None:
+        out["Simulation"] = _sim_charts.charts(sim)
+    out["Measured runs"] += _measured_charts.charts(list(records), plan)
+    return out
+
+
+def _write(path: Path, data: bytes) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)  # a reader never opens half a page
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write the report ({exc.strerror}); choose another "
+                          "--out") from exc
+    return path
+
+
+def _pdf(path: Path, charts: list[Chart]) -> Path:
+    from matplotlib.backends.backend_pdf import PdfPages
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with PdfPages(path) as pages:
+            for c in charts:
+                c.fig.suptitle(c.title, fontweight="bold")
+                pages.savefig(c.fig)
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write the PDF ({exc.strerror})") from exc
+    return path
+
+
+def _png(folder: Path, charts: list[Chart]) -> list[Path]:
+    out = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for c in charts:
+            c.fig.suptitle(c.title, fontweight="bold")
+            p = folder / f"{c.key}.png"
+            c.fig.savefig(p, dpi=150, bbox_inches="tight")
+            out.append(p)
+    except OSError as exc:
+        raise ReportError(f"{folder}: cannot write the PNG files ({exc.strerror})") from exc
+    return out
