@@ -12,6 +12,7 @@ from . import doctor as _doctor
 from . import guard as _guard
 from . import plan as _plan
 from . import provision as _provision
+from . import report as _report
 from . import shards as _shards
 from . import stage as _stage
 from . import teardown as _teardown
@@ -28,6 +29,7 @@ app.command("plan")(_plan.plan)
 app.command("provision")(_provision.provision)
 app.command("teardown")(_teardown.teardown)
 app.command("guard")(_guard.guard)
+app.command("report")(_report.report)
 app.add_typer(_catalog.app, name="catalog")
 app.command("stage")(_stage.stage)
 app.command("verify")(_stage.verify)
