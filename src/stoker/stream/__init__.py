@@ -4,20 +4,41 @@ stall figures of the training loop. See docs/stream.md."""
 
 from __future__ import annotations
 
-from ._dataset import StreamingDataset
-from ._index import DatasetIndex, ShardInfo
-from ._loader import StreamingLoader
-from ._metrics import StallMetrics, serve_metrics
-from ._sources import write_shards
-from ._writer import ShardWriter
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "DatasetIndex",
-    "ShardInfo",
-    "ShardWriter",
-    "StallMetrics",
-    "StreamingDataset",
-    "StreamingLoader",
-    "serve_metrics",
-    "write_shards",
-]
+# Loaded on first use: a conversion process (write_shards' workers) needs the writer, not torch,
+# whose import costs it seconds.
+_WHERE = {
+    "DatasetIndex": "_index",
+    "ShardInfo": "_index",
+    "ShardWriter": "_writer",
+    "StallMetrics": "_metrics",
+    "StreamingDataset": "_dataset",
+    "StreamingLoader": "_loader",
+    "serve_metrics": "_metrics",
+    "write_shards": "_convert",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'stoker.stream' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from ._convert import write_shards
+    from ._dataset import StreamingDataset
+    from ._index import DatasetIndex, ShardInfo
+    from ._loader import StreamingLoader
+    from ._metrics import StallMetrics, serve_metrics
+    from ._writer import ShardWriter
