@@ -46,15 +46,18 @@ communication.
 from __future__ import annotations
 
 import operator
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StokerError
 from ._clocks import WallClock, pick_clock
+from ._history import History
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -142,6 +145,7 @@ class Ledger:
         self._step_total = 0.0
         self._buckets = self._bytes = 0
         self._last, self._last_step = [0.0] * len(PHASES), 0.0
+        self._history = History()  # the totals over time, for save_json's series
 
     # ------------------------------------------------------------------ the loop's side
 
@@ -293,6 +297,7 @@ class Ledger:
                 self._totals = list(map(operator.add, self._totals, vals))
                 self._buckets += len(launches)
                 self._bytes += nbytes
+                self._history.offer(self._seen - self.skip_first, self._step_total, *self._totals)
 
     # ------------------------------------------------------------------ figures
 
@@ -322,6 +327,18 @@ class Ledger:
         """All steps ended so far (waits for the GPU's last events). Call from the loop's thread."""
         self._resolve(wait_all=True)
         return self.snapshot()
+
+    def save_json(self, path: str | os.PathLike[str], name: str = "training loop") -> Path:
+        """Write the summary and the step split over time as a ``stoker.measured/1`` record
+        for ``stoker report --measured`` (docs/report.md). Call from the loop's thread."""
+        from ..report._records import ledger_record
+
+        summary = self.summary()
+        with self._lock:  # the run's end is the last point: the last window is not lost
+            steps = max(0, self._seen - self.skip_first)
+            self._history.offer(steps, self._step_total, *self._totals, force=True)
+            points = list(self._history.points)
+        return ledger_record(summary, points, name).save_json(path)
 
     def report(self, console: Console | None = None) -> Table:
         """Print the summary as a table on ``console`` (default: stdout) and return the table."""
