@@ -46,6 +46,8 @@ _WHERE = {
     "make_plan": "plan",
     "markdown": "plan",
     "plan_job": "plan",
+    "Simulation": "simulate",
+    "simulate": "simulate",
     "Deployment": "provision",
     "provision": "provision",
     "ProvisionError": "errors",
@@ -90,8 +92,11 @@ def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module 'stoker' has no attribute {name!r}")
     module = importlib.import_module(f".{_WHERE[name]}", __name__)
-    # stoker.stage, stoker.provision and stoker.report are subpackages, callable as the functions they name.
-    value = module if name in ("stage", "provision", "report") else getattr(module, name)
+    # stoker.stage, stoker.provision, stoker.report and stoker.simulate are subpackages,
+    # callable as the functions they name.
+    value = module if name in ("stage", "provision", "report", "simulate") else getattr(
+        module, name
+    )
     globals()[name] = value
     return value
 
@@ -139,6 +144,7 @@ if TYPE_CHECKING:
     from .provision import Deployment, provision
     from .provision import Guard, GuardPolicy, TeardownReport, expired, teardown
     from .report import Measured, report
+    from .simulate import Simulation, simulate
     from .stage import (
         CacheResult,
         StageSummary,

@@ -14,6 +14,7 @@ from . import plan as _plan
 from . import provision as _provision
 from . import report as _report
 from . import shards as _shards
+from . import simulate as _simulate
 from . import stage as _stage
 from . import teardown as _teardown
 from . import watch as _watch
@@ -26,6 +27,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("plan")(_plan.plan)
+app.command("simulate")(_simulate.simulate)
 app.command("provision")(_provision.provision)
 app.command("teardown")(_teardown.teardown)
 app.command("guard")(_guard.guard)
