@@ -36,17 +36,32 @@ def write(
         typer.Option(parser=size, metavar="SIZE", help="Target shard size, before compression."),
     ] = "64MiB",  # type: ignore[assignment]
     compression: Annotated[Compression, typer.Option(help="Per sample.")] = Compression.none,
-    resume: Annotated[bool, typer.Option(help="Continue an interrupted write.")] = False,
+    resume: Annotated[
+        bool, typer.Option(help="Continue an interrupted write (or add inputs beyond it).")
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Processes on this node. Under torchrun each rank converts its share too.",
+        ),
+    ] = 1,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the index summary as JSON.")
     ] = False,
 ) -> None:
-    """Write SRC as a shard dataset at OUT (index.json lists only complete shards)."""
+    """Write SRC as a shard dataset at OUT: index.json is written once, at the end."""
     from .._redact import shown as shown_on_screen
     from ..stream import write_shards
 
     shown = shown_on_screen(out)  # a SAS in OUT must not reach the terminal or a log
-    options = dict(kind=kind.value, keys=keys, shard_size=shard_size, compression=compression.value)
+    options = dict(
+        kind=kind.value,
+        keys=keys,
+        shard_size=shard_size,
+        compression=compression.value,
+        workers=workers,
+    )
     if json_out:
         index = write_shards(src, out, resume=resume, **options)  # type: ignore[arg-type]
     else:

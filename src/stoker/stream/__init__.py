@@ -35,10 +35,12 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:
-    from ._convert import write_shards
-    from ._dataset import StreamingDataset
-    from ._index import DatasetIndex, ShardInfo
-    from ._loader import StreamingLoader
-    from ._metrics import StallMetrics, serve_metrics
-    from ._writer import ShardWriter
+if TYPE_CHECKING:  # for type checkers: the names above, from where they live
+    from ._convert import write_shards as write_shards
+    from ._dataset import StreamingDataset as StreamingDataset
+    from ._index import DatasetIndex as DatasetIndex
+    from ._index import ShardInfo as ShardInfo
+    from ._loader import StreamingLoader as StreamingLoader
+    from ._metrics import StallMetrics as StallMetrics
+    from ._metrics import serve_metrics as serve_metrics
+    from ._writer import ShardWriter as ShardWriter

@@ -133,7 +133,9 @@ def _convert(job: dict[str, Any], parts: list[Part], workers: int) -> Iterator[d
     # A fork server, not fork: a process that used an object store's client cannot fork safely.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    with concurrent.futures.ProcessPoolExecutor(min(workers, len(parts)), mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        min(workers, len(parts)), mp_context=context
+    ) as pool:
         futures = [pool.submit(convert_part, job, part) for part in parts]
         try:
             for future in concurrent.futures.as_completed(futures):

@@ -56,7 +56,9 @@ def plan_parts(
         digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     digest.update(json.dumps([kind, keys, shard_size, skip]).encode())
     for part in parts:
-        digest.update(f"{part.number} {len(part.paths)} {part.start} {part.stop} {part.skip}\n".encode())
+        digest.update(
+            f"{part.number} {len(part.paths)} {part.start} {part.stop} {part.skip}\n".encode()
+        )
     return parts, digest.hexdigest()
 
 
@@ -79,7 +81,8 @@ def _plan_files(src: Path, paths: list[Path], shard_size: int, keys: bool, skip:
     # keyed samples are pickled {"key", "data"}: the key and ~60 bytes of pickle beside the data
     sizes = [p.stat().st_size + (len(_key(src, p)) + 64 if keys else 0) for p in paths]
     return [
-        Part(n, tuple(str(p) for p in paths[i:j])) for n, (i, j) in enumerate(_cut(sizes, shard_size))
+        Part(n, tuple(str(p) for p in paths[i:j]))
+        for n, (i, j) in enumerate(_cut(sizes, shard_size))
     ]
 
 
@@ -219,7 +222,9 @@ def _jsonl_range(path: Path, start: int, stop: int) -> Iterator[Any]:
                 try:
                     yield json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise StreamError(f"{path}:{_line_number(path, pos)}: not JSON ({exc.msg})") from exc
+                    raise StreamError(
+                        f"{path}:{_line_number(path, pos)}: not JSON ({exc.msg})"
+                    ) from exc
             pos += len(line)
 
 
