@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,6 +33,9 @@ def storage(
     ] = None,
     direct: Annotated[bool, typer.Option(help="O_DIRECT where the file system allows.")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    record: Annotated[
+        Path | None, typer.Option(help="Also save the results for stoker report (JSON).")
+    ] = None,
 ) -> None:
     """Sequential and random read/write throughput and IOPS, cold and warm (fio's method)."""
     from ..measure.storage import TESTS, bench_storage, skipped
@@ -47,6 +51,10 @@ def storage(
             direct=direct,
             progress=show,
         )
+    if record is not None:
+        from ..report._records import storage_record
+
+        storage_record(results, shown(target)).save_json(record)
     for test in skipped(TESTS, blocks):
         kind = "64 KiB or more" if test.startswith("seq") else "under 64 KiB"
         stderr.print(f"[yellow]{test} not run: no --block of {kind}[/]", highlight=False)
@@ -86,6 +94,10 @@ def loader(
         bool, typer.Option(help="Find the most accelerators kept above the threshold.")
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(help="Also save the run (AU, MB/s over time) for stoker report (JSON)."),
+    ] = None,
 ) -> None:
     """Accelerator utilization (compute / total, first step excluded) as MLPerf Storage."""
     from ..measure import loader as lb
@@ -102,6 +114,8 @@ def loader(
         else:
             runs = [lb.run_loader(data, workload, accelerators=accelerators, **options)]  # type: ignore[arg-type]
             best = None
+    if record is not None:  # the last run: with --search, the most accelerators tried
+        runs[-1].save_json(record)
     if json_out:
         emit_json(
             {"runs": [r.to_dict() for r in runs], "most_accelerators": best, "capped": capped}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StokerError
+from ._history import History
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class LoaderResult:
     samples_in_dataset: int = 0
     dataset_bytes: int = 0
     notes: list[str] = field(default_factory=list)  # what makes the figure less than MLPerf's
+    # (t, steps done, bytes read) over the run, for save_json's series; not in to_dict
+    history: list[tuple[float, ...]] = field(default_factory=list, repr=False)
 
     @property
     def measured_steps(self) -> int:
@@ -100,7 +103,17 @@ class LoaderResult:
         return self.utilization is not None and self.utilization >= self.threshold
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"passed": self.passed, "measured_steps": self.measured_steps}
+        d = asdict(self)
+        del d["history"]
+        return d | {"passed": self.passed, "measured_steps": self.measured_steps}
+
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write the run as a ``stoker.measured/1`` record (AU and MB/s over time) for
+        ``stoker report --measured`` (docs/report.md)."""
+        from ..report._records import loader_record
+
+        name = f"{self.workload} x{self.accelerators} ({self.accelerator})"
+        return loader_record(self, self.history, name).save_json(path)
 
 
 def run_loader(
@@ -143,6 +156,7 @@ def run_loader(
     dataset_bytes, notes = _drop_from_page_cache(ds)
     loader = StreamingLoader(ds, batch, num_workers=workers, collate_fn=_sizes)
     began, done, nbytes, after_first = time.perf_counter(), 0, 0, None
+    history = History()
     ended = began
     total_steps = min(steps or len(loader), len(loader)) if progress else 0
     for sizes in loader:
@@ -150,12 +164,14 @@ def run_loader(
         time.sleep(compute_s)  # the emulated accelerators compute in parallel
         ended = time.perf_counter()  # the last compute's end: teardown after it does not count
         done += 1
+        history.offer(done, nbytes)
         if progress:
             progress(f"x{accelerators}, step", done, total_steps)
         if done == 1:
             after_first = ended  # MLPerf leaves the first step out
         if steps is not None and done >= steps:
             break
+    history.offer(done, nbytes, force=True)  # the last window ends with the run
     total, m = ended - began, loader.metrics
     if steps is not None and done < steps:
         notes.append(
@@ -183,6 +199,7 @@ def run_loader(
         samples_in_dataset=ds.index.samples,
         dataset_bytes=dataset_bytes,
         notes=notes,
+        history=history.points,
     )
 
 

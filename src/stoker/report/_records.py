@@ -38,7 +38,7 @@ def loader_record(result: Any, points: Sequence[tuple[float, ...]], name: str) -
     m.summary["throughput_bps"] = result.mb_per_s * 1e6
     for a, b in zip(points, points[1:], strict=False):
         dt = b[0] - a[0]
-        if dt <= 0:
+        if dt <= 0 or b[1] <= a[1]:  # no step ended in the window (the run's last point)
             continue
         m.add("utilization", "ratio", b[0], min(1.0, (b[1] - a[1]) * result.compute_s / dt))
         m.add("throughput_bps", "bytes/s", b[0], (b[2] - a[2]) / dt)
@@ -51,7 +51,8 @@ def storage_record(results: Iterable[Any], target: str) -> Measured:
 
     m = Measured("storage", target)
     for r in results:
-        key = f"{r.test}_{format_bytes(r.block).replace(' ', '')}_x{r.jobs}_{r.cache}"
+        cache = "" if r.cache in ("", "-") else f"_{r.cache}"
+        key = f"{r.test}_{format_bytes(r.block).replace(' ', '')}_x{r.jobs}{cache}"
         m.summary[f"{key}_bps"] = r.mb_per_s * 1e6
         m.summary[f"{key}_iops"] = r.iops
     return m
