@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from . import _help
 from . import bench as _bench
 from . import cache as _cache
 from . import catalog as _catalog
@@ -25,7 +26,28 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Plain help, as git and rclone print it: it reads at 80 columns and never cuts a word.
+    rich_markup_mode=None,
 )
+_help.install()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"stoker {version('stoker')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Keep AI accelerators fed: plan, stage, stream, checkpoint and measure on Azure."""
+
 app.command("plan")(_plan.plan)
 app.command("simulate")(_simulate.simulate)
 app.command("provision")(_provision.provision)
