@@ -30,6 +30,13 @@ def plan(
         Path | None,
         typer.Option(help="JSON of figures measured on the VMs (stoker bench ... --json)."),
     ] = None,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate", help="Also simulate the run (stoker simulate) beside the closed form."
+        ),
+    ] = False,
+    runs: Annotated[int, typer.Option(help="Runs to simulate with --simulate.")] = 30,
 ) -> None:
     """Plan a job: where the GPU would wait, what to provision, and what it costs."""
     from ..errors import SpecError
@@ -41,6 +48,10 @@ def plan(
         raise SpecError("several specs given: add --compare to show them side by side")
     if compare and len(specs) < 2:
         raise SpecError("--compare needs two or more job specs")
+    if simulate:
+        if compare:
+            raise SpecError("--simulate: one job spec at a time, not with --compare")
+        return _plan_and_simulate(specs[0], catalog, measured, runs, json_out, markdown_out)
     plans = [plan_job(path, catalog or (), measured=measured) for path in specs]
     if json_out:
         emit_json([p.to_dict() for p in plans] if compare else plans[0].to_dict())
@@ -48,3 +59,32 @@ def plan(
         emit_text(render.markdown_compare(plans) if compare else render.markdown(plans[0]))
     else:
         stdout.print(render.rich_compare(plans) if compare else render.rich_report(plans[0]))
+
+
+def _plan_and_simulate(
+    spec: Path,
+    catalog: list[Path] | None,
+    measured: Path | None,
+    runs: int,
+    json_out: bool,
+    markdown_out: bool,
+) -> None:
+    """The plan, then the simulation's P5 / P50 / P95 beside its closed-form figures. The
+    spec's [simulate] table is the simulation's: the plan is given the spec without it."""
+    from ..plan import plan_job, render
+    from ..simulate import load_job, simulate
+    from ..simulate import render as sim_render
+    from ._bars import steps_bar
+
+    job, _, _ = load_job(spec)
+    plan = plan_job(job, catalog or (), measured=measured)
+    quiet = json_out or markdown_out
+    with steps_bar("simulate", quiet=quiet) as show:
+        sim = simulate(spec, runs=runs, catalog=catalog or (), plan=plan, progress=show)
+    if json_out:
+        emit_json({**plan.to_dict(), "simulation": sim.to_dict()})
+    elif markdown_out:
+        emit_text(render.markdown(plan) + "\n" + sim_render.markdown(sim))
+    else:
+        stdout.print(render.rich_report(plan))
+        stdout.print(sim_render.rich_report(sim))

@@ -83,3 +83,32 @@ def rich_report(sim: Simulation) -> Group:
     parts = [head, distributions(sim), lost_by_cause(sim), misses(sim)]
     parts += [Text(f"note: {n}") for n in sim.notes]
     return Group(*parts)
+
+
+def markdown(sim: Simulation) -> str:
+    """The same three tables in Markdown (``stoker plan --simulate --markdown``)."""
+    g, b = sim.goodput, sim.gpu_busy
+    wall = sim.days * 24
+    lines = [
+        f"## Simulation: {sim.runs} runs of {sim.days:,.1f} days (seed {sim.seed})",
+        "",
+        "| | plan | P5 | P50 | P95 |",
+        "|---|---:|---:|---:|---:|",
+        f"| goodput | {_pct(g['plan'])} | {_pct(g['p5'])} | {_pct(g['p50'])} | {_pct(g['p95'])} |",
+        f"| GPU busy | {_pct(b['plan'])} | {_pct(b['p5'])} | {_pct(b['p50'])} | {_pct(b['p95'])} |",
+        "",
+        "| time lost to | P50 hours | share |",
+        "|---|---:|---:|",
+    ]
+    for cause, q in sim.lost_hours.items():
+        if q["p95"] > 0:
+            lines.append(
+                f"| {LABELS.get(cause, cause)} | {q['p50']:,.1f} | {_pct(q['p50'] / wall)} |"
+            )
+    if sim.plan_misses:
+        lines += ["", "| the plan misses | goodput points | why |", "|---|---:|---|"]
+        lines += [
+            f"| {m['effect']} | {m['goodput_points']:+.2f} | {m.get('detail', '')} |"
+            for m in sim.plan_misses
+        ]
+    return "\n".join(lines) + "\n"
