@@ -1,6 +1,6 @@
 """A small CPU training loop that checkpoints asynchronously with stoker, then restores.
 
-    python examples/train_checkpoint.py [ROOT]      (default .demo/ckpt)
+    python examples/train_checkpoint.py [ROOT] [--record PATH]     (default .demo/ckpt)
 
 The fast tier is ROOT/fast (NVMe's stand-in), the durable tier ROOT/durable (Blob's stand-in;
 pass an az:// URL as a second argument to use Blob). Prints how long each save blocked the loop
@@ -45,8 +45,12 @@ def torch_save_seconds(state: dict, folder: Path) -> float:
 
 
 def main() -> None:
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else ".demo/ckpt")
-    durable = sys.argv[2] if len(sys.argv) > 2 else str(root / "durable")
+    args, record = sys.argv[1:], None
+    if "--record" in args:  # --record PATH: the saves as a record for stoker report --measured
+        at = args.index("--record")
+        record, args[at : at + 2] = Path(args[at + 1]), []
+    root = Path(args[0] if args else ".demo/ckpt")
+    durable = args[1] if len(args) > 1 else str(root / "durable")
     torch.set_num_threads(1)
     model, optim = build()
     data = torch.randn(64, 512)
@@ -61,6 +65,8 @@ def main() -> None:
                 state = {"model": model.state_dict(), "optim": optim.state_dict(), "step": step}
                 blocked.append(ckpt.save(step, state).blocking_s)
         ckpt.wait()
+        if record is not None:
+            print(f"saves recorded: {ckpt.save_json(record, 'train_checkpoint')}")
         last = ckpt.last_save
         assert last is not None and last.fast_s is not None
         baseline = torch_save_seconds(state, root)

@@ -135,6 +135,10 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=3)
     parser.add_argument("--compute-ms", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--record", type=Path, default=None,
+        help="save each run's step ledger for stoker report: PATH, and PATH's stem + -resumed",
+    )
     args = parser.parse_args()
 
     rank, world = start_ranks()
@@ -252,6 +256,11 @@ def main() -> None:
     for name, ledger in zip(("first run", "after resume"), ledgers, strict=True):
         print(f"where each step's time went, {name} (step ledger, first step left out):")
         ledger.report()
+        if args.record:  # stoker report --measured reads these
+            path = args.record if name == "first run" else args.record.with_stem(
+                args.record.stem + "-resumed"
+            )
+            print(f"step ledger saved: {ledger.save_json(path, f'train_stream, {name}')}")
     if not ok:
         raise SystemExit("the resumed epoch repeated or missed samples")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,8 @@ class Checkpointer:
         if check_writable and self.fast.posix.root.is_dir():
             self._lock.take()
         self.last_save: SaveStats | None = None
+        self.saves: deque[SaveStats] = deque(maxlen=10_000)  # this run's, for save_json
+        self._started = time.perf_counter()
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
             self.fast,
@@ -151,8 +154,16 @@ class Checkpointer:
         stats.bytes = self._snapshot.size
         stats.blocking_s = time.perf_counter() - stats.started
         self.last_save = stats
+        self.saves.append(stats)
         self._pipeline.write(stats, self._snapshot)
         return stats
+
+    def save_json(self, path: str | os.PathLike[str], name: str = "checkpoints") -> Any:
+        """Write this run's saves (blocking, to the fast and durable tiers) as a
+        ``stoker.measured/1`` record for ``stoker report --measured`` (docs/report.md)."""
+        from ..report._records import checkpoint_record
+
+        return checkpoint_record(list(self.saves), self._started, name).save_json(path)
 
     def reserve(self, like: Any) -> None:
         """Make the host buffer for a state shaped like ``like`` now (its tensors may be on the

@@ -4,6 +4,7 @@ modules call these from their ``save_json``/``--record``; the record format is _
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -80,8 +81,8 @@ def checkpoint_record(saves: Sequence[Any], t0: float, name: str) -> Measured:
             m.add("fast_s", "s", t, s.fast_s)
         if s.durable_s is not None:
             m.add("durable_s", "s", t, s.durable_s)
-    blocking = sorted(s.blocking_s for s in saves)
+    blocking = [s.blocking_s for s in saves]
     m.summary = {"saves": len(saves), "bytes": saves[-1].bytes if saves else 0,
-                 "blocking_median_s": blocking[len(blocking) // 2] if blocking else None,
-                 "blocking_max_s": blocking[-1] if blocking else None}
+                 "blocking_median_s": statistics.median(blocking) if blocking else None,
+                 "blocking_max_s": max(blocking, default=None)}
     return m
