@@ -39,7 +39,7 @@ class SimulateKnobs(BaseModel):
     )
     stragglers: Literal["none", "lognormal", "exponential"] = "lognormal"
     straggler_cv: float = Field(
-        default=0.02, ge=0, le=1, description="one rank's step-time spread / its mean"
+        default=0.005, ge=0, le=1, description="one rank's step-time spread / its mean"
     )
     contention: bool = Field(default=True, description="tiers' limits shared by every flow")
     restaging: bool = Field(default=True, description="a swapped VM re-stages its data shard")
