@@ -23,6 +23,12 @@ def cpu_mark() -> tuple[int, int, int]:
     return (*cpu_ticks(), own_ticks())
 
 
+def load_since(start: tuple[int, int, int]) -> dict:
+    """The machine's load over a benchmark that began at ``start`` (a :func:`cpu_mark`): the
+    share of its CPU that other processes took, and the 1-minute load average at the end."""
+    return {"others_cpu": others_cpu_share(start), "loadavg_1m": os.getloadavg()[0]}
+
+
 def others_cpu_share(start: tuple[int, int, int]) -> float:
     """Share of the machine's CPU that processes outside this benchmark used since ``start``."""
     busy, total = cpu_ticks()

@@ -7,6 +7,8 @@ rounds so that load from other processes falls on both alike. A busy wait, not a
 wakes late by tens of microseconds at random, more than what is measured here.
 
     python bench/ledger_overhead.py [--write BENCHMARKS.md]
+
+Saves ``bench/results/ledger.json``; ``bench/_render_ledger.py`` writes the section.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import statistics
 import time
 from pathlib import Path
 
-from _machine import cpu_mark, others_cpu_share
+from _machine import cpu_mark, load_since
 from _markdown import publish
+from _results import save
+from render import render
 
 STEP_S = 0.010
 
@@ -55,7 +59,10 @@ def _ledger_steps(n: int, work: float) -> tuple[list[float], float]:
     return [b - a for a, b in zip(marks, marks[1:], strict=False)], ledger.summary().step_mean_s
 
 
-def _calls_alone_s(n: int = 20000, runs: int = 5) -> float:
+CALLS_STEPS, CALLS_RUNS = 20000, 5
+
+
+def _calls_alone_s(n: int = CALLS_STEPS, runs: int = CALLS_RUNS) -> float:
     """Per-step cost of the ledger's calls on empty steps, median of ``runs``."""
     costs = []
     for _ in range(runs):
@@ -89,34 +96,13 @@ def measure(rounds: int = 6, steps: int = 100) -> dict[str, float]:
         "ledger_reported_mean_s": statistics.mean(reported),
         "outside_mean_s": statistics.mean(with_ledger),
         "steps": rounds * steps,
-        "others_cpu": others_cpu_share(mark),
+        "round_steps": steps,
+        "step_s": STEP_S,
+        "calls_steps": CALLS_STEPS,
+        "calls_runs": CALLS_RUNS,
+        "target_share": 0.01,
+        **load_since(mark),
     }
-
-
-def markdown(r: dict[str, float]) -> str:
-    return f"""## ledger: overhead on a 10 ms step (target < 1 %)
-
-Reproduce: `.venv/bin/python bench/ledger_overhead.py --write BENCHMARKS.md`.
-Wall clock (CPU; the CUDA-event path is not measured: no GPU here). Each step: `wrap`'s `next()`,
-then `copy`, `compute` (a 10 ms busy wait) and `checkpoint` blocks. {r["steps"]:.0f} steps each way,
-in alternating rounds of 100; medians.
-
-| what | per step | overhead | share of the step |
-|---|---:|---:|---:|
-| bare loop, 10 ms of work | {r["bare_step_s"] * 1e3:.4f} ms | | |
-| the same loop under the ledger | {r["ledger_step_s"] * 1e3:.4f} ms | {r["overhead_s"] * 1e6:+.1f} us | {r["overhead_share"]:.3%} |
-| the ledger's calls alone (empty steps, 20,000 x 5) | {r["calls_alone_s"] * 1e6:.1f} us | | {r["calls_alone_s"] / STEP_S:.3%} of 10 ms |
-
-The ledger's own mean step, {r["ledger_reported_mean_s"] * 1e3:.3f} ms, agrees with the same
-steps timed from outside the loop, {r["outside_mean_s"] * 1e3:.3f} ms (means include the steps
-on which other processes took the CPU). The 10 ms figure is larger than the calls alone: the same
-code runs several times slower right after 10 ms of other work (cold caches, most likely, on a
-machine shared with other processes: {r["others_cpu"]:.0%} of its CPU meanwhile). It is a
-difference of two medians and moves by tens of microseconds with load. The calls-alone figure is a mean and includes reading
-the ended steps, which the ledger does in one pass every 16 steps (or every second); the 10 ms
-medians leave those steps out. `attach()`'s DDP hook adds two marks and a lock per gradient
-bucket, not measured here.
-"""
 
 
 def main() -> None:
@@ -125,7 +111,8 @@ def main() -> None:
     args = parser.parse_args()
     result = measure()
     print(json.dumps(result, indent=2))
-    publish(markdown(result), args.write)
+    save("ledger", result)
+    publish(render("ledger"), args.write)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ calculator each cover one part and are not installable here), so the figure stan
 against its target.
 
     python bench/plan_speed.py [--write BENCHMARKS.md]
+
+Saves ``bench/results/plan.json``; ``bench/_render_plan.py`` writes the section from it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _machine import cpu_mark, load_since
 from _markdown import publish
+from _results import save
+from render import render
 
 SPEC = """
 name = "bench-100k-gpus"
@@ -60,6 +65,7 @@ def measure() -> dict[str, float]:
     from stoker.catalog import load_catalog
     from stoker.plan import make_plan, parse_spec
 
+    mark = cpu_mark()
     with tempfile.TemporaryDirectory() as tmp:
         spec_path = Path(tmp) / "job.toml"
         spec_path.write_text(SPEC)
@@ -82,27 +88,11 @@ def measure() -> dict[str, float]:
         "catalog_load_s": load_s,
         "cli_s": cli_s,
         "python_start_s": python_s,
+        "gpus": plan.gpus,
+        "spec": tomllib.loads(SPEC),
+        "target_s": 1.0,
+        **load_since(mark),
     }
-
-
-def markdown(r: dict[str, float]) -> str:
-    return f"""## plan: a 100,000-GPU spec (target < 1 s)
-
-Reproduce: `make bench` (runs `.venv/bin/python bench/plan_speed.py --write BENCHMARKS.md`).
-12,500 x ND96isr_H100_v5, 1T parameters, tp 8 x pp 32, FSDP, 30T tokens.
-
-| what | median | against the target |
-|---|---:|---:|
-| the model alone (`make_plan`, catalog loaded) | {r["model_s"] * 1e3:.2f} ms | {r["model_s"] / 1.0:.4f}x of 1 s |
-| loading the catalog (TOML + validation) | {r["catalog_load_s"] * 1e3:.1f} ms | |
-| the whole command, `stoker plan --json`, fresh process | {r["cli_s"] * 1e3:.0f} ms | {r["cli_s"] / 1.0:.2f}x of 1 s |
-| floor: `python -c pass` on the same machine | {r["python_start_s"] * 1e3:.0f} ms | |
-
-The command's time is almost all imports (pydantic, rich, typer) and interpreter start-up: it is
-{r["cli_s"] / r["python_start_s"]:.1f}x a bare `python -c pass`, while the plan itself takes under a millisecond. The model's arithmetic does not grow
-with the GPU count (closed-form collectives), so 100,000 GPUs cost what 8 do. No peer is run:
-nothing installable here plans storage, fabric, failures and cost together.
-"""
 
 
 def main() -> None:
@@ -111,7 +101,8 @@ def main() -> None:
     args = parser.parse_args()
     result = measure()
     print(json.dumps(result, indent=2))
-    publish(markdown(result), args.write)
+    save("plan", result)
+    publish(render("plan"), args.write)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ once on the written folder; checkov only when installed (``make checkov``). No p
 deployment from a training plan, so the figures stand against their targets alone.
 
     python bench/provision_speed.py [--write BENCHMARKS.md]
+
+Saves ``bench/results/provision.json``; ``bench/_render_provision.py`` writes the section.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _machine import cpu_mark, load_since
 from _markdown import publish
+from _results import save
+from render import render
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "llama3-405b-2048vm.toml"
 
@@ -38,11 +43,10 @@ def _median_s(fn, runs: int) -> float:
 
 
 def measure() -> dict[str, object]:
-    import os
-
     import stoker
     from stoker.provision.validate import check
 
+    mark = cpu_mark()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "deploy"
 
@@ -80,8 +84,15 @@ def measure() -> dict[str, object]:
         report = check(out)
         check_s = time.perf_counter() - started
         template = json.loads((out / "main.json").read_text())
+        files = sorted(p.name for p in out.iterdir())
+    kinds: dict[str, int] = {}
+    for resource_ in template["resources"]:
+        kinds[resource_["type"]] = kinds.get(resource_["type"], 0) + 1
     return {
-        "load": os.getloadavg()[0],
+        "spec": str(SPEC.relative_to(SPEC.parents[1])),
+        "target_s": 1.0,
+        "files": files,
+        "resource_types": kinds,
         "library_s": library_s,
         "cli_s": cli_s,
         "cli_cpu_s": cli_cpu_s,
@@ -94,39 +105,8 @@ def measure() -> dict[str, object]:
         "checkov_passed": report.checkov_passed,
         "checkov_failed": len(report.checkov_failed),
         "checkov_skipped": len(report.checkov_skipped),
+        **load_since(mark),
     }
-
-
-def markdown(r: dict) -> str:
-    checkov = (
-        "not installed (`make checkov`)"
-        if r["checkov_passed"] is None
-        else f"{r['checkov_failed']} failed, {r['checkov_passed']} passed, "
-        f"{r['checkov_skipped']} skipped with a reason next to the resource"
-    )
-    return f"""## provision: the 2,048-VM example as a deployment (target < 1 s, 0 schema errors, 0 checkov failures)
-
-Reproduce: `.venv/bin/python bench/provision_speed.py --write BENCHMARKS.md` (checkov from
-`make checkov`). `examples/llama3-405b-2048vm.toml`: 7 scale sets, one 100 TiB Managed Lustre,
-two storage accounts; {r["resources"]} ARM resources.
-
-| what | result | against the target |
-|---|---:|---:|
-| `stoker.provision(...)`, library call, imports warm (median) | {r["library_s"] * 1e3:.1f} ms | {r["library_s"]:.3f}x of 1 s |
-| `stoker provision ... --json`, fresh process (median) | {r["cli_s"] * 1e3:.0f} ms | {r["cli_s"]:.2f}x of 1 s |
-| the same, CPU time (user + system; steadier when the machine is shared) | {r["cli_cpu_s"] * 1e3:.0f} ms | {r["cli_cpu_s"]:.2f}x of 1 s |
-| for scale: `stoker plan ... --json` on the same spec, fresh process (median; CPU) | {r["plan_s"] * 1e3:.0f} ms; {r["plan_cpu_s"] * 1e3:.0f} ms CPU | |
-| floor: `python -c pass` on the same machine | {r["python_start_s"] * 1e3:.0f} ms | |
-| ARM resources failing their schema (strict: objects closed) | {r["schema_errors"]} | target 0 |
-| checkov on `main.json` | {checkov} | target 0 failed |
-| the checks themselves (schemas + checkov) | {r["check_s"]:.1f} s | |
-
-The command's time is interpreter start-up and imports (pydantic, rich, typer), as for
-`stoker plan`: its CPU time is within a few tens of milliseconds of `stoker plan`'s, and
-writing the six files takes a few milliseconds of it. Wall-clock figures on this shared 2-core
-machine move with the other work on it (load average {r["load"]:.1f} during the run); on a quiet
-machine `stoker plan` took 465 ms (the plan section).
-"""
 
 
 def main() -> None:
@@ -135,7 +115,8 @@ def main() -> None:
     args = parser.parse_args()
     result = measure()
     print(json.dumps(result, indent=2))
-    publish(markdown(result), args.write)
+    save("provision", result)
+    publish(render("provision"), args.write)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,22 @@ from _markdown import publish  # noqa: E402
 from _results import RESULTS, load  # noqa: E402
 
 
-def render(name: str) -> str:
+def render(name: str, folder: Path = RESULTS) -> str:
     """The Markdown section of benchmark ``name``, from its results file."""
-    doc = load(name)
+    doc = load(name, folder)
     section = importlib.import_module(f"_render_{name.replace('-', '_')}").render(doc)
-    source = f"bench/results/{name}.json"
+    path = (folder / f"{name}.json").resolve()
+    root = RESULTS.parents[1]
+    source = path.relative_to(root) if path.is_relative_to(root) else path
     footer = f"\n_Rendered from `{source}` (measured {doc['measured']}); reproduce: `{doc['command']}`._\n"
     return section.rstrip("\n") + "\n" + footer
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="benchmarks to render (default: every results file)")
+    parser.add_argument(
+        "names", nargs="*", help="benchmarks to render (default: every results file)"
+    )
     parser.add_argument("--write", type=Path, help="Markdown file whose sections to replace")
     args = parser.parse_args(argv)
     names = args.names or sorted(p.stem for p in RESULTS.glob("*.json"))

@@ -13,6 +13,8 @@ Target: stoker within 10 % of dd. fio is not installed on these machines (not on
 with O_DIRECT is the reference the issue allows.
 
     .venv/bin/python bench/storage_bench.py [--dir .bench] [--size 2GiB] [--write BENCHMARKS.md]
+
+Saves ``bench/results/storage.json``; ``bench/_render_storage.py`` writes the section.
 """
 
 from __future__ import annotations
@@ -23,17 +25,19 @@ import re
 import statistics
 import subprocess
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from _machine import cpu_mark, others_cpu_share
-from _markdown import replace_section
+from _machine import cpu_mark, load_since
+from _markdown import publish
+from _results import save
+from render import render
 
 from stoker.measure.storage import evict, fill, measure
 from stoker.units import parse_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.10
+DEVICE_FACTOR = 1.5  # a read faster than this x the slowest came from the host's cache
 
 
 def dd_read(path: Path, block: int) -> float:
@@ -85,38 +89,39 @@ def main() -> None:
             )
     finally:
         path.unlink(missing_ok=True)
-    others = others_cpu_share(mark)
-    device_speed = 1.5 * min(stoker_runs + dd_runs)
+    load = load_since(mark)
+    device_speed = DEVICE_FACTOR * min(stoker_runs + dd_runs)
     stoker_device = [x for x in stoker_runs if x < device_speed]
     dd_device = [x for x in dd_runs if x < device_speed]
     s, d = statistics.median(stoker_device), statistics.median(dd_device)
-    ratio = s / d
-    met = abs(ratio - 1) <= TARGET
-    print(
-        f"median: stoker {s:.0f} MB/s, dd {d:.0f} MB/s, ratio {ratio:.2f} ({'met' if met else 'missed'})"
-    )
-    if args.write:
-        section = f"""## storage: `stoker bench storage` sequential read against `dd iflag=direct` (target: within 10 %)
+    print(f"median: stoker {s:.0f} MB/s, dd {d:.0f} MB/s, ratio {s / d:.2f}")
+    results = {
+        "size": args.size,
+        "block": args.block,
+        "reps": args.reps,
+        "pause_s": args.pause,
+        "target": TARGET,
+        "device_speed_mb_s": device_speed,
+        "device_factor": DEVICE_FACTOR,
+        "stoker_mb_s": stoker_runs,
+        "dd_mb_s": dd_runs,
+        "stoker_median_mb_s": s,
+        "dd_median_mb_s": d,
+        "ratio": s / d,
+        "disk": disk_name(args.dir),
+        **load,
+    }
+    save("storage", results)
+    publish(render("storage"), args.write)
 
-Reproduce: `.venv/bin/python bench/storage_bench.py --write BENCHMARKS.md`. Machine: {os.cpu_count()} cores;
-file of {args.size} on the repository's disk; {args.block} requests, one job, O_DIRECT, the file's pages
-dropped (`posix_fadvise(DONTNEED)`) before every read; {args.reps} pairs, the order swapped every pair,
-{args.pause:g} s pause before each read; measured {datetime.now(UTC).strftime("%Y-%m-%dT%H:%M%z")}. fio is not installed here (it is not on PyPI):
-dd with O_DIRECT is the reference.
 
-| reader | median MB/s at device speed | reads at device speed | all reads (MB/s) |
-|---|---:|---:|---|
-| `stoker bench storage` (seq-read, cold) | {s:,.0f} | {len(stoker_device)} of {len(stoker_runs)} | {", ".join(f"{x:.0f}" for x in stoker_runs)} |
-| `dd iflag=direct` | {d:,.0f} | {len(dd_device)} of {len(dd_runs)} | {", ".join(f"{x:.0f}" for x in dd_runs)} |
-
-stoker / dd: **{ratio:.2f}x** (target 0.90-1.10x: {"met" if met else "missed"}). dd is the
-ceiling: it reads the device with nothing in between. "Device speed" is under
-{device_speed:,.0f} MB/s (1.5x the slowest read): this virtual disk (virtio, `/dev/vda`) serves
-some reads from the host's page cache at 2-4 GB/s, mostly a read that follows another within a
-second or two, whichever tool makes it; those figures measure the host and are left out of
-the medians. Other processes took {others:.0%} of the CPU meanwhile.
-"""
-        replace_section(args.write, section)
+def disk_name(folder: Path) -> str:
+    """The block device under ``folder`` (``vda``, say), for the record."""
+    st = os.stat(folder)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if (dev / "partition").exists():
+        dev = dev.resolve().parent
+    return dev.resolve().name if dev.exists() else "?"
 
 
 if __name__ == "__main__":
