@@ -38,6 +38,8 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/python -m compileall -q src > /dev/null
 	$(BIN)/stoker plan examples/pretrain-64vm.toml
 	$(BIN)/stoker plan --compare examples/finetune-1vm.toml examples/pretrain-64vm.toml examples/llama3-405b-2048vm.toml
+	@echo "--- simulate: the 2,048-VM example run 20 times, event by event: goodput and time lost by cause beside the plan's figures"
+	$(BIN)/stoker simulate examples/llama3-405b-2048vm.toml --runs 20
 	@echo "--- stage: a generated dataset in .demo/cold (the cold pool) to .demo/fast (the fast tier)"
 	$(BIN)/python examples/make_dataset.py .demo/cold
 	$(BIN)/stoker stage .demo/cold .demo/fast --hash
@@ -69,6 +71,7 @@ test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT)
 
 bench: $(STAMP)
 	$(BIN)/python bench/plan_speed.py --write BENCHMARKS.md
+	$(BIN)/python bench/simulate_bench.py --write BENCHMARKS.md
 
 # Installs AzCopy and rclone under .bench/ and runs them beside stoker on Azurite (~30 min).
 bench-stage: $(STAMP) node_modules/.package-lock.json
