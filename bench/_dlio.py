@@ -1,19 +1,9 @@
 """DLIO (MLPerf Storage's engine) in its own virtual environment, and how to run it.
 
-``ensure()`` installs it once into ``.bench/dlio-venv`` (ignored by git) and returns that
-interpreter. DLIO's wheel pins a stack for every framework it can drive (TensorFlow, DALI for
-CUDA 11, torchvision, torchaudio, h5py): the PyTorch data loader over NPZ files needs none of
-those, so the wheel goes in with ``--no-deps`` and then only what that path imports:
-
-    python3.11 -m venv .bench/dlio-venv
-    .bench/dlio-venv/bin/pip install --no-deps dlio-benchmark==2.0.0
-    .bench/dlio-venv/bin/pip install torch==2.13.0 hydra-core omegaconf pandas psutil \
-        numpy PyYAML pydftracer==1.0.2 mpi4py mpich
-
-``mpich`` is MPICH's own PyPI wheel (libmpi and ``mpiexec``), which the ``mpi4py`` wheel loads;
-DLIO is started as ``mpiexec -n 1 python bench/_dlio.py <hydra overrides>``, one rank, as
-MLPerf Storage starts it with one accelerator. ``pydftracer==1.0.2`` is the version the wheel
-asks for (2.x moved ``dftracer.logger``, which DLIO 2.0.0 imports).
+``_peers.ensure_dlio()`` installs it once into ``.bench/dlio-venv`` (ignored by git); DLIO is
+started as ``mpiexec -n 1 python bench/_dlio.py <hydra overrides>``, one rank, as MLPerf Storage
+starts it with one accelerator. ``run_dlio`` runs one training (or data generation) with the
+loader bench's configuration and reads DLIO's own summary and step timeline.
 
 Run as a script (with the DLIO interpreter), this file is DLIO's ``dlio_benchmark`` entry
 point with one change: ``dlio_benchmark.profiler.profiler_factory`` imports its TensorBoard
@@ -34,66 +24,31 @@ the returned resized image) is DLIO's own.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".bench" / "dlio-venv"
+from _peers import DLIO_VENV
+from _peers import ensure_dlio as ensure  # noqa: F401 (the install lives with every peer's)
+
+VENV = DLIO_VENV
 PYTHON = VENV / "bin" / "python"
 MPIEXEC = VENV / "bin" / "mpiexec"
-VERSION = "2.0.0"
-NEEDS = (
-    "torch==2.13.0",  # the CPU build on this disk; DLIO's pytorch loader and framework
-    "hydra-core",
-    "omegaconf",
-    "pandas",
-    "psutil",
-    "numpy",
-    "PyYAML",
-    "pydftracer==1.0.2",
-    "mpi4py",
-    "mpich",
-)
-
-
-def install_steps(base: str = "python3.11") -> list[list[str]]:
-    pip = [str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-    return [
-        [base, "-m", "venv", str(VENV)],
-        [*pip, "--no-deps", f"dlio-benchmark=={VERSION}"],
-        [*pip, *NEEDS],
-    ]
-
-
-def ensure() -> Path:
-    """The DLIO interpreter, installed on first use (a few minutes: torch is most of it)."""
-    stamp = VENV / ".bench-installed"
-    if not stamp.exists():
-        base = "python3.11" if _which("python3.11") else "python3"
-        for step in install_steps(base):
-            print("+", " ".join(step), file=sys.stderr, flush=True)
-            subprocess.run(step, check=True)
-        subprocess.run([str(PYTHON), "-c", "import dlio_benchmark, mpi4py.MPI, torch"], check=True)
-        stamp.touch()
-    return PYTHON
-
-
-def _which(name: str) -> bool:
-    return any((Path(d) / name).exists() for d in os.environ.get("PATH", "").split(os.pathsep))
+DLIO_BASE = {"resnet50": "resnet50_h100", "unet3d": "unet3d_h100", "cosmoflow": "cosmoflow_h100"}
 
 
 def versions() -> dict[str, str]:
     code = (
         "import importlib.metadata as m, json;"
         "print(json.dumps({p: m.version(p) for p in "
-        "('dlio-benchmark', 'torch', 'mpi4py', 'mpich', 'hydra-core', 'numpy')}))"
+        "('dlio-benchmark', 'torch', 'mpi4py', 'mpich', 'hydra-core', 'numpy', 'pydftracer')}))"
     )
     out = subprocess.run([str(PYTHON), "-c", code], check=True, capture_output=True, text=True)
-    import json
-
     return json.loads(out.stdout)
 
 
@@ -108,6 +63,72 @@ def env() -> dict[str, str]:
     e["DFTRACER_ENABLE"] = "0"  # no I/O tracing: it would cost both loaders' time unevenly
     e.setdefault("OMP_NUM_THREADS", "1")
     return e
+
+
+def dlio_overrides(cfg: dict, *, compute_s: float, out: Path, generate: bool) -> list[str]:
+    """DLIO's own workload config for the model, moved onto its PyTorch + NPZ path and set to
+    the compared configuration (batch, compute time, reader threads, samples, sample size)."""
+    p, w = cfg["preset"], "++workload"
+    return [
+        f"workload={DLIO_BASE[cfg['workload']]}",
+        f"{w}.framework=pytorch",
+        f"{w}.reader.data_loader=pytorch",
+        f"{w}.dataset.format=npz",
+        f"{w}.dataset.data_folder={cfg['dlio_data']}",
+        f"{w}.dataset.num_files_train={cfg['samples']}",
+        f"{w}.dataset.num_files_eval=0",
+        f"{w}.dataset.num_samples_per_file=1",
+        f"{w}.dataset.record_length={p['sample_bytes']}",
+        f"{w}.dataset.record_length_stdev={p['sample_sd']}",
+        f"{w}.dataset.record_length_resize={cfg['dlio_resize']}",
+        f"{w}.reader.batch_size={cfg['batch']}",
+        f"{w}.reader.read_threads={cfg['workers']}",
+        # torch's DataLoader default, which stoker's run_loader keeps: 2 batches per worker
+        f"{w}.reader.prefetch_size={2 * cfg['workers']}",
+        f"{w}.train.computation_time={compute_s}",
+        f"{w}.train.epochs=1",
+        f"{w}.workflow.generate_data={generate}",
+        f"{w}.workflow.train={not generate}",
+        f"{w}.workflow.evaluation=False",
+        f"{w}.workflow.checkpoint=False",
+        f"{w}.workflow.profiling=False",
+        f"hydra.run.dir={out}",
+    ]
+
+
+def run_dlio(
+    cfg: dict, *, compute_s: float, out: Path, generate: bool = False, as_shipped: bool = False
+) -> dict:
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    cmd = command(dlio_overrides(cfg, compute_s=compute_s, out=out, generate=generate))
+    env_ = env() | ({"STOKER_BENCH_DLIO_AS_SHIPPED": "1"} if as_shipped else {})
+    began = time.perf_counter()
+    with open(out / "stdout.log", "w") as log:
+        proc = subprocess.run(cmd, cwd=out, env=env_, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - began
+    if proc.returncode:
+        tail = (out / "stdout.log").read_text()[-3000:]
+        raise RuntimeError(f"DLIO failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+    if generate:
+        return {"wall_s": wall}
+    m = json.loads((out / "summary.json").read_text())["metric"]
+    au = m["train_au_mean_percentage"] / 100
+    # DLIO's own timeline: per step, load = waiting for the batch, proc = load + compute.
+    # AU = sum(nominal compute[1:]) / T with T = block time - proc[0]; stoker's formula on the
+    # same timeline counts as compute all that is not waiting: 1 - sum(load[1:]) / T.
+    ep = json.loads((out / "0_output.json").read_text())["1"]
+    load, nominal = ep["load"]["block1"], ep["compute"]["block1"]
+    total = sum(nominal[1:]) / au if au > 0 else None
+    return {
+        "au": au,
+        "au_stoker_formula": 1 - sum(load[1:]) / total if total else None,
+        "steps": len(load),
+        "samples_per_s": m["train_throughput_mean_samples_per_second"],
+        "mb_per_s": m.get("train_io_mean_MB_per_second"),
+        "wall_s": wall,
+    }
 
 
 def _stub_tf_profiler() -> None:

