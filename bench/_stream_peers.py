@@ -35,18 +35,15 @@ from typing import Any
 
 import numpy as np
 import torch
+
+# Installing the peers lives with every other peer's install, in _peers.py.
+from _peers import STREAM_PACKAGES as PEER_PACKAGES  # noqa: F401
+from _peers import STREAM_VENV as VENV  # noqa: F401
+from _peers import ensure_stream_venv as ensure_venv  # noqa: F401
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / ".bench"
-VENV = BENCH / "stream-venv"
-PEER_PACKAGES = (
-    "torch==2.14.1",
-    "torchvision==0.29.1",
-    "mosaicml-streaming",
-    "litdata",
-    "webdataset",
-)
 SHARD_BYTES = 64 << 20  # every format's shard / chunk / tar size
 ID_BYTES = 8  # each record starts with its id, little endian
 
@@ -55,20 +52,6 @@ warnings.filterwarnings("ignore", message="The given buffer is not writable")
 
 
 # --------------------------------------------------------------------------------- environment
-def ensure_venv() -> Path:
-    """The peers' interpreter, installing ``.bench/stream-venv`` on first use (minutes)."""
-    stamp = VENV / ".bench-installed"
-    if not stamp.exists():
-        import shutil
-
-        base = shutil.which("python3.11") or "python3"
-        subprocess.run([base, "-m", "venv", str(VENV)], check=True)
-        pip = [str(VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, *PEER_PACKAGES], check=True)
-        stamp.touch()
-    return VENV / "bin" / "python"
-
-
 def peer_versions(python: Path) -> dict[str, str]:
     code = (
         "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in "
