@@ -12,13 +12,12 @@ stoker runs in the project's ``.venv``. This file is run as a script by either i
 It imports only torch and numpy at the top, so both interpreters can load it; each loader's
 library is imported inside its own function.
 
-Every loader hands the consumer the same thing: a batch of ``batch`` samples as uint8 tensors,
-stacked into one ``(batch, record_bytes)`` tensor when the records have one size (resnet50),
-else a list of one tensor per sample (unet3d). The same ``collate`` does it for every loader:
-``torch.frombuffer`` views of the samples' bytes, stacked by ``default_collate`` (which, inside
-a DataLoader worker, writes the stack straight into shared memory); a list of tensors is moved
-into shared memory when the worker sends it. Either way: one copy per sample in the worker,
-none in the training process.
+Every loader is used the way most people first try one: its dataset inside torch's own
+``DataLoader(ds, batch_size=64, num_workers=2, collate_fn=collate)``, per sample, shuffled
+(``drop_in``). ``collate`` is the same for all: ``torch.frombuffer`` views of the samples'
+bytes, stacked by ``default_collate`` (inside a worker, straight into shared memory): one copy
+per sample in the worker, none in the training process. stoker's fastest path
+(``StreamingLoader``, reader threads into the batch) is run beside them (``stoker_fastest``).
 """
 
 from __future__ import annotations
@@ -62,27 +61,21 @@ def peer_versions(python: Path) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------- the batch
-def collate(samples: list[Any], stack: bool = True, key: str | None = None) -> Any:
-    """The batch every loader hands over: see the module docstring. ``key`` picks the bytes
-    out of a dict sample (Mosaic)."""
+def collate(samples: list[Any], key: str | int | None = None) -> torch.Tensor:
+    """The batch every loader hands over: one uint8 tensor ``(batch, record)``. ``key`` picks
+    the bytes out of a dict (Mosaic) or tuple (WebDataset) sample. Inside a DataLoader worker
+    ``default_collate`` stacks straight into shared memory: one copy per sample, for all."""
     if key is not None:
         samples = [s[key] for s in samples]
-    views = [torch.frombuffer(s, dtype=torch.uint8) for s in samples]
-    return default_collate(views) if stack else views
+    return default_collate([torch.frombuffer(s, dtype=torch.uint8) for s in samples])
 
 
-def batch_ids(batch: Any) -> np.ndarray:
+def batch_ids(batch: torch.Tensor) -> np.ndarray:
     """The consumer's touch: each sample's id, from its first 8 bytes."""
-    if isinstance(batch, torch.Tensor):
-        return batch[:, :ID_BYTES].numpy().copy().view("<i8").reshape(-1)
-    return np.array([int(np.frombuffer(t[:ID_BYTES].numpy(), "<i8")[0]) for t in batch])
+    return batch[:, :ID_BYTES].numpy().copy().view("<i8").reshape(-1)
 
 
-# --------------------------------------------------------------------------------- loaders
-def _collate(spec: dict, key: str | None = None) -> Any:
-    return functools.partial(collate, stack=spec["stack"], key=key)
-
-
+# --------------------------------------------------------------------------------- datasets
 class Files(Dataset):
     """The baseline: one file per sample, read whole by ``__getitem__``."""
 
@@ -101,32 +94,20 @@ def file_paths(root: str, n: int) -> list[str]:
     return [os.path.join(root, f"d{i // 1000:03d}", f"{i:07d}.bin") for i in range(n)]
 
 
-def make_files(spec: dict) -> Any:
-    ds = Files(file_paths(spec["source"], spec["n"]))
-    return DataLoader(
-        ds,
-        batch_size=spec["batch"],
-        shuffle=True,
-        num_workers=spec["workers"],
-        collate_fn=_collate(spec),
-        drop_last=True,
-    )
+def files(spec: dict) -> tuple[Any, None]:
+    return Files(file_paths(spec["source"], spec["n"])), None
 
 
-def make_stoker(spec: dict, workers: int = 0) -> Any:
-    """stoker as its docs advise for raw records: ``dtype=torch.uint8`` reads each sample
-    straight into the batch (a uint8 ``(batch, record)`` tensor, or a list of uint8 tensors when
-    sizes differ: what ``collate`` builds for the others) on reader threads of the training
-    process (``num_workers=0``); worker processes are for CPU-heavy transforms."""
-    from stoker.stream import StreamingDataset, StreamingLoader
+def stoker(spec: dict) -> tuple[Any, None]:
+    """stoker as a new user drops it in: no dtype, samples come as bytes; ``dp`` names a
+    data-parallel group (rank 0 of 1: the same samples, through the groups' code)."""
+    from stoker.stream import StreamingDataset
 
-    ds = StreamingDataset(
-        spec["source"], spec.get("cache"), shuffle=True, seed=spec["seed"], dtype=torch.uint8
-    )
-    return StreamingLoader(ds, spec["batch"], num_workers=workers)
+    groups = {"dp_rank": 0, "dp_size": 1} if spec.get("dp") else {}
+    return StreamingDataset(spec["source"], shuffle=True, seed=spec["seed"], **groups), None
 
 
-def make_wds(spec: dict) -> Any:
+def wds(spec: dict) -> tuple[Any, int]:
     import webdataset as wds
 
     ds = (
@@ -140,22 +121,15 @@ def make_wds(spec: dict) -> Any:
         )
         .shuffle(spec["wds_buffer"])
         .to_tuple("bin")
-        .batched(spec["batch"], collation_fn=_wds_collate(spec), partial=True)
     )
-    return wds.WebLoader(ds, batch_size=None, num_workers=spec["workers"])
+    return ds, 0
 
 
-def _wds_collate(spec: dict) -> Any:
-    return functools.partial(_untuple, stack=spec["stack"])
-
-
-def _untuple(samples: list[tuple[bytes]], stack: bool) -> Any:
-    return collate([s[0] for s in samples], stack)
-
-
-def make_mosaic(spec: dict) -> Any:
+def mosaic(spec: dict) -> tuple[Any, str]:
     from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
 
+    clean_stale_shared_memory()  # what a killed run may have left
     ds = StreamingDataset(
         local=spec["source"],
         remote=None,
@@ -163,108 +137,114 @@ def make_mosaic(spec: dict) -> Any:
         shuffle_seed=spec["seed"],
         batch_size=spec["batch"],
     )
-    return DataLoader(
-        ds,
-        batch_size=spec["batch"],
-        num_workers=spec["workers"],
-        collate_fn=_collate(spec, key="x"),
-        drop_last=True,
-    )
+    return ds, "x"
 
 
-def make_litdata(spec: dict) -> Any:
+def litdata(spec: dict) -> tuple[Any, None]:
     import litdata as ld
 
-    ds = ld.StreamingDataset(
-        spec["source"],
-        cache_dir=spec.get("cache"),
-        shuffle=True,
-        seed=spec["seed"],
-        storage_options=spec.get("storage_options"),
-    )
-    return ld.StreamingDataLoader(
-        ds,
-        batch_size=spec["batch"],
-        num_workers=spec["workers"],
-        collate_fn=_collate(spec),
-        drop_last=True,
-    )
+    return ld.StreamingDataset(spec["source"], shuffle=True, seed=spec["seed"]), None
 
 
+class InMemory(Dataset):
+    """The ceiling of the per-sample path: samples already in memory (``distinct`` records
+    read before the clock, sample ``i`` is record ``i % distinct`` with ``i`` as its id), so a
+    run measures torch's DataLoader alone: sampling, ``__getitem__``, collate into shared
+    memory, the hand-over to the training process."""
+
+    def __init__(self, paths: list[str], n: int) -> None:
+        self.records = [bytearray(Files(paths)[i]) for i in range(len(paths))]
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> bytearray:
+        record = self.records[i % len(self.records)]
+        record[:ID_BYTES] = i.to_bytes(ID_BYTES, "little")  # (each worker has its own copy)
+        return record
+
+
+def memory(spec: dict) -> tuple[Any, None]:
+    paths = file_paths(spec["source"], spec["n"])[: spec.get("distinct", 2000)]
+    return InMemory(paths, spec["n"]), None
+
+
+DATASETS = {
+    "memory": memory,
+    "files": files,
+    "stoker": stoker,
+    "wds": wds,
+    "mosaic": mosaic,
+    "litdata": litdata,
+}
 LIBRARIES = {
     "stoker": "stoker.stream",
-    "stoker-workers": "stoker.stream",
     "wds": "webdataset",
     "mosaic": "streaming",
     "litdata": "litdata",
 }
-MAKERS = {
-    "stoker": make_stoker,
-    "stoker-workers": lambda spec: make_stoker(spec, spec["workers"]),
-    "files": make_files,
-    "wds": make_wds,
-    "mosaic": make_mosaic,
-    "litdata": make_litdata,
-}
+
+
+def drop_in(spec: dict) -> Any:
+    """Every dataset inside torch's own DataLoader, used the same way: per-sample, batch
+    ``batch``, ``workers`` worker processes, one collate function; the map-style one shuffled
+    by the DataLoader, the iterable ones by themselves."""
+    ds, key = DATASETS[spec["dataset"]](spec)
+    return DataLoader(
+        ds,
+        batch_size=spec["batch"],
+        shuffle=True if spec["dataset"] in ("files", "memory") else None,
+        num_workers=spec["workers"],
+        collate_fn=functools.partial(collate, key=key),
+        drop_last=True,
+    )
+
+
+def stoker_fastest(spec: dict) -> Any:
+    """stoker as its docs advise for raw records: ``dtype=torch.uint8`` reads each sample
+    straight into the batch (the same uint8 ``(batch, record)`` tensor) on reader threads of
+    the training process, ``StreamingLoader(num_workers=0)``."""
+    from stoker.stream import StreamingDataset, StreamingLoader
+
+    ds = StreamingDataset(spec["source"], shuffle=True, seed=spec["seed"], dtype=torch.uint8)
+    return StreamingLoader(ds, spec["batch"], num_workers=0)
 
 
 # --------------------------------------------------------------------------------- one run
 def run(spec: dict) -> dict:
-    """One epoch of one loader. The clock starts before the loader is built (after imports).
-
-    The loop is a training loop's ``for batch in loader``: a batch is released when the next
-    one replaces it, on the loop's thread (for a 46 MB batch in shared memory that takes
-    ~15 ms here, for every loader alike), then the emulated step sleeps ``compute_s``."""
-    compute_s = spec.get("compute_s", 0.0)
+    """One epoch of one loader, as a training loop's ``for batch in loader``. The clock starts
+    before the loader is built (after the library's import) and stops at the last batch."""
+    if spec["dataset"] in LIBRARIES:  # imports stay outside the clock
+        __import__(LIBRARIES[spec["dataset"]])
     starts = np.asarray(spec["starts"]) if spec.get("starts") else None
-    if spec["loader"] in LIBRARIES:  # imports stay outside the clock
-        __import__(LIBRARIES[spec["loader"]])
-    if spec["loader"] == "mosaic":  # shared memory a killed run may have left
-        from streaming.base.util import clean_stale_shared_memory
-
-        clean_stale_shared_memory()
+    # The in-memory ceiling reads its records before the clock: they are no part of it.
+    built = drop_in(spec) if spec["dataset"] == "memory" else None
     t0 = time.perf_counter()
-    loader = MAKERS[spec["loader"]](spec)
-    it = iter(loader)
-    ids, distinct, sizes = [], [], []
+    if built is not None:
+        loader = built
+    else:
+        loader = stoker_fastest(spec) if spec.get("fastest") else drop_in(spec)
+    ids, distinct = [], []
     first_s = last_s = None
-    sleep_s = 0.0  # emulated compute of batches 2..n
-    done_first = done_last = 0.0  # end of the first and the last batch's compute
-    while True:
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
-        got = time.perf_counter()
-        got_ids = batch_ids(batch)
-        ids.append(got_ids)
-        sizes.append(len(got_ids))
+    for batch in loader:
+        last_s = time.perf_counter() - t0
+        first_s = last_s if first_s is None else first_s
+        got = batch_ids(batch)
+        ids.append(got)
         if starts is not None:
-            distinct.append(len(np.unique(np.searchsorted(starts, got_ids, side="right"))))
-        if compute_s:
-            a = time.perf_counter()
-            time.sleep(compute_s)
-            if first_s is not None:
-                sleep_s += time.perf_counter() - a
-        done = time.perf_counter()
-        if first_s is None:
-            first_s, done_first = got - t0, done
-        last_s, done_last = got - t0, done
+            distinct.append(len(np.unique(np.searchsorted(starts, got, side="right"))))
+        del batch  # released here, as a training step releases its batch
     every = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    out = {
-        "loader": spec["loader"],
+    return {
         "samples": int(len(every)),
-        "batches": len(sizes),
+        "batches": len(ids),
         "first_batch_s": first_s,
         "epoch_s": last_s,
         "duplicates": int(len(every) - len(np.unique(every))),
         "out_of_range": int(((every < 0) | (every >= spec["n"])).sum()),
         "distinct_shards": float(np.mean(distinct)) if distinct else None,
-        "au": sleep_s / (done_last - done_first) if compute_s and len(sizes) > 1 else None,
     }
-    if spec["loader"].startswith("stoker"):
-        out["stoker_metrics"] = loader.metrics.to_dict()
-    return out
 
 
 # --------------------------------------------------------------------------------- writers

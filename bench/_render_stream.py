@@ -1,0 +1,123 @@
+"""BENCHMARKS.md's stream section, from bench/results/stream.json (bench/stream_bench.py)."""
+
+from __future__ import annotations
+
+import statistics
+
+TARGET, CEILING_SHARE = 1.2, 0.9
+
+
+def _med(runs: list[dict], field: str) -> float | None:
+    values = [r[field] for r in runs if r.get(field) is not None]
+    return statistics.median(values) if values else None
+
+
+def _n(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _row(label: str, by: dict) -> str:
+    cold, warm = by.get("cold", []), by.get("warm", [])
+    cells = [label]
+    for runs in (cold, warm):
+        cells += [
+            _n(_med(runs, "samples_s")),
+            _n(_med(runs, "mb_s")),
+            f"{_n(_med(runs, 'first_batch_s'), 2)} s" if runs else "-",
+        ]
+    cells += [_n(_med(warm, "cpu_s"), 1), _n(_med(warm or cold, "distinct_shards"), 1)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _verdict(ratio: float, of_ceiling: float, target_above_ceiling: bool) -> str:
+    if ratio >= TARGET:
+        return "met"
+    if target_above_ceiling and of_ceiling >= CEILING_SHARE:
+        return f"met by the ceiling rule ({of_ceiling:.2f}x of the ceiling, >= {CEILING_SHARE}x)"
+    return "**missed**"
+
+
+def render(doc: dict) -> str:
+    r, m = doc["results"], doc["machine"]
+    s, labels = r["summary"], r["labels"]
+    record, n = r["record_bytes"], r["samples"]
+    load = r["load"]
+    others = [x["others_cpu"] for by in r["runs"].values() for k in by.values() for x in k]
+    versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+    rows = [_row(labels[name], r["runs"][name]) for name in r["runs"] if name != "memory"]
+    mem = s["memory_ceiling_samples_s"]
+    disk = s["disk_ceiling_samples_s"]
+    lines = [
+        f"## stream: the drop-in DataLoader path beside a map-style Dataset over files, Mosaic "
+        f"Streaming, LitData and WebDataset (target: stoker {TARGET}x the fastest, cold and warm)",
+        "",
+        f"{n:,} resnet50-shaped records of {record:,} B; every loader inside torch's own "
+        f"`DataLoader(ds, batch_size={r['batch']}, num_workers={r['workers']}, "
+        "collate_fn=collate)`, per sample, shuffled, one collate function for all (bytes to one "
+        f"uint8 `(batch, {record})` tensor); stoker's fastest path (`StreamingLoader`, "
+        "`dtype=torch.uint8`, reader threads, no worker processes) hands over the same tensor. "
+        f"One epoch per fresh process; medians of {r['reps']} runs, the loaders' order "
+        "rotating; cold: the format's files evicted from the page cache (at most "
+        f"{max(r['resident_before_cold_bytes'].values(), default=0) / 1e6:,.1f} MB of any "
+        "left, by fincore), warm: the same run again at once. bench/stream_bench.py's "
+        "docstring has the details.",
+        "",
+        f"Machine: {m['cores']} cores, {m['memory_bytes'] / 2**30:.0f} GiB, Python "
+        f"{m['python']}; {versions}. Load: other processes took "
+        f"{min(others):.0%}-{max(others):.0%} of the CPU during the runs "
+        f"({load['others_cpu']:.0%} over the whole benchmark, load average "
+        f"{load['loadavg_1m']:.1f} at its end): the machine is shared, so the ratios of "
+        "loaders run side by side are the figures to read, not the rates alone.",
+        "",
+        "| loader | cold samples/s | cold MB/s | cold first batch | warm samples/s | warm MB/s "
+        "| warm first batch | warm CPU s | distinct shards per batch |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        _row(labels["memory"], r["runs"]["memory"]),
+        "",
+        "Ceilings: torch's DataLoader fed from memory (the same DataLoader, collate and "
+        f"consumer, records already in memory): {_n(mem)} samples/s; the disk (`dd "
+        f"iflag=direct bs=16M`, 4 at once, median): {_n(statistics.median(r['disk4_mb_s']))} "
+        f"MB/s = {_n(disk)} samples/s (one dd: {_n(statistics.median(r['disk_mb_s']))} MB/s); "
+        f"one core's memory copy: {_n(r['memcpy_mb_s'])} MB/s.",
+        "",
+        "| target | measured | wanted | |",
+        "|---|---|---|---|",
+    ]
+    for kind in ("cold", "warm"):
+        ratio, peer = s[f"stoker_vs_peer_{kind}"], labels[s[f"fastest_peer_{kind}"]]
+        ceiling = mem if kind == "warm" else min(mem, disk)
+        best_peer = s["median_samples_s"][s[f"fastest_peer_{kind}"]][kind]
+        above = TARGET * best_peer > ceiling
+        of_ceiling = s[f"stoker_vs_ceiling_{kind}"]
+        lines.append(
+            f"| {kind}: stoker drop-in / fastest peer ({peer}) | {ratio:.2f}x; "
+            f"{of_ceiling:.2f}x of the ceiling ({_n(ceiling)} samples/s); {TARGET}x the peer "
+            f"would be {TARGET * best_peer / ceiling:.2f}x of it | >= {TARGET}x, or >= "
+            f"{CEILING_SHARE}x the ceiling where {TARGET}x is above it | "
+            f"{_verdict(ratio, of_ceiling, above)} |"
+        )
+    for kind in ("cold", "warm"):
+        lines.append(
+            f"| {kind}: stoker's fastest path / fastest peer | "
+            f"{s[f'fastest_vs_peer_{kind}']:.2f}x | (for reference) | |"
+        )
+    for kind in ("cold", "warm"):
+        dp = s[f"dp_vs_stoker_{kind}"]
+        lines.append(
+            f"| {kind}: stoker with dp_size given / without | {dp:.2f}x | nil overhead "
+            f"(within the runs' spread) | {_spread_note(r, kind)} |"
+        )
+    if r["problems"]:
+        lines += ["", "Problems found in the runs:", *[f"- {p}" for p in r["problems"]]]
+    return "\n".join(lines) + "\n"
+
+
+def _spread_note(r: dict, kind: str) -> str:
+    """The runs of plain stoker, min-max: the noise the groups' figure is read against."""
+    plain = [x["samples_s"] for x in r["runs"]["stoker"][kind]]
+    dp = [x["samples_s"] for x in r["runs"]["stoker-dp"][kind]]
+    return (
+        f"stoker {min(plain):,.0f}-{max(plain):,.0f}, with groups {min(dp):,.0f}-"
+        f"{max(dp):,.0f} samples/s"
+    )
