@@ -17,6 +17,7 @@ def render(doc: dict) -> str:
 | the model alone (`make_plan`, catalog loaded) | {r["model_s"] * 1e3:.2f} ms | {r["model_s"] / target:.4f}x of {target:g} s |
 | loading the catalog (TOML + validation) | {r["catalog_load_s"] * 1e3:.1f} ms | |
 | the whole command, `stoker plan --json`, fresh process | {r["cli_s"] * 1e3:.0f} ms | {r["cli_s"] / target:.2f}x of {target:g} s |
+| the same, CPU time (user + system; steadier when the machine is shared) | {r["cli_cpu_s"] * 1e3:.0f} ms | {r["cli_cpu_s"] / target:.2f}x of {target:g} s |
 | floor: `python -c pass` on the same machine | {r["python_start_s"] * 1e3:.0f} ms | |
 
 The command's time is almost all imports (pydantic, rich, typer) and interpreter start-up: it is

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,9 @@ tokens = "30T"
 """
 
 
+CLI_RUNS = 7
+
+
 def _median_s(fn, runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -76,17 +80,21 @@ def measure() -> dict[str, float]:
         model_s = _median_s(lambda: make_plan(spec, cat), 200)
         load_s = _median_s(lambda: load_catalog(defaults=False), 20)
         stoker = str(Path(sys.executable).with_name("stoker"))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         cli_s = _median_s(
             lambda: subprocess.run(
                 [stoker, "plan", str(spec_path), "--json"], check=True, capture_output=True
             ),
-            7,
+            CLI_RUNS,
         )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cli_cpu_s = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / CLI_RUNS
         python_s = _median_s(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 7)
     return {
         "model_s": model_s,
         "catalog_load_s": load_s,
         "cli_s": cli_s,
+        "cli_cpu_s": cli_cpu_s,
         "python_start_s": python_s,
         "gpus": plan.gpus,
         "spec": tomllib.loads(SPEC),
