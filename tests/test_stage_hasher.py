@@ -75,3 +75,29 @@ def test_a_damaged_piece_changes_the_hash(tmp_path: Path) -> None:
     bad = bytearray(data)
     bad[3 * BLOCK + 17] ^= 1
     assert _land(tmp_path / "b", bytes(bad), [4, 0, 2, 1, 3], set(), "md5") != good
+
+
+@pytest.mark.parametrize("preadv", [True, False])
+def test_read_back_through_one_buffer_hashes_every_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preadv: bool
+) -> None:
+    """Blocks larger than the read-back buffer (1 MiB), landing last first: the buffer the
+    hasher reuses must not carry one read's bytes into the next (with os.preadv, and where
+    there is none, through pread)."""
+    if not preadv:
+        monkeypatch.delattr(os, "preadv", raising=False)
+    block = 3 << 19  # 1.5 MiB
+    data = random.Random(5).randbytes(3 * block + 777)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.pwrite(fd, data, 0)
+
+        async def go() -> str:
+            hasher = FileHasher(hashlib.md5(), fd, len(data), block)
+            for i in (3, 2, 1, 0):
+                await hasher.block_done(i)
+            return hasher.hexdigest()
+
+        assert asyncio.run(go()) == hashlib.md5(data).hexdigest()
+    finally:
+        os.close(fd)
