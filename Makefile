@@ -69,8 +69,11 @@ demo: $(STAMP) $(CHECKOV)
 test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+# Each script saves bench/results/NAME.json and renders its section; `python bench/render.py
+# --write BENCHMARKS.md` renders every section again from the saved results.
+bench: $(STAMP) $(CHECKOV)
 	$(BIN)/python bench/plan_speed.py --write BENCHMARKS.md
+	$(BIN)/python bench/provision_speed.py --write BENCHMARKS.md
 	$(BIN)/python bench/simulate_bench.py --write BENCHMARKS.md
 
 # Installs AzCopy and rclone under .bench/ and runs them beside stoker on Azurite (~30 min).
@@ -81,7 +84,8 @@ bench-stage: $(STAMP) node_modules/.package-lock.json
 bench-stage-flags: $(STAMP) $(AZURITE_NEXT)
 	$(BIN)/python bench/stage_flags.py --write BENCHMARKS.md
 
-# Checkpointer beside torch.save, DCP save and async_save, plus 50 kill -9 runs (~20 min).
+# Checkpointer beside torch.save, DCP save and async_save, plus 50 kill -9 runs (~20 min; one
+# part alone: --parts compare|growth|crash|first|preempt|ddp keeps the others' results).
 bench-checkpoint: $(STAMP)
 	$(BIN)/python bench/checkpoint_bench.py --write BENCHMARKS.md
 
