@@ -2,7 +2,7 @@
 
 ``Simulation.to_dict()`` is the JSON schema ``stoker.simulation/1`` (docs/simulate.md).
 Fractions are 0-1; hours are wall-clock hours of the whole job; ``goodput_points`` are
-percentage points of goodput (positive: the plan is that much too hopeful).
+percentage points of goodput, the mean over runs (positive: the plan is that much too hopeful).
 """
 
 from __future__ import annotations
@@ -99,12 +99,14 @@ def summarize(
 
 
 def _share(tallies: list[Tally], wall: float, *causes: str) -> float:
-    return float(np.median([sum(t.lost_s[c] for c in causes) / wall for t in tallies]))
+    """The mean share of the wall clock lost to ``causes``: an expectation, as the plan's terms
+    are (a median of a rare failure's cost is 0)."""
+    return float(np.mean([sum(t.lost_s[c] for c in causes) / wall for t in tallies]))
 
 
 def _misses(inp: Inputs, tallies: list[Tally], expected: float, stragglers_s: float) -> list[dict]:
     k, wall = inp.knobs, inp.duration_s
-    fails = float(np.median([t.failures for t in tallies]))
+    fails = float(np.mean([t.failures for t in tallies]))
     shape = (
         f"Weibull shape {k.failure_shape:g}: new parts fail sooner"
         if k.failure_shape != 1

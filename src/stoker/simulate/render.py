@@ -64,7 +64,7 @@ def misses(sim: Simulation) -> Table | Text:
             "The plan's closed form agrees with the simulation here (no effect of 0.05 "
             "goodput points or more)."
         )
-    t = Table(title="What the plan misses (goodput points at P50)", title_justify="left")
+    t = Table(title="What the plan misses (goodput points, mean over runs)", title_justify="left")
     t.add_column("effect")
     t.add_column("points", justify="right")
     t.add_column("why")
@@ -106,7 +106,7 @@ def markdown(sim: Simulation) -> str:
                 f"| {LABELS.get(cause, cause)} | {q['p50']:,.1f} | {_pct(q['p50'] / wall)} |"
             )
     if sim.plan_misses:
-        lines += ["", "| the plan misses | goodput points | why |", "|---|---:|---|"]
+        lines += ["", "| the plan misses | goodput points (mean) | why |", "|---|---:|---|"]
         lines += [
             f"| {m['effect']} | {m['goodput_points']:+.2f} | {m.get('detail', '')} |"
             for m in sim.plan_misses
