@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
+.PHONY: demo test chromium bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ AZURITE_NEXT := .bench/azurite-next/node_modules/.bin/azurite-blob
 $(AZURITE_NEXT):
 	-npm install --prefix .bench/azurite-next --no-audit --no-fund --loglevel=error azurite@3.37.0
 
+# Debian's Chromium, for the report's browser tests (tests/test_report_browser.py); installed
+# as root (CI is root) when missing. No browser is downloaded from anywhere else.
+chromium:
+	@command -v chromium > /dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; }
+
 demo: $(STAMP) $(CHECKOV)
 	@# stoker's bytecode, as an installed package has it: under PYTHONDONTWRITEBYTECODE an
 	@# editable install compiles modules it imports late in the middle of the timed steps.
@@ -50,7 +56,7 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/stoker cache pull "$$($(BIN)/python examples/hf_snapshot.py .demo/hub)" .demo/models --name tiny
 	@echo "--- checkpoint: a training loop saves asynchronously (fast + durable tier), then restores"
 	rm -rf .demo/ckpt
-	$(BIN)/python examples/train_checkpoint.py .demo/ckpt
+	$(BIN)/python examples/train_checkpoint.py .demo/ckpt --record .demo/checkpoint-saves.json
 	$(BIN)/stoker checkpoint ls .demo/ckpt/fast --durable .demo/ckpt/durable
 	@echo "--- checkpoint on two emulated nodes (2 ranks each, node-local fast tiers): node 1 is evicted (a Scheduled Event served locally), every rank saves and stops; then 3 ranks load from the durable tier"
 	$(BIN)/python examples/checkpoint_nodes.py .demo/ckpt-nodes
@@ -58,15 +64,23 @@ demo: $(STAMP) $(CHECKOV)
 	@echo "--- doctor: is this node fit for GPU training? (says plainly what it lacks)"
 	-$(BIN)/stoker doctor
 	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"
-	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20
+	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20 --record .demo/stream-ledger.json
 	@echo "--- provision: the 2,048-VM plan as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
 	@echo "--- teardown: the end of that run, dry (offline: each step and what it saves per hour)"
 	$(BIN)/stoker teardown --dry-run .demo/deploy
+	@echo "--- report: the plan, its simulation (when stoker simulate is there) and the measured stream and checkpoint runs, in one HTML file"
+	rm -f .demo/simulation.json
+	if $(BIN)/stoker simulate --help > /dev/null 2>&1; then \
+		$(BIN)/stoker simulate examples/pretrain-64vm.toml --json > .demo/simulation.json; fi
+	$(BIN)/stoker report --out .demo/report.html --plan examples/pretrain-64vm.toml \
+		$$(test -s .demo/simulation.json && echo --simulation .demo/simulation.json) \
+		--measured .demo/stream-ledger.json --measured .demo/stream-ledger-resumed.json \
+		--measured .demo/checkpoint-saves.json
 
-test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT)
+test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) chromium
 	$(BIN)/python -m pytest
 
 # Each script saves bench/results/NAME.json and renders its section; `python bench/render.py
