@@ -13,7 +13,8 @@ each tool, the way the benchmark runs it, on the same emulator:
 
     .venv/bin/python bench/peer_hashes.py [--write BENCHMARKS.md]
 
-Peers install into .bench/ as for bench/stage_bench.py.
+Peers install into .bench/ as for bench/stage_bench.py. Measure, then render: the verdicts go
+to bench/results/stage-hashes.json, formatted by bench/_render_stage_hashes.py.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 import _peers
+import _results
+import render
 from _markdown import publish
 from _peers import ACCOUNT, Azurite
 
@@ -251,48 +253,6 @@ def exports(peers: _peers.Peers, az: Azurite, work: Path) -> list[tuple[str, str
     return rows
 
 
-def section(peers: _peers.Peers, imported: list, exported: list) -> str:
-    when = datetime.now(UTC).isoformat(timespec="minutes")
-    lines = [
-        "## stage hashes: which hashes each tool really checks (a probe)",
-        "",
-        "Reproduce: `.venv/bin/python bench/peer_hashes.py --write BENCHMARKS.md`. "
-        f"Measured {when} against Azurite; {peers.versions.get('rclone', '?')}, "
-        f"{peers.versions.get('azcopy', '?')}. Import: a blob whose Content-MD5 is another "
-        "content's (Set Blob Properties); a tool that checks fails or drops the copy. "
-        "Export: does the uploaded blob carry a Content-MD5, and is it right?",
-        "",
-        "### Import of a blob with a wrong Content-MD5",
-        "",
-        "| tool, flags | " + " | ".join(SIZES) + " |",
-        "|---|" + "---|" * len(SIZES),
-    ]
-    for tool in dict.fromkeys(r[0] for r in imported):
-        cells = [next(v for t, s, v in imported if t == tool and s == size) for size in SIZES]
-        lines.append(f"| {tool} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "### Export: the Content-MD5 the uploaded blob carries",
-        "",
-        "| tool, flags | " + " | ".join(EXPORT_SIZES) + " |",
-        "|---|" + "---|" * len(EXPORT_SIZES),
-    ]
-    for tool in dict.fromkeys(r[0] for r in exported):
-        cells = [
-            next(v for t, s, v in exported if t == tool and s == size) for size in EXPORT_SIZES
-        ]
-        lines.append(f"| {tool} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "So every tool, as the stage benchmark runs it, checks MD5 on import (rclone too in its "
-        "multi-thread downloads) and leaves a right Content-MD5 on export: the benchmark's MB/s "
-        "and CPU seconds per GiB compare like for like. Where a 1 MiB upload carries a "
-        "Content-MD5 without the tool asking, the emulator computed it (one Put Blob); a block "
-        "upload carries one only when the tool sets it (AzCopy needs `--put-md5`).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="write the section into this Markdown file")
@@ -302,7 +262,17 @@ def main() -> None:
         work = Path(tmp)
         imported = imports(peers, az, work)
         exported = exports(peers, az, work)
-    publish(section(peers, imported, exported), args.write)
+    _results.save(
+        "stage-hashes",
+        {
+            "versions": peers.versions,
+            "sizes": list(SIZES),
+            "export_sizes": list(EXPORT_SIZES),
+            "imports": imported,
+            "exports": exported,
+        },
+    )
+    publish(render.render("stage-hashes"), args.write)
 
 
 if __name__ == "__main__":

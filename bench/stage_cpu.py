@@ -13,7 +13,8 @@ Without ``--variant`` it measures this checkout's ``src`` as "stoker"; ``VAR=VAL
 variant's folder sets its environment (malloc settings, say). ``--wrap`` runs each stoker run
 under a profiler (perf, py-spy), its output in .bench/runs/stage-cpu-NAME-ROUND.prof. Every copy's MD5 is
 checked against the source's (the first round). Other processes share the machine's cores:
-the section says how much of the CPU they took while the tools ran.
+the section says how much of the CPU they took while the tools ran. Measure, then render: the
+runs go to bench/results/stage-cpu.json, which bench/_render_stage_cpu.py formats.
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ import argparse
 import hashlib
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import _peers
-from _machine import cpu_mark, others_cpu_share
+import _results
+import render
+from _machine import cpu_mark, load_since, others_cpu_share
 from _markdown import publish
 from _peers import ACCOUNT, Azurite
 
@@ -149,49 +150,6 @@ def commands(az: Azurite, variants: dict[str, str]) -> dict:
     return out
 
 
-def section(results: dict[str, list[dict]], gib: float, argv: list[str], info: dict) -> str:
-    def med(tool: str, key: str) -> float:
-        return statistics.median(r[key] for r in results[tool])
-
-    rows = []
-    for tool, runs in results.items():
-        rows.append(
-            f"| {tool} | {len(runs)} | {med(tool, 'cpu') / gib:.2f} | "
-            f"{med(tool, 'user') / gib:.2f} | {med(tool, 'sys') / gib:.2f} | "
-            f"{gib * 1024 * MiB / 1e6 / med(tool, 'wall'):.0f} | "
-            f"{gib * 1024 * MiB / 1e6 / (med(tool, 'wall') + med(tool, 'sync')):.0f} | "
-            f"{med(tool, 'rss_mib'):.0f} | {100 * med(tool, 'others'):.0f} % |"
-        )
-    ratios = []
-    for tool in results:
-        if tool == "rclone" or "rclone" not in results:
-            continue
-        ratios.append(
-            f"- {tool}: CPU per GiB {med(tool, 'cpu') / med('rclone', 'cpu'):.2f}x rclone's, "
-            f"MB/s {med('rclone', 'wall') / med(tool, 'wall'):.2f}x rclone's"
-        )
-    cmd = " ".join(["bench/stage_cpu.py", *argv])
-    return f"""## stage cpu: CPU seconds per GiB of an import, stoker against rclone
-
-Reproduce: `.venv/bin/python {cmd}`. Measured {info["when"]} against one Azurite
-(in memory) on this machine ({os.cpu_count()} cores): {info["data"]}, every blob with a correct
-Content-MD5, which both tools check (see "## stage hashes"). Each round runs every tool once,
-in a rotating order, into a fresh folder; CPU is the child's own user + sys (wait4's rusage),
-MB/s is the process's wall time (then `sync`, timed apart: "with sync"). {info["rclone"]},
-`--transfers {STREAMS} --checkers {STREAMS} --multi-thread-streams {STREAMS}`; stoker with its
-defaults (MD5 checked), {info["variants"]}. Medians of the rounds; peak MiB is the process's
-peak resident memory (/usr/bin/time). **Other processes share the cores**: the last
-column is the share of the machine's CPU they took while each tool ran (Azurite's own CPU is
-counted there too), so MB/s is noisy; CPU seconds per GiB much less so.
-
-| tool | runs | CPU s / GiB | user | sys | MB/s | MB/s with sync | peak MiB | others' CPU |
-|---|---|---|---|---|---|---|---|---|
-{chr(10).join(rows)}
-
-{chr(10).join(ratios)}
-"""
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -220,6 +178,7 @@ def main() -> None:
     RUNS.mkdir(parents=True)
     gib = (args.large * args.large_mib + args.small) / 1024
     results: dict[str, list[dict]] = {}
+    mark = cpu_mark()
     with Azurite() as az:
         md5s = seed(az, args.large, args.large_mib, args.small)
         cmds = commands(az, variants)
@@ -250,13 +209,19 @@ def main() -> None:
     version = subprocess.run(
         [str(_peers.VENV / "bin" / "rclone"), "version"], capture_output=True, text=True
     ).stdout.split("\n")[0]
-    info = {
-        "when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "data": f"{args.large} x {args.large_mib} MiB + {args.small} x 1 MiB",
-        "rclone": version,
-        "variants": "; ".join(f"{k}: `{v}`" for k, v in variants.items()),
-    }
-    publish(section(results, gib, sys.argv[1:], info), args.write)
+    _results.save(
+        "stage-cpu",
+        {
+            "gib": gib,
+            "data": f"{args.large} x {args.large_mib} MiB + {args.small} x 1 MiB",
+            "rclone": version,
+            "streams": STREAMS,
+            "variants": variants,
+            "runs": results,
+            "load": load_since(mark),
+        },
+    )
+    publish(render.render("stage-cpu"), args.write)
 
 
 if __name__ == "__main__":

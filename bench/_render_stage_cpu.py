@@ -1,0 +1,70 @@
+"""The ``## stage cpu:`` section from bench/results/stage-cpu.json (bench/stage_cpu.py): CPU
+seconds per GiB of an import, each stoker variant against rclone, medians of the interleaved
+rounds, and how much of the machine other processes took meanwhile."""
+
+from __future__ import annotations
+
+import statistics
+
+MiB = 1 << 20
+
+
+def render(doc: dict) -> str:
+    r = doc["results"]
+    runs, gib, streams = r["runs"], r["gib"], r["streams"]
+    mb = gib * 1024 * MiB / 1e6
+
+    def med(tool: str, key: str) -> float:
+        return statistics.median(x[key] for x in runs[tool])
+
+    rows = [
+        f"| {tool} | {len(runs[tool])} | {med(tool, 'cpu') / gib:.2f} | "
+        f"{med(tool, 'user') / gib:.2f} | {med(tool, 'sys') / gib:.2f} | "
+        f"{mb / med(tool, 'wall'):.0f} | {mb / (med(tool, 'wall') + med(tool, 'sync')):.0f} | "
+        f"{med(tool, 'rss_mib'):.0f} | {100 * med(tool, 'others'):.0f} % |"
+        for tool in runs
+    ]
+    ratios = [
+        f"- {tool}: CPU per GiB {med(tool, 'cpu') / med('rclone', 'cpu'):.2f}x rclone's "
+        f"(target <= 1.00x: {'yes' if med(tool, 'cpu') <= med('rclone', 'cpu') else '**no**'}), "
+        f"MB/s {med('rclone', 'wall') / med(tool, 'wall'):.2f}x rclone's"
+        for tool in runs
+        if tool != "rclone" and "rclone" in runs
+    ]
+    pairs = _pairs(runs)
+    variants = "; ".join(f"{k}: `{v}`" for k, v in r["variants"].items())
+    load = r["load"]
+    return f"""## stage cpu: CPU seconds per GiB of an import, stoker against rclone
+
+Measured {doc["measured"]} against one Azurite (in memory) on this machine
+({doc["machine"]["cores"]} cores, load average {load["loadavg_1m"]:.1f} at the end; other
+processes took {load["others_cpu"]:.0%} of the CPU over the run): {r["data"]}, every blob with a
+correct Content-MD5, which both tools check (see "## stage hashes"). Each round runs every tool
+once, in a rotating order, into a fresh folder; CPU is the child's own user + sys (wait4's
+rusage), MB/s is the process's wall time (then `sync`, timed apart: "with sync").
+{r["rclone"]}, `--transfers {streams} --checkers {streams} --multi-thread-streams {streams}`;
+stoker with its defaults (MD5 checked), {variants}. Medians of the rounds; peak MiB is the
+process's peak resident memory (/usr/bin/time). **Other processes share the cores**: the last
+column is the share of the machine's CPU they took while each tool ran (Azurite's own CPU is
+counted there too), so MB/s is noisy; CPU seconds per GiB much less so.
+
+| tool | runs | CPU s / GiB | user | sys | MB/s | MB/s with sync | peak MiB | others' CPU |
+|---|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+{chr(10).join(ratios)}
+{pairs}"""
+
+
+def _pairs(runs: dict[str, list[dict]]) -> str:
+    """Round by round, each variant's CPU against the first variant's (an A/B in pairs)."""
+    stokers = [t for t in runs if t != "rclone"]
+    if len(stokers) < 2:
+        return ""
+    base = stokers[0]
+    lines = []
+    for tool in stokers[1:]:
+        pairs = list(zip(runs[base], runs[tool], strict=False))
+        wins = sum(b["cpu"] < a["cpu"] for a, b in pairs)
+        lines.append(f"- {tool} used less CPU than {base} in {wins} of {len(pairs)} rounds")
+    return "\n" + "\n".join(lines) + "\n"
