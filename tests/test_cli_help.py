@@ -37,7 +37,9 @@ def test_every_verb_is_covered() -> None:
     assert {"plan", "stage", "checkpoint ls", "cache pull", "bench storage"} <= names
 
 
-@pytest.mark.parametrize("path,cmd", PATHS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
+@pytest.mark.parametrize(
+    "path,cmd", PATHS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else ""
+)
 def test_help_reads_at_80_columns(path: tuple[str, ...], cmd) -> None:
     text = _help(path)
     long = [line for line in text.splitlines() if len(line) > 80]

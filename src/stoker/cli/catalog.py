@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ._output import command, emit_json, stderr, stdout
+from ._tables import Column, Heading, print_fitted
 from .plan import CatalogOpt
 
 app = typer.Typer(help="The dated, sourced Azure facts stoker plans with.", no_args_is_help=False)
@@ -65,7 +66,6 @@ def catalog(
     if ctx.invoked_subcommand:
         ctx.obj = list(catalog_files or ())  # `catalog -c F prices` lays F under prices too
         return
-    from rich.table import Table
 
     from ..catalog import load_catalog
     from ..errors import CatalogError
@@ -78,21 +78,25 @@ def catalog(
     if json_out:
         emit_json({"catalog": cat.catalog.model_dump(mode="json"), "figures": rows})
         return
-    table = Table(title=f"{cat.catalog.name}, as of {cat.catalog.as_of}", title_justify="left")
-    longest = max((len(str(r["entry"])) for r in rows), default=5)
-    for col in ("entry", "field", "value", "source", "date"):
-        # Entry names stay whole so `stoker catalog | grep ND96isr_H100_v5` finds them.
-        table.add_column(col, no_wrap=col == "entry", min_width=longest if col == "entry" else None)
+    # Each entry a heading over its figures; the date goes first when the width is short
+    # (`catalog sources` lists each source's date).
+    columns = [
+        Column("field", whole=True), Column("value"), Column("source", whole=True),
+        Column("date", 1),
+    ]
+    cells: list = []
+    last = None
     for row in rows:
+        if not cells or row["entry"] != last:
+            cells.append(Heading(str(row["entry"])))
+        last = row["entry"]
         flag = "" if row["verified"] else " (unverified)"
-        table.add_row(
-            str(row["entry"]),
-            str(row["field"]),
-            _fmt(str(row["field"]), row["value"]),
-            f"{row['source']}{flag}",
-            str(row["date"]),
-        )
-    stdout.print(table)
+        field = str(row["field"])
+        value = _fmt(field, row["value"])
+        cells.append([field, value, f"{row['source']}{flag}", str(row["date"])])
+    title = f"{cat.catalog.name}, as of {cat.catalog.as_of}"
+    hint = "see --json or `catalog sources`"
+    print_fitted(stdout, columns, cells, title=title, dropped_hint=hint)
     missing = cat.unpriced_vms()
     if missing:
         stderr.print(

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ._output import command, emit_json, stdout
+from ._tables import Column, print_fitted
 from .plan import CatalogOpt
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -32,7 +33,6 @@ def doctor(
     catalog: CatalogOpt = None,
 ) -> None:
     """Check GPUs, InfiniBand, GPUDirect RDMA, NCCL settings, NVMe and the VM's placement."""
-    from rich.table import Table
     from rich.text import Text
 
     from ..measure.doctor import IMDS_URL
@@ -43,14 +43,28 @@ def doctor(
         emit_json(report.to_dict())
     else:
         held = f"{report.vm} (from {report.vm_source})" if report.vm else "VM size unknown"
-        table = Table(title=f"stoker doctor: {held}", title_justify="left")
-        for col in ("check", "expected", "found", "status", "what to do"):
-            # fold, not ellipsis: a path or a command cut short is no use to anyone
-            table.add_column(col, no_wrap=col in ("check", "status"), overflow="fold")
-        for c in report.checks:
-            status = Text(c.status, style=_STYLE[c.status])
-            table.add_row(Text(c.check), Text(c.expected), Text(c.found), status, Text(c.fix))
-        stdout.print(table)
+        # At 80 columns what was expected goes first, then what was found: the check, its
+        # status and what to do always stay (`--json` has every field).
+        columns = [
+            Column("check"),
+            Column("expected", 2),
+            Column("found", 1),
+            Column("status"),
+            Column("what to do"),
+        ]
+        rows = [
+            [
+                Text(c.check),
+                Text(c.expected),
+                Text(c.found),
+                Text(c.status, style=_STYLE[c.status]),
+                Text(c.fix),
+            ]
+            for c in report.checks
+        ]
+        print_fitted(
+            stdout, columns, rows, title=f"stoker doctor: {held}", dropped_hint="see --json"
+        )
         counts = ", ".join(f"{k} {status}" for status, k in report.counts().items())
         verdict = "fit" if report.ok else "NOT fit: fix the failed checks"
         stdout.print(f"{counts}: node {verdict}", highlight=False)
