@@ -56,6 +56,7 @@ def test_a_section_shows_what_its_file_holds(tmp_path: Path) -> None:
         "model_s": 0.00186,
         "catalog_load_s": 0.0083,
         "cli_s": 0.465,
+        "cli_cpu_s": 0.41,
         "python_start_s": 0.021,
         "gpus": 100000,
         "target_s": 1.0,
@@ -102,3 +103,14 @@ def test_checkpoint_parts_measured_earlier_name_their_run() -> None:
     assert "ddp on 2026-12-01 09:00 UTC (`b --parts ddp`)" in said
     assert "crash" not in said
     assert "Every part" in provenance({"parts": {"crash": res["parts"]["crash"]}}, doc)
+
+
+def test_storage_reads_from_the_host_cache_are_those_past_a_jump_in_speed() -> None:
+    from storage_bench import host_cache_cut
+
+    device = [609, 636, 645, 650, 655, 662, 667, 680, 705]
+    host = [1499, 1519, 1591, 1638, 1719]
+    assert host_cache_cut(device + host) == 1499
+    # one read slowed by other work is still the device's: no cut below the slowest quarter
+    assert host_cache_cut([186, *device]) is None
+    assert host_cache_cut([186, *device, *host]) == 1499
