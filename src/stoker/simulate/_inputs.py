@@ -108,7 +108,7 @@ def build_inputs(
     nic = vm.frontend_nic
     if data.chosen.stall_per_step_s is None:
         notes.append(f"{data.chosen.name}: no published read rate, so no data stall is modelled")
-    planned_stall = st.data_stall_s
+    planned_stall = st.data_stall_s or 0.0  # None: no published read rate (unknown)
     ideal = st.compute_s + st.exposed_comm_s
     base = ideal + planned_stall
     blob_bps = _blob_read_bps(spec, cat, GET_BYTES)
