@@ -171,8 +171,10 @@ def test_lustre_skus(cat, raw, sku, mb_per_tib, min_tib, max_tib, step_tib):
     assert lustre.step == parse_bytes(written["step"])
 
 
-def test_lustre_has_exactly_the_four_skus(cat):
-    assert set(cat.lustre) == {f"AMLFS-Durable-Premium-{n}" for n in (40, 125, 250, 500)}
+def test_lustre_has_exactly_the_five_tiers(cat):
+    # The tiers MLPerf Storage v3.0 ran on AMLFS (learn.microsoft.com/azure/azure-managed-lustre/
+    # mlperf-storage-v3-results, 2026-09-01): 20, 40, 125, 250 and 500.
+    assert set(cat.lustre) == {f"AMLFS-Durable-Premium-{n}" for n in (20, 40, 125, 250, 500)}
 
 
 def test_vm_without_public_price_has_none(cat):

@@ -47,7 +47,7 @@ def test_ddp_blob_checkpoint_goes_through_one_nic(cat):
     ddp = one_b(cat, "ddp", tier="blob").checkpoints
     assert ddp.write_bps == pytest.approx(vm.frontend_nic)
     assert one_b(cat, "fsdp", tier="blob").checkpoints.write_bps == pytest.approx(4 * 7.5e9)
-    assert "1 VM (DDP" in plan_reason(one_b(cat, "ddp"))
+    assert "1 VM, 1 writer stream (DDP" in plan_reason(one_b(cat, "ddp"))
 
 
 def plan_reason(plan):

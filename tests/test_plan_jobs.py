@@ -8,6 +8,7 @@ import pytest
 
 from stoker.catalog import load_catalog
 from stoker.errors import SpecError
+from stoker.plan.facts import FabricLayout
 from stoker.plan import make_plan, parse_spec, plan_job
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -57,13 +58,29 @@ def test_multi_node_on_a_size_without_infiniband_is_flagged(cat):
     assert any("multi-node job on a size without InfiniBand" in w for w in p.warnings)
 
 
-def test_job_larger_than_the_fabric_boundary_is_flagged(cat):
+def test_job_larger_than_the_fabric_boundary_lays_out_the_options(cat):
     p = plan(cat, "llama3-405b-2048vm.toml")
-    assert p.interconnect.vms_outside_fabric == 2048 - 300
-    assert any("exceed the 300-VM InfiniBand fabric boundary" in w for w in p.warnings)
+    ic = p.interconnect
+    assert ic.vms_outside_fabric == 2048 - 300
+    # Not silently one flat ring on Ethernet: planned as islands, one per 300-VM scale set.
+    assert ic.fabric_layout == FabricLayout.ISLANDS
+    options = {o.layout: o for o in ic.fabric_options}
+    assert set(options) == set(FabricLayout) - {FabricLayout.ONE_FABRIC}
+    islands, flat = options[FabricLayout.ISLANDS], options[FabricLayout.FLAT_ETHERNET]
+    assert islands.fabrics == 7 and islands.comm_s == pytest.approx(ic.comm_s)
+    assert 0 < islands.cross_fabric_s < islands.comm_s  # only the reduced shard crosses
+    assert flat.cross_fabric_s == pytest.approx(flat.comm_s)
+    assert flat.comm_s > 5 * islands.comm_s
+    assert options[FabricLayout.STAY_UNDER].vms == 300
+    assert options[FabricLayout.LARGER_FABRIC].available is False
+    assert [lv["network"] for lv in ic.levels] == ["infiniband", "ethernet"]  # tp fills each VM
+    warn = next(w for w in p.warnings if "exceed the 300-VM InfiniBand fabric boundary" in w)
+    assert "7 data-parallel islands" in warn and "one flat NCCL ring" in warn
+    assert "stay under it, 300 VMs" in warn and "ask Azure" in warn
     inside = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric_boundary_vms=2048)
-    assert inside.interconnect.vms_outside_fabric == 0
-    assert inside.step.exposed_comm_s < p.step.exposed_comm_s / 5
+    assert inside.interconnect.vms_outside_fabric == 0 and not inside.interconnect.fabric_options
+    assert inside.step.exposed_comm_s < p.step.exposed_comm_s
+    assert inside.interconnect.comm_s == pytest.approx(options[FabricLayout.LARGER_FABRIC].comm_s)
 
 
 def test_llama3_scale_goodput_matches_the_published_90_percent(cat):
@@ -251,10 +268,18 @@ def test_plan_job_takes_one_override_path(tmp_path, as_path):
 def test_sharp_is_reported_only_where_a_level_models_it(cat):
     on_ib = plan(cat, "pretrain-64vm.toml", cluster__sharp=True)
     assert on_ib.interconnect.sharp and not any("cluster.sharp" in w for w in on_ib.warnings)
-    ethernet = plan(cat, "llama3-405b-2048vm.toml", cluster__sharp=True)
+    # Past the fabric, the islands still reduce on InfiniBand, where SHARP is modelled.
+    islands = plan(cat, "llama3-405b-2048vm.toml", cluster__sharp=True)
+    assert islands.interconnect.sharp
+    ethernet = plan(
+        cat,
+        "finetune-1vm.toml",
+        cluster__vm_size="NC96ads_A100_v4",
+        cluster__nodes=4,
+        cluster__sharp=True,
+    )
     assert ethernet.interconnect.sharp is False and ethernet.interconnect.sharp_requested
-    warn = next(w for w in ethernet.warnings if w.startswith("cluster.sharp is set"))
-    assert "keep the job inside one fabric" in warn
+    assert any(w.startswith("cluster.sharp is set") for w in ethernet.warnings)
 
 
 def test_checkpoint_volume_has_no_stall_or_staging_as_documented(cat):

@@ -29,7 +29,8 @@ def vision(cat, **data):
 def test_one_object_per_sample_is_capped_by_blob_requests(cat):
     p = vision(cat, packed=False, tier="blob")
     blob = p.data.chosen
-    assert p.data.requests_per_s == pytest.approx(102400 / (0.224 + p.step.exposed_comm_s))
+    # At the default 90 % accelerator-utilization target.
+    assert p.data.requests_per_s == pytest.approx(0.9 * 102400 / (0.224 + p.step.exposed_comm_s))
     assert "requests" in blob.limited_by
     assert blob.deliverable_bps == pytest.approx(40000 * 10e3)  # 40,000 GETs/s x 10 kB
     assert blob.stall_per_step_s > 2  # 1.02 GB per step at 400 MB/s

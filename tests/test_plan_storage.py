@@ -62,9 +62,9 @@ def test_nvme_holds_only_each_vms_shard(cat):
 
 def test_without_prices_lustre_picks_the_tier_that_overshoots_least(cat):
     vm = cat.vm["ND96isr_H100_v5"]
-    # Capacity-bound (60 TB, 10 MB/s): the dense 40 MB/s/TiB tier.
+    # Capacity-bound (60 TB, 10 MB/s): the densest tier, 20 MB/s/TiB (96 TiB, 2 GB/s rated).
     dense = dp.cheapest_lustre(dp.DataNeed(10e6, 1.0, 60e12, 64), vm, cat, 15e9)
-    assert dense.sku == "AMLFS-Durable-Premium-40"
+    assert dense.sku == "AMLFS-Durable-Premium-20"
     # Throughput-bound (50 GB/s over 10 TB): the fast 500 MB/s/TiB tier, smallest size.
     fast = dp.cheapest_lustre(dp.DataNeed(50e9, 1.0, 10e12, 64), vm, cat, 15e9)
     assert fast.sku == "AMLFS-Durable-Premium-500"
@@ -74,7 +74,7 @@ def test_without_prices_lustre_picks_the_tier_that_overshoots_least(cat):
 def test_prices_decide_when_the_catalog_has_them(cat):
     priced = cat.model_copy(deep=True)
     for i, sku in enumerate(priced.lustre.values()):
-        sku.price_per_tib_hour = [0.1, 0.5, 0.9, 1.5][i]
+        sku.price_per_tib_hour = [0.05, 0.1, 0.5, 0.9, 1.5][i]
     vm = priced.vm["ND96isr_H100_v5"]
     pick = dp.cheapest_lustre(dp.DataNeed(50e9, 1.0, 10e12, 64), vm, priced, 15e9)
     prices = [

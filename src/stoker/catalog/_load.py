@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from .._validation import describe
 from ..errors import CatalogError
-from ._schema import Catalog
+from ._schema import Catalog, vm_size_name
 
 _KEYED_SECTIONS = ("vm", "blob", "lustre", "files", "netapp", "sources")
 _SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "provision", "catalog")
@@ -101,6 +101,8 @@ def merge_override(base: dict[str, Any], override: dict[str, Any], path: Path) -
             if not isinstance(value, dict):
                 raise CatalogError(f"{path}: [{section}] must be a table of entries")
             for key, entry in value.items():
+                if section == "vm":  # [vm.Standard_ND96isr_H100_v5] is the same size
+                    key = vm_size_name(key)
                 target = merged.setdefault(section, {})
                 if section == "sources":
                     target[key] = entry

@@ -74,6 +74,7 @@ class VmSize(Entry):
     local_nvme: Bytes
     nvme_read: Rate | None = None
     nvme_write: Rate | None = None
+    nvme_stream_write: Rate | None = None  # one writer process (one torch.save) to the NVMe
     frontend_nic: Rate
     allreduce_busbw_measured: Rate | None = None
     allreduce_busbw_floor: Rate | None = None
@@ -113,6 +114,7 @@ class BlobTier(Entry):
     per_blob_requests_per_s: int | None = None
     max_block: Bytes | None = None
     max_blocks: int | None = None
+    stream_write: Rate | None = None  # one writer process uploading one blob
     price_hot_gb_month: float | None = Field(default=None, ge=0)
     price_cool_gb_month: float | None = Field(default=None, ge=0)
     price_cold_gb_month: float | None = Field(default=None, ge=0)
@@ -131,10 +133,13 @@ class BlobTier(Entry):
 
 class LustreSku(Entry):
     name: str
-    throughput_per_tib: Rate
+    throughput_per_tib: Rate  # the tier's label; the rated figure is per capacity step
     min_size: Bytes
-    max_size: Bytes
+    max_size: Bytes  # self-service
     step: Bytes
+    # Nominal throughput of one capacity step (2,000 MB/s on every tier); None: size x per TiB.
+    throughput_per_step: Rate | None = None
+    max_size_on_request: Bytes | None = None  # the largest size Azure offers by request
     price_per_tib_hour: float | None = Field(default=None, gt=0)
 
 
@@ -142,6 +147,19 @@ class LustreCommon(Entry):
     max_size_on_request: Bytes
     delivered_fraction: float = Field(gt=0, le=1)
     hsm_export_rate: Rate
+    # Published (nominal, delivered) pairs, nominal ascending: what file systems of that rated
+    # throughput delivered to reads (training) and to writes (checkpoints).
+    delivered_read: list[tuple[Rate, Rate]] = Field(default_factory=list)
+    delivered_write: list[tuple[Rate, Rate]] = Field(default_factory=list)
+    stream_write: Rate | None = None  # one writer process (one torch.save) to the file system
+
+    @model_validator(mode="after")
+    def _ascending(self) -> LustreCommon:
+        for name in ("delivered_read", "delivered_write"):
+            nominal = [n for n, _ in getattr(self, name)]
+            if nominal != sorted(nominal):
+                raise ValueError(f"{name}: list the (nominal, delivered) pairs by nominal, rising")
+        return self
 
 
 class FilesTier(Entry):
@@ -196,6 +214,16 @@ class CatalogInfo(BaseModel):
     currency: str = "USD"
 
 
+VM_PREFIX = "Standard_"
+
+
+def vm_size_name(name: str) -> str:
+    """A VM size as the catalog keys it: ARM, the Azure CLI and the metadata service write
+    ``Standard_ND96isr_H100_v5``; the catalog and the docs ``ND96isr_H100_v5``."""
+    name = name.strip()
+    return name[len(VM_PREFIX) :] if name.lower().startswith(VM_PREFIX.lower()) else name
+
+
 class Catalog(BaseModel):
     """The whole catalog. ``Catalog.sections()`` walks every entry for listing and checks."""
 
@@ -211,6 +239,22 @@ class Catalog(BaseModel):
     netapp: dict[str, NetAppLevel]
     reliability: Reliability
     provision: Provisioning
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vm_keys_without_prefix(cls, data: object) -> object:
+        # An override file may key a size as ARM spells it: [vm.Standard_ND96isr_H100_v5].
+        if isinstance(data, dict) and isinstance(data.get("vm"), dict):
+            data = {**data, "vm": {vm_size_name(k): v for k, v in data["vm"].items()}}
+        return data
+
+    def vm_key(self, name: str) -> str | None:
+        """The catalog's key for a VM size written with or without ``Standard_``, in any case;
+        None when the catalog has no such size."""
+        bare = vm_size_name(name)
+        if bare in self.vm:
+            return bare
+        return next((key for key in self.vm if key.lower() == bare.lower()), None)
 
     def entries(self) -> Iterator[tuple[str, Entry]]:
         """("vm.ND96isr_H100_v5", entry) for every entry, singletons by section name."""

@@ -2,6 +2,11 @@
 
 Candidates are tried in order of cost (local NVMe comes with the VM, then Blob, then a Managed
 Lustre file system); a dearer tier is chosen only when it buys half a point of goodput or more.
+
+A checkpoint is written by some number of writer processes (``checkpoints.writers``: one
+``torch.save``, one per VM, or one per GPU that holds state), and each stream has its own limit:
+the write rate is the least of the tier's rate, the writing VMs' NICs or NVMe, and streams x
+one stream's rate from the catalog (where a source publishes one; otherwise the plan says so).
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import math
 from ..catalog import Catalog
 from ..errors import SpecError
 from . import datapath as dpth
+from . import lustre
 from . import reliability as rel
-from .result import CheckpointPlan, DataPlan
+from .facts import Limit
+from .result import CheckpointPlan, DataPlan, TierChoice
 from .shape import Shape
 from .spec import JobSpec
 
@@ -46,6 +53,17 @@ def checkpoint_writers(spec: JobSpec, s: Shape) -> tuple[int, int, str]:
     return ranks, min(s.nodes, math.ceil(ranks / s.vm.gpus)), why + "; workload.sharding"
 
 
+def writer_streams(spec: JobSpec, s: Shape) -> tuple[int, int, str]:
+    """(streams, VMs, why): writer processes at once and the VMs they run on."""
+    ranks, vms, why = checkpoint_writers(spec, s)
+    mode = spec.checkpoints.writers
+    if mode == "single":
+        return 1, 1, "one writer process (a single torch.save); checkpoints.writers"
+    if mode == "per_vm":
+        return vms, vms, f"one writer process per VM, {vms} VMs ({why}); checkpoints.writers"
+    return ranks, vms, why
+
+
 # A volume sized for checkpoints alone aims to take one in this long.
 CHECKPOINT_OWN_VOLUME_WRITE_S = 120.0
 GOODPUT_WORTH_PAYING_FOR = 0.005
@@ -56,38 +74,71 @@ def checkpoint_plan(
 ) -> CheckpointPlan:
     """The checkpoint tier with the best goodput (or the one the spec names)."""
     size = checkpoint_size(spec)
-    ranks, vms, _ = checkpoint_writers(spec, s)
+    streams, vms, _ = writer_streams(spec, s)
     nics = vms * s.vm.frontend_nic  # only the VMs that hold writing ranks send
-    blob_in = cat.blob[spec.data.blob_tier].ingress
-    to_blob = min(nics, blob_in * spec.data.blob_accounts) if blob_in else nics
+    blob = cat.blob[spec.data.blob_tier]
+    blob_in = blob.ingress * spec.data.blob_accounts if blob.ingress else None
+    to_blob = min(nics, blob_in) if blob_in else nics
     # A Lustre the data already uses takes the checkpoints too (data_plan sized it for them);
     # otherwise the checkpoints get a volume of their own, sized to write one in 2 minutes.
     own = dpth.DataNeed(size, CHECKPOINT_OWN_VOLUME_WRITE_S, size * spec.checkpoints.keep, vms)
     volumes = {
-        "lustre": dpth.as_choice(dpth.cheapest_lustre(own, s.vm, cat, to_blob)),
+        "lustre": dpth.as_choice(dpth.cheapest_lustre(own, s.vm, cat, to_blob, write=True)),
         "netapp": dpth.as_choice(dpth.netapp_option(own, s.vm, cat, "Ultra")),
     }
+    lustre_writes = volumes["lustre"].deliverable_bps
     if data.chosen.tier == "lustre":
         volumes["lustre"] = data.chosen
+        lustre_writes = _lustre_writes(cat, data.chosen)
+    common = cat.lustre_common
+    stream = {
+        "nvme": s.vm.nvme_stream_write,
+        "lustre": common.stream_write,
+        "netapp": None,
+        "blob": blob.stream_write,
+    }
+    unpublished = {
+        "nvme": f"one writer's rate to {s.vm.family} local NVMe",
+        "lustre": "one writer's rate to Managed Lustre",
+        "netapp": "one writer's rate to Azure NetApp Files",
+        "blob": f"one writer's rate to {blob.name} (published: a block blob up to the account's)",
+    }
 
-    def shared(volume: float | None) -> float | None:
-        return None if volume is None else min(volume, nics)
+    def rate(tier: str, caps: list[dpth.Cap]) -> tuple[float | None, Limit, list[str]]:
+        per = stream[tier]
+        caps = [*caps, (Limit.STREAMS, "streams", None if per is None else streams * per)]
+        value, _, kind = dpth._cap(caps)
+        return value, kind, [] if per is not None else [unpublished[tier]]
 
     write = {
-        "nvme": vms * s.vm.nvme_write if s.vm.nvme_write else None,
-        "lustre": shared(volumes["lustre"].deliverable_bps),
-        "netapp": shared(volumes["netapp"].deliverable_bps),
-        "blob": to_blob,
+        "nvme": rate(
+            "nvme", [(Limit.MEDIA, "nvme", vms * s.vm.nvme_write if s.vm.nvme_write else None)]
+        )
+        if s.vm.nvme_write
+        else (None, Limit.UNKNOWN, [f"{s.vm.family} local NVMe write rate"]),
+        "lustre": rate(
+            "lustre", [(Limit.PROVISIONED, "lustre", lustre_writes), (Limit.NIC, "nic", nics)]
+        ),
+        "netapp": rate(
+            "netapp",
+            [
+                (Limit.PROVISIONED, "netapp", volumes["netapp"].deliverable_bps),
+                (Limit.NIC, "nic", nics),
+            ],
+        ),
+        "blob": rate(
+            "blob", [(Limit.EGRESS, "blob ingress", blob_in), (Limit.NIC, "nic", nics)]
+        ),
     }
     upload = {
         "nvme": to_blob,
-        "lustre": min(to_blob, cat.lustre_common.hsm_export_rate),
+        "lustre": min(to_blob, common.hsm_export_rate),
         "netapp": to_blob,
         "blob": None,
     }
     tier = spec.checkpoints.tier
     if tier == "auto":
-        candidates = [t for t in ("nvme", "blob", "lustre") if write[t]]
+        candidates = [t for t in ("nvme", "blob", "lustre") if write[t][0]]
         plans = [
             _checkpoint_on(spec, cat, s, t, size, write[t], upload[t], step_s) for t in candidates
         ]
@@ -97,7 +148,7 @@ def checkpoint_plan(
         for p in plans[1:]:
             if p.goodput >= best.goodput + GOODPUT_WORTH_PAYING_FOR:
                 best = p
-    elif write[tier] is None:
+    elif write[tier][0] is None:
         raise SpecError(
             f"checkpoints.tier: no published write rate for {s.vm.family} local "
             "NVMe; choose lustre, netapp, blob or auto"
@@ -110,17 +161,26 @@ def checkpoint_plan(
     return best
 
 
+def _lustre_writes(cat: Catalog, choice: TierChoice) -> float | None:
+    """What the data's Lustre delivers to writes: its size on the published write curve."""
+    if choice.sku not in cat.lustre or not choice.size_bytes:
+        return choice.deliverable_bps
+    return lustre.delivered(choice.size_bytes, cat.lustre[choice.sku], cat.lustre_common, True)
+
+
 def _checkpoint_on(
     spec: JobSpec,
     cat: Catalog,
     s: Shape,
     tier: str,
     size: float,
-    write_bps: float,
+    write: tuple[float | None, Limit, list[str]],
     upload_bps: float | None,
     step_s: float,
 ) -> CheckpointPlan:
     ck = spec.checkpoints
+    write_bps, write_limit, unknown = write
+    assert write_bps is not None  # tiers without a write rate are not candidates
     write_s = size / write_bps
     durable_s = write_s + (size / upload_bps if upload_bps else 0.0)
     # A failed VM takes its NVMe with it: only the copy on Blob can restart the job. Lustre,
@@ -151,7 +211,14 @@ def _checkpoint_on(
         interval, basis = ck.interval, "set in the spec"
     waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
     best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
-    ranks, vms, why = checkpoint_writers(spec, s)
+    ranks, _, _ = checkpoint_writers(spec, s)
+    streams, vms, why = writer_streams(spec, s)
+    per_stream = {
+        "nvme": s.vm.nvme_stream_write,
+        "lustre": cat.lustre_common.stream_write,
+        "netapp": None,
+        "blob": cat.blob[spec.data.blob_tier].stream_write,
+    }[tier]
     return CheckpointPlan(
         size,
         ck.keep,
@@ -173,4 +240,8 @@ def _checkpoint_on(
         writer_ranks=ranks,
         writer_vms=vms,
         writers=why,
+        writer_streams=streams,
+        stream_write_bps=per_stream,
+        write_limit=write_limit,
+        unknown=unknown,
     )

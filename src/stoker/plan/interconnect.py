@@ -2,8 +2,10 @@
 
 A collective runs hierarchically: inside the scale-up domain (NVLink/NVSwitch or Infinity
 Fabric), then across VMs on InfiniBand (one rail per GPU, GPUDirect RDMA). A job larger than one
-InfiniBand fabric (a scale set's placement group) falls back to the frontend Ethernet NIC for
-its whole network level, since NCCL's rings cross the slow links. Each lower level does a
+InfiniBand fabric (a scale set's placement group) either runs one flat ring that crosses the
+frontend Ethernet (NCCL over one flat network: the whole network level at Ethernet pace), or, as
+data-parallel islands, one InfiniBand level per fabric with only the reduced shard crossing
+between fabrics on Ethernet (a third level; plan/fabric.py lays the options out). Each lower level does a
 reduce-scatter before and an all-gather after the level above, so the message shrinks by that
 level's rank count on the way up:
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from ..catalog import VmSize
 from ..catalog._schema import Fabric
 from . import collectives as c
+from .facts import Network
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Level:
     tree_alpha_s: float
     nvls_efficiency: float | None = None  # NVLink SHARP inside the switch
     sharp: bool = False  # in-network reduction on the InfiniBand switches
+    network: Network = Network.SCALEUP
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,11 @@ def layout(vm: VmSize, nodes: int, dp: int, tp: int, boundary_vms: int) -> Layou
     return Layout(dp, per_domain, domains, min(fabrics, domains), nodes, boundary_vms)
 
 
-def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level, ...]:
+def levels(
+    vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool, islands: bool = False
+) -> tuple[Level, ...]:
+    """The levels a dp group's collective runs over. Past one fabric: one flat Ethernet level,
+    or with ``islands`` an InfiniBand level inside each fabric and Ethernet between them."""
     out: list[Level] = []
     if lay.ranks_per_domain > 1:
         bw = vm.scaleup_links * (vm.scaleup_link_bw or 0.0)
@@ -88,7 +96,31 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
     # of the job run their collectives at the same time.
     per_rank_share = vm.gpus
     if lay.domains > 1:
-        if lay.fabrics > 1:
+        if lay.fabrics > 1 and islands and vm.has_infiniband:
+            inside = math.ceil(lay.domains / lay.fabrics)
+            if inside > 1:
+                out.append(
+                    Level(
+                        "InfiniBand",
+                        inside,
+                        vm.ib_per_vm / per_rank_share,
+                        fabric.net_ring_latency,
+                        fabric.net_tree_latency,
+                        sharp=sharp,
+                        network=Network.INFINIBAND,
+                    )
+                )
+            out.append(
+                Level(
+                    f"Ethernet between {lay.fabrics} InfiniBand fabrics",
+                    lay.fabrics,
+                    vm.frontend_nic / per_rank_share,
+                    fabric.net_ring_latency,
+                    fabric.net_tree_latency,
+                    network=Network.ETHERNET,
+                )
+            )
+        elif lay.fabrics > 1:
             # NCCL builds its rings and trees over one flat network: once the job spans several
             # InfiniBand fabrics, every ring crosses the frontend Ethernet and runs at its pace.
             out.append(
@@ -98,6 +130,7 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
                     vm.frontend_nic / per_rank_share,
                     fabric.net_ring_latency,
                     fabric.net_tree_latency,
+                    network=Network.ETHERNET,
                 )
             )
         elif vm.has_infiniband:
@@ -109,6 +142,7 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
                     fabric.net_ring_latency,
                     fabric.net_tree_latency,
                     sharp=sharp,
+                    network=Network.INFINIBAND,
                 )
             )
         else:
@@ -119,6 +153,7 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
                     vm.frontend_nic / per_rank_share,
                     fabric.net_ring_latency,
                     fabric.net_tree_latency,
+                    network=Network.ETHERNET,
                 )
             )
     return tuple(out)
@@ -163,7 +198,7 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
     if dp <= 1 or not lvls:
         return CollectiveEstimate(0.0, "none (one rank)", 0.0, lvls)
     best = _hierarchical(size, lvls, dp)
-    if len(lvls) == 2 and lvls[1].name == "InfiniBand":
+    if len(lvls) == 2 and lvls[1].network is Network.INFINIBAND:
         # One ring per rail: each ring crosses a VM boundary on its own NIC, so the ring runs
         # at the slower of a GPU's scale-up share and the VM's whole InfiniBand bandwidth.
         bw = min(lvls[0].bw_bps, lvls[1].bw_bps * lvls[0].ranks)

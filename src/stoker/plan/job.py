@@ -36,9 +36,10 @@ def plan_job(
     if measured is not None:
         from .calibrate import calibrate
 
-        if job.cluster.vm_size not in cat.vm:
-            raise SpecError(f"unknown VM size {job.cluster.vm_size!r}")
-        cat, rows = calibrate(cat, job.cluster.vm_size, measured)
+        key = cat.vm_key(job.cluster.vm_size)
+        if key is None:
+            raise SpecError(f"cluster.vm_size: unknown VM size {job.cluster.vm_size!r}")
+        cat, rows = calibrate(cat, key, measured)
     try:
         plan = make_plan(job, cat)
     except SpecError as exc:  # name the file: with --compare there are several

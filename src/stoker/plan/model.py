@@ -17,7 +17,10 @@ from . import datapath as dpth
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
 from .inference import inference_plan
+from .fabric import fabric_options
+from .facts import FabricLayout, ReadPattern
 from .interconnect import allreduce, layout, levels, single_vm_busbw
+from .parallel import model_parallel_plan
 from .recommend import recommendations
 from .result import (
     CheckpointPlan,
@@ -28,7 +31,7 @@ from .result import (
     RunPlan,
     StepPlan,
 )
-from .shape import Shape, shape
+from .shape import Shape, canonical, shape
 from .spec import PRECISION_BYTES, JobSpec
 
 
@@ -49,7 +52,9 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
     else:
         grad = 0.0
     lay = layout(s.vm, s.nodes, s.dp, w.tp, s.boundary_vms)
-    lvls = levels(s.vm, cat.fabric, lay, spec.cluster.sharp)
+    # Past one InfiniBand fabric the plan lays the job out as data-parallel islands (fabric.py).
+    islands = lay.fabrics > 1 and s.vm.has_infiniband
+    lvls = levels(s.vm, cat.fabric, lay, spec.cluster.sharp, islands)
     est = allreduce(grad, lvls, s.dp)
     # FSDP: reduce-scatter the gradients and all-gather the parameters twice (forward and
     # backward) = 1.5 all-reduces of traffic.
@@ -59,7 +64,11 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         else (1.0, "all-reduce (DDP)")
     )
     comm = est.seconds * factor
-    exposed = max(comm * (1 - w.overlap), comm - compute_s)
+
+    def exposed_of(comm_s: float, compute: float) -> float:
+        return max(comm_s * (1 - w.overlap), comm_s - compute)
+
+    exposed = exposed_of(comm, compute_s)
     needs_ib = lay.domains > 1
     fabric = (
         "none needed: the job fits in one scale-up domain"
@@ -67,9 +76,31 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         else (
             f"InfiniBand {s.vm.ib_links} x {s.vm.ib_rate * 8 / 1e9:.0f} Gb/s per VM"
             + (", GPUDirect RDMA" if s.vm.gpudirect_rdma else "")
+            + (
+                f" inside each of {lay.fabrics} scale sets; frontend Ethernet between them"
+                if islands
+                else ""
+            )
             if s.vm.has_infiniband
             else "frontend Ethernet only (this size has no InfiniBand)"
         )
+    )
+    options = (
+        fabric_options(
+            s.vm,
+            cat,
+            s.nodes,
+            s.dp,
+            w.tp,
+            s.boundary_vms,
+            spec.cluster.sharp,
+            grad,
+            factor,
+            compute_s,
+            exposed_of,
+        )
+        if islands
+        else []
     )
     return InterconnectPlan(
         needs_infiniband=needs_ib,
@@ -90,6 +121,9 @@ def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
         sharp=any(level.sharp for level in lvls),  # asked for, and on a level that has it
         levels=[dataclasses.asdict(level) for level in lvls],
+        fabric_layout=FabricLayout.ISLANDS if islands else FabricLayout.ONE_FABRIC,
+        fabric_options=options,
+        model_parallel=model_parallel_plan(spec, cat, s, compute_s),
     )
 
 
@@ -118,10 +152,11 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         dpth.files_option(need, s.vm, cat),
     ]
     chosen = (
-        dpth.choose(options, need.ideal_step_s)
+        dpth.choose(options, need.ideal_step_s, need.au_target)
         if d.tier == "auto"
         else next(o for o in options if o.tier == d.tier)
     )
+    stall = chosen.stall_per_step_s
     return DataPlan(
         need.rate,
         need.bytes_per_step,
@@ -132,6 +167,13 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
         need.requests_per_s or 0.0,
         need.request_bytes or 0.0,
         _read_as(spec, need.request_bytes or 0.0),
+        read_pattern=ReadPattern.PACKED if d.packed else ReadPattern.PER_SAMPLE,
+        au_target=need.au_target,
+        required_full_bps=need.full_rate,
+        stall_budget_s=need.stall_budget_s,
+        au=None
+        if stall is None
+        else (need.ideal_step_s / (need.ideal_step_s + stall) if need.ideal_step_s else 1.0),
     )
 
 
@@ -149,6 +191,7 @@ def _read_as(spec: JobSpec, request_bytes: float) -> str:
 
 def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     """The whole plan for one job spec; raises SpecError naming the field when it cannot."""
+    spec = canonical(spec, cat)
     s = shape(spec, cat)
     w = spec.workload
     if w.kind == "inference":
@@ -159,12 +202,15 @@ def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     training = w.kind != "data-prep"
     compute = compute_step_s(spec, s) if training else 0.0
     ic = interconnect_plan(spec, cat, s, compute) if training else None
-    exposed = ic.exposed_s if ic else 0.0
+    model_parallel = ic.model_parallel.exposed_s if ic and ic.model_parallel else 0.0
+    exposed = (ic.exposed_s if ic else 0.0) + model_parallel
     sample = w.sample_size or (w.seq_len or 0) * w.bytes_per_token
     dataset = _dataset_bytes(spec, sample)
     request = dpth.read_request_bytes(sample, spec.data.packed, spec.data.shard_size)
     if training:
-        need = dpth.DataNeed(w.global_batch * sample, compute + exposed, dataset, s.nodes, request)
+        need = dpth.DataNeed(
+            w.global_batch * sample, compute + exposed, dataset, s.nodes, request, w.au_target
+        )
     elif spec.run.length is None:
         raise SpecError("run.length: a data-prep job needs the time it may take")
     else:  # read everything once and write it back once, spread over the run
@@ -173,6 +219,8 @@ def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     step_guess = compute + exposed + (data.chosen.stall_per_step_s or 0.0)
     ckpt = checkpoint_plan(spec, cat, s, data, step_guess) if training else None
     step, run = _step_and_run(spec, need, compute, exposed, data, ckpt, sample)
+    if step is not None:
+        step.model_parallel_s = model_parallel
     cost = cost_plan(spec, cat, s, data, ckpt, run, None)
     return _finish(
         spec, cat, s, cost, interconnect=ic, data=data, checkpoints=ckpt, step=step, run=run
@@ -245,16 +293,23 @@ def _step_and_run(
     sample: float,
 ) -> tuple[StepPlan | None, RunPlan]:
     r = spec.run
+    # A tier with no published figure has no known stall: the step and run are lower bounds.
+    stall = data.chosen.stall_per_step_s or 0.0
     if ckpt is None:  # data-prep: no steps, the run is its length plus any stall
-        stall = data.chosen.stall_per_step_s or 0.0
         wall = need.ideal_step_s + stall
         return None, RunPlan(1, wall, wall, need.ideal_step_s / wall if wall else 0.0)
-    stall = data.chosen.stall_per_step_s or 0.0
     base = compute + exposed + stall
     blocking_share = ckpt.blocking_s / ckpt.interval_s if ckpt.interval_s else 0.0
     ckpt_s = base * blocking_share / max(1e-9, 1 - blocking_share)
     total = base + ckpt_s
-    step = StepPlan(compute, exposed, stall, ckpt_s, total, compute / total if total else 0.0)
+    step = StepPlan(
+        compute,
+        exposed,
+        data.chosen.stall_per_step_s,
+        ckpt_s,
+        total,
+        compute / total if total else 0.0,
+    )
     # Failure losses beyond the checkpoint blocking already in the step.
     failure_share = max(0.0, ckpt.waste_fraction - blocking_share)
     asked, basis = _steps_asked(spec, need, sample)

@@ -6,11 +6,12 @@ from __future__ import annotations
 from ..catalog import Catalog, VmSize
 from ..units import format_bytes as fb
 from ..units import format_rate as fr
-from . import datapath as dpth
+from . import lustre
 from ._format import duration as fd
 from ._format import gpus
+from .facts import MEASURE_STORAGE, FabricLayout, Limit, Network, ReadPattern
 from .inference import COLD_START_TARGET_S
-from .result import InterconnectPlan, Plan, Recommendation
+from .result import FabricOption, InterconnectPlan, Plan, Recommendation
 
 # Below this a plan says so: Llama 3 reported > 90 % effective training time at 16,384 GPUs.
 LOW_GOODPUT = 0.90
@@ -83,17 +84,7 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
         )
     if ic.vms_outside_fabric:
-        larger = (
-            f"request {cat.fabric.scale_set_vms_on_request}-VM scale sets, "
-            if ic.fabric_boundary_vms < cat.fabric.scale_set_vms_on_request
-            else ""
-        )
-        rec.warnings.append(
-            f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
-            f"(one scale set placement group): {ic.vms_outside_fabric} VMs sit outside it, so "
-            "NCCL's rings cross the frontend Ethernet and the whole gradient exchange runs at "
-            f"its pace; {larger}shrink the job to one fabric, or ask Azure for a larger one"
-        )
+        rec.warnings.append(_past_the_fabric(plan, ic))
     if ic.sharp_requested and not ic.sharp:
         rec.warnings.append(
             "cluster.sharp is set, but the gradient exchange does not run on InfiniBand, so "
@@ -116,6 +107,45 @@ def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     return rec
 
 
+def _past_the_fabric(plan: Plan, ic: InterconnectPlan) -> str:
+    """The layouts of a job larger than one InfiniBand fabric, the planned one first."""
+    by_layout: dict[FabricLayout, FabricOption] = {o.layout: o for o in ic.fabric_options}
+
+    def cost(o: FabricOption) -> str:
+        return f"{fd(o.comm_s or 0)} of gradient exchange per step ({fd(o.exposed_s or 0)} exposed)"
+
+    head = (
+        f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
+        "(one scale set placement group): RDMA does not cross it"
+    )
+    if not by_layout:  # a size without InfiniBand: nothing to lay out
+        return head
+    parts = []
+    islands = by_layout.get(FabricLayout.ISLANDS)
+    if islands:
+        parts.append(
+            f"planned as {islands.fabrics} data-parallel islands (hybrid-sharded data parallel, "
+            f"one per scale set): {cost(islands)}, {fd(islands.cross_fabric_s or 0)} of it "
+            "between islands on Ethernet"
+        )
+    flat = by_layout.get(FabricLayout.FLAT_ETHERNET)
+    if flat:
+        parts.append(f"one flat NCCL ring across scale sets instead: {cost(flat)}")
+    under = by_layout.get(FabricLayout.STAY_UNDER)
+    if under:
+        parts.append(
+            f"stay under it, {under.vms} VMs in one scale set: {cost(under)}, step "
+            f"{fd(under.step_s)}"
+        )
+    larger = by_layout.get(FabricLayout.LARGER_FABRIC)
+    if larger:
+        parts.append(
+            f"one InfiniBand domain of {larger.vms} VMs would take {cost(larger)}"
+            + ("" if larger.available else ": no published Azure offer; ask Azure for one")
+        )
+    return head + "; " + "; ".join(parts)
+
+
 def _within(plan: Plan) -> str:
     """A multi-VM NVLink domain (GB200 NVL72) spans VMs; elsewhere no IB means one VM."""
     return "inside the VM" if plan.nodes == 1 else f"across the {plan.nodes} VMs' NVLink domain"
@@ -128,30 +158,37 @@ def _checkpoints_held(plan: Plan) -> float:
 
 
 def _on_infiniband(ic: InterconnectPlan) -> bool:
-    return any(level["name"] == "InfiniBand" for level in ic.levels)
+    return any(level["network"] == Network.INFINIBAND for level in ic.levels)
 
 
 def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
     d = plan.data
     assert d is not None
     ch = d.chosen
+    known = ch.stall_per_step_s is not None
     stall = ch.stall_per_step_s or 0.0
     delivers = fr(ch.deliverable_bps) if ch.deliverable_bps else "unknown"
+    waits = (
+        f"stall {fd(stall)} per step"
+        if known
+        else f"stall unknown: no published figure for {', '.join(ch.unknown)}"
+    )
     if plan.kind == "data-prep":
         need = "data-prep throughput"
         reason = (
             f"reads and writes {fb(d.bytes_per_step, binary=False)} in "
             f"{fd(d.bytes_per_step / d.required_bps)}: "
             f"needs {fr(d.required_bps)}; {ch.name} delivers {delivers}, limited by "
-            f"{ch.limited_by}; overrun {fd(stall)}"
+            f"{ch.limited_by}; " + (f"overrun {fd(stall)}" if known else waits)
         )
     else:
         need = "high-throughput training data"
         reason = (
-            f"needs {fr(d.required_bps)} ({fb(d.bytes_per_step, binary=False)} per step); "
-            f"{_count(d.requests_per_s)} reads/s, {d.read_as}; "
-            f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; "
-            f"stall {fd(stall)} per step"
+            f"needs {fr(d.required_bps)} for {_pct(d.au_target)} accelerator utilization "
+            f"({fr(d.required_full_bps)} never to wait; {fb(d.bytes_per_step, binary=False)} per "
+            f"step); {_count(d.requests_per_s)} reads/s, {d.read_as}; "
+            f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; {waits}"
+            + (f" (AU {_pct(d.au)})" if d.au is not None else "")
         )
     rec = Recommendation(
         need,
@@ -159,11 +196,16 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         fb(ch.size_bytes) if ch.size_bytes else "-",
         reason + ("; " + "; ".join(ch.notes) if ch.notes else ""),
     )
-    if ch.tier == "lustre" and ch.size_bytes:
-        sku = cat.lustre[next(k for k, v in cat.lustre.items() if v.name == ch.name)]
+    if not known:
+        rec.warnings.append(
+            f"{ch.name} has no published figure for {', '.join(ch.unknown)}, so the plan "
+            f"cannot say whether the GPU waits on data: measure it with {ch.measure or MEASURE_STORAGE}"
+        )
+    if ch.tier == "lustre" and ch.size_bytes and ch.sku in cat.lustre:
+        sku = cat.lustre[ch.sku]
         held = d.dataset_bytes + _checkpoints_held(plan)
-        by_capacity = dpth.round_up(max(held, sku.min_size), sku.step)
-        delivered = dpth.lustre_rated(by_capacity, sku) * cat.lustre_common.delivered_fraction
+        by_capacity = lustre.round_up(max(held, sku.min_size), sku.step)
+        delivered = lustre.delivered(by_capacity, sku, cat.lustre_common)
         usable = min(d.required_bps, plan.nodes * vm.frontend_nic)  # as datapath sized it
         if delivered < usable:
             rec.warnings.append(
@@ -178,8 +220,12 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
             else "start it before the VMs"
         )
         rec.warnings.append(f"staging will take {fd(ch.staging_s)}: {where}")
-    if plan.step and stall > 0.01 * plan.step.total_s:
-        better = [o for o in d.options if o.fits and (o.stall_per_step_s or 0) < stall]
+    if plan.step and stall > max(d.stall_budget_s, 0.01 * plan.step.total_s):
+        better = [
+            o
+            for o in d.options
+            if o.fits and o.stall_per_step_s is not None and o.stall_per_step_s < stall
+        ]
         hint = (
             f"; {better[0].name} would stall {fd(better[0].stall_per_step_s or 0)}"
             if better
@@ -187,12 +233,13 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         )
         rec.warnings.append(
             f"the GPU waits {fd(stall)} per step on data "
-            f"({_pct(stall / plan.step.total_s)} of the step){hint}"
+            f"({_pct(stall / plan.step.total_s)} of the step; AU "
+            f"{_pct(d.au or 0)} against a target of {_pct(d.au_target)}){hint}"
         )
-    if stall > 0 and _request_bound(ch.limited_by):
+    if stall > 0 and ch.limit.request_bound:
         fix = (
             "pack the samples into shards (`stoker shards write`, then data.packed = true)"
-            if "one object per sample" in d.read_as
+            if d.read_pattern is ReadPattern.PER_SAMPLE
             else "read larger ranges (a larger data.shard_size)"
         )
         accounts = ", spread the data over more accounts (data.blob_accounts)"
@@ -204,7 +251,8 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         )
     if plan.kind == "data-prep" and stall > 0:
         asked = d.bytes_per_step / d.required_bps
-        more = "Blob accounts (data.blob_accounts)" if "Blob" in ch.limited_by else "VMs"
+        by_account = ch.tier == "blob" and ch.limit in (Limit.EGRESS, Limit.REQUESTS)
+        more = "Blob accounts (data.blob_accounts)" if by_account else "VMs"
         rec.warnings.append(
             f"data-prep takes {fd(asked + stall)}, not the {fd(asked)} of run.length: "
             f"{ch.name} delivers {delivers}, limited by {ch.limited_by}; add {more}, "
@@ -219,17 +267,18 @@ def _count(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def _request_bound(limited_by: str) -> bool:
-    return "requests" in limited_by or "IOPS" in limited_by
-
-
 def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     ck = plan.checkpoints
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
+    streams = (
+        f"{ck.writer_streams:,} writer stream{'s' if ck.writer_streams > 1 else ''}"
+        + (f" of at most {fr(ck.stream_write_bps)} each" if ck.stream_write_bps else "")
+    )
     reason = (
         f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)} from "
-        f"{ck.writer_vms} VM{'s' if ck.writer_vms > 1 else ''} ({ck.writers}){durable}; "
+        f"{ck.writer_vms} VM{'s' if ck.writer_vms > 1 else ''}, {streams} "
+        f"({ck.writers}){durable}; "
         f"{ck.mode} save blocks {fd(ck.blocking_s)}; job MTBF {fd(ck.job_mtbf_s)} -> "
         f"every {fd(ck.interval_s)} ({ck.interval_basis}); goodput {_pct(ck.goodput)} "
         f"(Llama 3 reported > {_pct(cat.reliability.effective_training_fraction)} at 16,384 GPUs)"
@@ -245,6 +294,11 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
         tier = f"{ck.volume.name} of its own, copied to Blob"
         size += f"; {fb(ck.volume.size_bytes or 0)} volume"
     rec = Recommendation("checkpoints", f"{tier}, every {fd(ck.interval_s)}", size, reason)
+    if ck.unknown:
+        rec.warnings.append(
+            f"checkpoint write time {fd(ck.write_s)} is a lower bound: no published figure for "
+            f"{', '.join(ck.unknown)}; measure it with {MEASURE_STORAGE}"
+        )
     if ck.interval_set_s is not None and ck.interval_set_s < ck.interval_s:
         safe = "one step" if ck.mode == "sync" else "a save until it is safe to restart from"
         rec.warnings.append(
@@ -286,13 +340,15 @@ def _step(plan: Plan, vm: VmSize) -> Recommendation:
             ("data stall", st.data_stall_s),
             ("checkpoint", st.checkpoint_s),
         )
-    )
+        if v is not None
+    ) + ("" if st.data_stall_s is not None else ", data stall unknown")
     useful = _pct(run.effective_training_fraction)
     rec = Recommendation(
         "step time and GPU utilization",
         f"{_pct(st.gpu_utilization)} busy",
         f"{fd(st.total_s)} per step",
-        f"{split}; {useful} of wall clock is useful training after failures and restarts",
+        f"{split}; {useful} of wall clock is useful training after failures and restarts"
+        + _model_parallel_words(plan),
     )
     if run.steps_asked and run.steps < run.steps_asked * (1 - 1e-9):
         rec.warnings.append(_cut_short(plan))
@@ -304,6 +360,19 @@ def _step(plan: Plan, vm: VmSize) -> Recommendation:
             "GPU time); leave workload.dp unset to derive it, or give fewer nodes or gpus"
         )
     return rec
+
+
+def _model_parallel_words(plan: Plan) -> str:
+    mp = plan.interconnect.model_parallel if plan.interconnect else None
+    if mp is None or plan.step is None:
+        return ""
+    if not mp.modelled:
+        return f"; {mp.note}"
+    return (
+        f"; tensor/pipeline/expert-parallel traffic and the pipeline bubble add "
+        f"{fd(plan.step.model_parallel_s)} per step (in exposed comm: tp {fd(mp.tp_s)}, pp "
+        f"{fd(mp.pp_s)} + bubble {fd(mp.pp_bubble_s)}, ep {fd(mp.ep_s)})"
+    )
 
 
 def _cut_short(plan: Plan) -> str:

@@ -31,7 +31,11 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
     ]
     if plan.step and plan.run:
         rows += [
-            ("step", f"{fd(plan.step.total_s)}; GPU busy {100 * plan.step.gpu_utilization:.1f} %"),
+            (
+                "step",
+                f"{fd(plan.step.total_s)}; GPU busy {100 * plan.step.gpu_utilization:.1f} %"
+                + (" (at most: data stall unknown)" if plan.step.data_stall_s is None else ""),
+            ),
             (
                 "run",
                 f"{plan.run.steps:,.0f} steps in {fd(plan.run.wall_s)} wall clock; "
@@ -40,6 +44,16 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
         ]
     elif plan.run:
         rows.append(("run", f"{fd(plan.run.wall_s)} wall clock"))
+    if plan.data and plan.step:
+        d = plan.data
+        rows.append(
+            (
+                "data",
+                f"{d.chosen.name}, {fr(d.required_bps)} for {100 * d.au_target:.0f} % "
+                "accelerator utilization (workload.au_target)"
+                + ("" if d.au is None else f"; AU {100 * d.au:.1f} %"),
+            )
+        )
     cost = plan.cost
     total = (
         _usd(cost.total_usd)
@@ -52,6 +66,11 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
     return rows
 
 
+def _stall(seconds: float | None) -> str:
+    """A data stall; unknown when the tier has no published figure (never 0 s)."""
+    return "unknown" if seconds is None else fd(seconds)
+
+
 def _split_table(plan: Plan) -> Table | None:
     if not plan.step:
         return None
@@ -62,7 +81,7 @@ def _split_table(plan: Plan) -> Table | None:
     table.add_row(
         fd(st.compute_s),
         fd(st.exposed_comm_s),
-        fd(st.data_stall_s),
+        _stall(st.data_stall_s),
         fd(st.checkpoint_s),
         fd(st.total_s),
         f"{100 * st.gpu_utilization:.1f} %",
@@ -162,7 +181,7 @@ def markdown(plan: Plan) -> str:
             "",
             "| compute | exposed comm | data stall | checkpoint | step | GPU busy |",
             "|---:|---:|---:|---:|---:|---:|",
-            f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {fd(st.data_stall_s)} | "
+            f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {_stall(st.data_stall_s)} | "
             f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |",
         ]
     lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
@@ -204,7 +223,7 @@ COMPARE_ROWS: list[tuple[str, Callable[[Plan], str]]] = [
     ("step", lambda p: fd(p.step.total_s) if p.step else "-"),
     ("GPU busy", lambda p: _pct_or_dash(p.step.gpu_utilization if p.step else None)),
     ("exposed comm", lambda p: fd(p.step.exposed_comm_s) if p.step else "-"),
-    ("data stall", lambda p: fd(p.step.data_stall_s) if p.step else "-"),
+    ("data stall", lambda p: _stall(p.step.data_stall_s) if p.step else "-"),
     ("data tier", lambda p: p.data.chosen.name if p.data else "-"),
     ("checkpoint every", lambda p: fd(p.checkpoints.interval_s) if p.checkpoints else "-"),
     (

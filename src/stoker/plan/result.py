@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .facts import FabricLayout, Limit, ReadPattern
+
 SCHEMA = "stoker.plan/1"
 
 
@@ -35,6 +37,44 @@ class InterconnectPlan:
     levels: list[dict[str, Any]] = field(default_factory=list)
     single_vm_busbw_measured_bps: float | None = None  # --measured; it drives the scale-up level
     sharp_requested: bool = False  # cluster.sharp; `sharp` says whether a level modelled it
+    # Past one InfiniBand fabric: the layouts the job could take, the one planned first.
+    fabric_layout: FabricLayout = FabricLayout.ONE_FABRIC
+    fabric_options: list[FabricOption] = field(default_factory=list)
+    model_parallel: ModelParallelPlan | None = None  # tp / pp / ep traffic per step
+
+
+@dataclass
+class FabricOption:
+    """One way to lay a job out over InfiniBand fabrics, with what it costs per step."""
+
+    layout: FabricLayout
+    vms: int  # VMs the job runs on in this layout
+    fabrics: int  # InfiniBand fabrics (scale sets) it spans
+    vms_per_fabric: int
+    comm_s: float | None  # gradient exchange per step; None where no figure is published
+    exposed_s: float | None
+    cross_fabric_s: float | None  # the part that crosses between fabrics on Ethernet
+    available: bool  # Azure offers it as published (a larger fabric is on request only)
+    note: str
+    step_s: float = 0.0  # compute + exposed communication per step in this layout
+
+
+@dataclass
+class ModelParallelPlan:
+    """Tensor-, pipeline- and expert-parallel traffic per step, when the spec gives the model's
+    shape (layers, hidden_size); otherwise ``modelled`` is False and the traffic is taken to be
+    inside the measured compute time."""
+
+    modelled: bool
+    tp_s: float = 0.0  # tensor-parallel all-reduces of activations, all on the critical path
+    pp_s: float = 0.0  # pipeline sends between stages (exposed share)
+    pp_bubble_s: float = 0.0  # idle pipeline fill and drain: (pp - 1) / micro-batches x compute
+    ep_s: float = 0.0  # expert-parallel all-to-alls (exposed share)
+    exposed_s: float = 0.0  # what they add to the step
+    micro_batches: int = 0  # per replica per step
+    tp_network: str = ""  # where the tp group talks: the scale-up domain or the network
+    ep_network: str = ""
+    note: str = ""
 
 
 @dataclass
@@ -50,6 +90,10 @@ class TierChoice:
     staging_on_gpu_vms: bool
     price_per_hour_usd: float | None
     notes: list[str]
+    limit: Limit = Limit.UNKNOWN  # what sets deliverable_bps, typed (limited_by in words)
+    sku: str | None = None  # the catalog key of a Lustre SKU, NetApp level or Files tier
+    unknown: list[str] = field(default_factory=list)  # figures no source publishes
+    measure: str | None = None  # how to measure them, when any is unknown
 
 
 @dataclass
@@ -63,6 +107,11 @@ class DataPlan:
     requests_per_s: float = 0.0  # read requests (GETs, file IOs) the job makes to keep up
     request_bytes: float = 0.0  # bytes per request: a sample, or a range of a shard
     read_as: str = ""  # how the loader reads: packed shards or one object per sample
+    read_pattern: ReadPattern = ReadPattern.PACKED
+    au_target: float = 1.0  # accelerator utilization the data path is sized for
+    required_full_bps: float = 0.0  # the rate at AU 100 %: never wait on data
+    stall_budget_s: float = 0.0  # wait per step the AU target allows
+    au: float | None = None  # the AU the chosen tier gives (ideal / (ideal + stall)); None: unknown
 
 
 @dataclass
@@ -88,16 +137,21 @@ class CheckpointPlan:
     writer_ranks: int = 1  # ranks that write a checkpoint: all with FSDP, one replica with DDP
     writer_vms: int = 1  # VMs those ranks sit on; only their NICs and NVMe write
     writers: str = ""  # the assumption, in words
+    writer_streams: int = 1  # writer processes at once (checkpoints.writers)
+    stream_write_bps: float | None = None  # one stream's limit on this tier; None: unpublished
+    write_limit: Limit = Limit.UNKNOWN  # what sets write_bps
+    unknown: list[str] = field(default_factory=list)  # figures no source publishes
 
 
 @dataclass
 class StepPlan:
     compute_s: float
     exposed_comm_s: float
-    data_stall_s: float
+    data_stall_s: float | None  # None: the data tier has no published figure, so no stall known
     checkpoint_s: float
-    total_s: float
+    total_s: float  # a lower bound while data_stall_s is None
     gpu_utilization: float  # compute / total step
+    model_parallel_s: float = 0.0  # tp / pp / ep traffic and pipeline bubble, in exposed_comm_s
 
 
 @dataclass

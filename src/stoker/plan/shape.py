@@ -22,11 +22,24 @@ class Shape:
     gpus_used: int  # dp x tp x pp: the GPUs the layout runs on; the VMs' others sit idle
 
 
-def shape(spec: JobSpec, cat: Catalog) -> Shape:
-    c, w = spec.cluster, spec.workload
-    if c.vm_size not in cat.vm:
+def canonical(spec: JobSpec, cat: Catalog) -> JobSpec:
+    """The spec with ``cluster.vm_size`` as the catalog keys it (``Standard_`` and case aside),
+    so every later lookup finds it; SpecError naming the field when the catalog lacks it."""
+    key = cat.vm_key(spec.cluster.vm_size)
+    if key is None:
         known = ", ".join(sorted(cat.vm))
-        raise SpecError(f"cluster.vm_size: unknown VM size {c.vm_size!r}; known: {known}")
+        raise SpecError(
+            f"cluster.vm_size: unknown VM size {spec.cluster.vm_size!r}; known (with or "
+            f"without Standard_): {known}"
+        )
+    if key == spec.cluster.vm_size:
+        return spec
+    return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"vm_size": key})})
+
+
+def shape(spec: JobSpec, cat: Catalog) -> Shape:
+    spec = canonical(spec, cat)
+    c, w = spec.cluster, spec.workload
     vm = cat.vm[c.vm_size]
     nodes = c.nodes or math.ceil((c.gpus or 0) / vm.gpus)
     gpus = c.gpus or nodes * vm.gpus
@@ -45,6 +58,11 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
         raise SpecError(
             f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
             f"exceeds the job's {gpus} GPUs"
+        )
+    if w.ep > 1 and dp % w.ep:
+        raise SpecError(
+            f"workload.ep: {w.ep} expert-parallel ranks must divide dp = {dp} (experts are "
+            "spread over the data-parallel ranks)"
         )
     boundary = (
         c.fabric_boundary_vms

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from .._validation import describe
+from ..catalog._schema import vm_size_name
 from ..errors import SpecError
 from ..quantities import Bytes, Count, Duration, Rate
 from ..units import parse_duration
@@ -32,6 +33,7 @@ DataTier = Literal["auto", "lustre", "nvme", "blob", "files", "netapp"]
 CheckpointTier = Literal["auto", "lustre", "nvme", "netapp", "blob"]
 Sharding = Literal["ddp", "fsdp"]
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+CheckpointWriters = Literal["auto", "single", "per_vm", "per_gpu"]
 
 PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # Far past any Azure cluster: a bigger number is a typo, and would only overflow the arithmetic.
@@ -44,7 +46,7 @@ class _Section(BaseModel):
 
 
 class Cluster(_Section):
-    vm_size: str = Field(description="Catalog VM size, e.g. ND96isr_H100_v5")
+    vm_size: str = Field(description="VM size, e.g. ND96isr_H100_v5 or Standard_ND96isr_H100_v5")
     nodes: int | None = Field(default=None, gt=0, le=MAX_VMS, description="number of VMs")
     gpus: int | None = Field(
         default=None, gt=0, le=MAX_GPUS, description="number of GPUs (or give nodes)"
@@ -56,6 +58,11 @@ class Cluster(_Section):
     )
     sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
     price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
+
+    @field_validator("vm_size")
+    @classmethod
+    def _without_prefix(cls, value: str) -> str:
+        return vm_size_name(value)  # ARM's spelling, Standard_..., names the same size
 
     @model_validator(mode="after")
     def _size_given(self) -> Cluster:
@@ -78,6 +85,16 @@ class Workload(_Section):
     epochs: float = Field(default=1.0, gt=0)
     tp: int = Field(default=1, gt=0, description="tensor-parallel degree")
     pp: int = Field(default=1, gt=0, description="pipeline-parallel degree")
+    ep: int = Field(default=1, gt=0, description="expert-parallel degree (inside dp)")
+    # The model's shape: with layers and hidden_size the plan models tp/pp/ep traffic; without
+    # them it is taken to be inside the measured step_time / tokens_per_s_per_gpu.
+    layers: int | None = Field(default=None, gt=0, description="transformer layers")
+    hidden_size: int | None = Field(default=None, gt=0, description="model (embedding) width")
+    micro_batch: int = Field(default=1, gt=0, description="samples per micro-batch per replica")
+    experts_per_token: int = Field(default=2, gt=0, description="MoE routing top-k (with ep)")
+    au_target: float = Field(
+        default=0.90, gt=0, le=1, description="accelerator utilization the data path must allow"
+    )
     dp: int | None = Field(default=None, gt=0, description="data-parallel degree (derived)")
     sharding: Sharding = "ddp"
     precision: Precision = "bf16"
@@ -96,6 +113,12 @@ class Workload(_Section):
                 raise ValueError("'tokens_per_s_per_gpu' needs 'seq_len' to know a step's tokens")
             if self.sample_size is None and self.seq_len is None:
                 raise ValueError("give 'sample_size' (bytes per sample) or 'seq_len'")
+        if (self.layers is None) != (self.hidden_size is None):
+            raise ValueError("give both 'layers' and 'hidden_size' (the model's shape), or neither")
+        if self.layers is not None and self.seq_len is None:
+            raise ValueError("the model's shape (layers, hidden_size) needs 'seq_len' too")
+        if self.layers is not None and self.pp > self.layers:
+            raise ValueError(f"pp = {self.pp} pipeline stages need at least as many layers")
         return self
 
 
@@ -122,6 +145,9 @@ class Checkpoints(_Section):
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
     keep: int = Field(default=3, gt=0)
+    writers: CheckpointWriters = Field(
+        default="auto", description="writer processes: one, one per VM, one per GPU (auto)"
+    )
     host_copy_bw_per_gpu: Rate | None = Field(
         default=None, description="device-to-host bytes/s per GPU for async snapshots"
     )
