@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 import stoker
+from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_json
 from stoker.cli import app
 from stoker.errors import ReportError
-from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_json
 
 runner = CliRunner()
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chromium import open_page
-from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_json
 
 import stoker
+from chromium import open_page
+from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_json
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ def _clean(s: Series) -> tuple[list[float], list[float]]:
 def ledger_over_time(m: Measured, index: int) -> Chart | None:
     """One ledger's step split over the run, as stacked shares."""
     shares = {ph: m.series[f"{ph}_share"] for ph in _PHASES if f"{ph}_share" in m.series}
-    if not shares or not any(_clean(s)[0] for s in shares.values()):
-        return None
+    if not shares or max(len(_clean(s)[0]) for s in shares.values()) < 2:
+        return None  # one window is no line over time; the step split shows it
     fig = figure(6.4, 2.8)
     ax = fig.axes[0]
     t = next(iter(shares.values())).t_s
@@ -34,7 +34,7 @@ def ledger_over_time(m: Measured, index: int) -> Chart | None:
     ax.set_ylim(0, 100)
     ax.set_xlabel("time into the run (s)")
     ax.set_ylabel("share of step time (%)")
-    fig.legend(loc="outside upper center", ncols=6, frameon=False)
+    fig.legend(loc="upper center", ncols=6, frameon=False)
     data_t, data_v = _clean(shares["data"]) if "data" in shares else ([], [])
     mean = m.summary.get("data_share")
     text = f"{m.name}: {m.summary.get('steps', '?')} steps"

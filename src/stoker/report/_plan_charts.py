@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.ticker import MaxNLocator
+
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, money, pct
 from ._measured import Measured
 
@@ -54,7 +56,7 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
     ax.set_xlabel("share of the step (%)")
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
-    fig.legend(unique.values(), unique.keys(), loc="outside upper center", ncols=6, frameon=False)
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncols=6, frameon=False)
     return Chart("step-split", "Where a step's time goes", _step_reading(plan, rows), fig)
 
 
@@ -197,6 +199,7 @@ def bill(plan: dict[str, Any]) -> Chart | None:
     ax.set_yticks(range(len(items)), [i.get("item", "?") for i in items])
     ax.invert_yaxis()
     ax.set_xlabel(f"cost of the run ({cost.get('currency', 'USD')})")
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
     ax.xaxis.set_major_formatter(lambda x, _: money(x))
     ax.margins(x=0.2)
     known = cost.get("known_total_usd") or 0.0

@@ -43,7 +43,7 @@ def distribution(sim: dict[str, Any]) -> Chart | None:
     ax.invert_yaxis()
     ax.set_xlabel("share of the run's wall-clock time (%)")
     ax.margins(x=0.3, y=0.4)
-    ax.legend(loc="lower left", frameon=False, fontsize=8, ncols=3)
+    fig.legend(loc="upper center", frameon=False, fontsize=8, ncols=3)
     name, (p5, p50, p95) = rows[0]
     text = f"Over {_runs(sim)}, {name} was {pct(p50, 1)} in the median run ({pct(p5, 1)} to " \
            f"{pct(p95, 1)}, p5 to p95)"
