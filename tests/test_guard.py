@@ -138,19 +138,25 @@ def test_nvml_lost_gpu_is_missing_data() -> None:
 
 
 WATCH = """# TYPE stoker_gpus gauge
-stoker_gpus{rank="0",node="n1",job="j"} 2
-stoker_gpu_utilization_percent{rank="0",node="n1",job="j",gpu="0"} 3
-stoker_gpu_utilization_percent{rank="0",node="n1",job="j",gpu="1"} 1
+stoker_gpus{Hostname="n1"} 2
+# TYPE stoker_gpu_utilization_ratio gauge
+stoker_gpu_utilization_ratio{gpu="0",UUID="GPU-a",modelName="H100",Hostname="n1"} 0.03
+stoker_gpu_utilization_ratio{gpu="1",UUID="GPU-b",modelName="H100",Hostname="n1"} 0.01
+# TYPE stoker_gpu_lost gauge
+stoker_gpu_lost{gpu="0",UUID="GPU-a",modelName="H100",Hostname="n1"} 0
+stoker_gpu_lost{gpu="1",UUID="GPU-b",modelName="H100",Hostname="n1"} 0
 """
-TRAINER = """stoker_step_steps{rank="0",node="n1",job="j"} 40
-stoker_step_skipped{rank="0",node="n1",job="j"} 1
+TRAINER = """# TYPE stoker_steps counter
+stoker_steps_total{Hostname="n1",gpu="0",UUID="",rank="0",training_job="j"} 40
+# TYPE stoker_steps_skipped counter
+stoker_steps_skipped_total{Hostname="n1",gpu="0",UUID="",rank="0",training_job="j"} 1
 """
 
 
 def test_metrics_source_reads_watch_and_ledger_endpoints() -> None:
     pages = {"http://n1:9400/metrics": WATCH, "http://n1:9401/metrics": TRAINER}
     m = Metrics(list(pages), get=pages.__getitem__)
-    assert m.gpus(1.0).util == {"n1/0": 3.0, "n1/1": 1.0}
+    assert m.gpus(1.0).util == {"n1/0": 3.0, "n1/1": 1.0}  # the ratio, as the guard's %
     assert m.steps(1.0).step == 41
 
     def down(url: str) -> str:

@@ -49,9 +49,9 @@ def test_no_nvml_never_acts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 @pytest.fixture
 def watch_endpoint() -> Iterator[str]:
     page = (
-        b'stoker_gpus{rank="0",node="n1",job="j"} 2\n'
-        b'stoker_gpu_utilization_percent{rank="0",node="n1",job="j",gpu="0"} 0\n'
-        b'stoker_gpu_utilization_percent{rank="0",node="n1",job="j",gpu="1"} 2\n'
+        b'stoker_gpus{Hostname="n1"} 2\n'
+        b'stoker_gpu_utilization_ratio{gpu="0",UUID="GPU-a",Hostname="n1"} 0\n'
+        b'stoker_gpu_utilization_ratio{gpu="1",UUID="GPU-b",Hostname="n1"} 0.02\n'
     )
 
     class Metrics(BaseHTTPRequestHandler):

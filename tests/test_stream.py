@@ -230,8 +230,9 @@ def test_stall_metrics_and_prometheus(tmp_path: Path) -> None:
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     finally:
         server.shutdown()
-    line = next(x for x in text.splitlines() if x.startswith("stoker_loader_utilization{"))
-    assert 'rank="0"' in line and 'job="test"' in line
+    au = "stoker_loader_accelerator_utilization_ratio{"
+    line = next(x for x in text.splitlines() if x.startswith(au))
+    assert 'rank="0"' in line and 'training_job="test"' in line and 'tier="posix"' in line
     assert abs(float(line.rsplit(" ", 1)[1]) - m.utilization) < 1e-6
 
 
@@ -268,7 +269,8 @@ def test_every_rank_of_a_node_serves_its_metrics_on_its_own_port(
             servers.append(serve_metrics(loader, port, addr="127.0.0.1"))
         assert [s.server_port for s in servers] == [port, port + 1]  # port + LOCAL_RANK
         text = urllib.request.urlopen(f"http://127.0.0.1:{port + 1}/metrics").read().decode()
-        assert 'stoker_loader_batches{job="",node=' in text and 'rank="1"' in text
+        batches = next(x for x in text.splitlines() if x.startswith("stoker_loader_batches_total{"))
+        assert 'rank="1"' in batches and 'gpu="1"' in batches  # the rank's GPU: its local rank
     finally:
         for server in servers:
             server.shutdown()

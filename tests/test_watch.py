@@ -13,49 +13,9 @@ from stoker.cli import app
 from stoker.measure.exporter import serve
 from stoker.measure.gpus import Gpus
 
+from fake_nvml import FakeNvml
+
 runner = CliRunner()
-
-
-class FakeNvml:
-    """Two H100s; GPM on the first only."""
-
-    NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL = 1, 2, 3
-
-    def nvmlInit(self) -> None: ...
-    def nvmlDeviceGetCount(self) -> int:
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
-        return i
-
-    def nvmlDeviceGetName(self, h: int) -> bytes:
-        return b"NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(gpu=97 - h, memory=40)
-
-    def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(used=60 << 30, total=80 << 30)
-
-    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
-        return 650_000
-
-    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
-        raise RuntimeError("not supported")
-
-    def nvmlGpmQueryDeviceSupport(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(isSupportedDevice=h == 0)
-
-    def nvmlGpmSampleAlloc(self) -> object:
-        return object()
-
-    def nvmlGpmSampleGet(self, h: int, sample: object) -> None: ...
-    def c_nvmlGpmMetricsGet_t(self) -> SimpleNamespace:
-        return SimpleNamespace(metrics=[SimpleNamespace(metricId=0, value=0.0) for _ in range(2)])
-
-    def nvmlGpmMetricsGet(self, request: SimpleNamespace) -> None:
-        for m in request.metrics:
-            m.value = {2: 71.5, 3: 38.0}[m.metricId]
 
 
 def test_gpu_samples_with_and_without_gpm() -> None:
@@ -78,32 +38,15 @@ def test_no_driver_is_a_state_not_an_error() -> None:
     assert out.exit_code == 0 and json.loads(out.stdout)["gpus"] == []
 
 
-def test_exporter_serves_gpus_and_a_ledger_snapshot_with_labels() -> None:
-    class Ledger:
-        def snapshot(self) -> dict:
-            return {"steps": 12, "data_wait_s": 0.5, "phases": {"compute_s": 9.5}, "ok": True}
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = serve(
-        port, addr="127.0.0.1", job="pretrain", rank=3, gpus=Gpus(FakeNvml()), ledger=Ledger()
-    )
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-    finally:
-        server.shutdown()
-    lines = {
-        line.split(" ")[0]: line.rsplit(" ", 1)[1]
-        for line in text.splitlines()
-        if line.startswith("stoker_")
-    }
-    key = next(k for k in lines if k.startswith("stoker_gpu_sm_active_percent{") and 'gpu="0"' in k)
-    assert 'rank="3"' in key and 'job="pretrain"' in key and lines[key] == "71.5"
-    assert any(k.startswith("stoker_gpu_sm_active_percent{") and lines[k] == "NaN" for k in lines)
-    assert (
-        next(v for k, v in lines.items() if k.startswith("stoker_step_phases_compute_s{")) == "9.5"
-    )
+def test_exporter_serves_gpus_with_dcgm_exporters_labels() -> None:
+    lines = _scrape(gpus=Gpus(FakeNvml()))
+    key = next(k for k in lines if k.startswith("stoker_gpu_sm_active_ratio{") and 'gpu="0"' in k)
+    assert 'UUID="GPU-00000000-0000-0000-0000-000000000000"' in key
+    assert 'modelName="NVIDIA H100 80GB HBM3"' in key and f'Hostname="{socket.gethostname()}"' in key
+    assert lines[key] == "0.715"  # a ratio, 0-1: NVML's 71.5 %
+    assert any(k.startswith("stoker_gpu_sm_active_ratio{") and lines[k] == "NaN" for k in lines)
+    util = next(k for k in lines if k.startswith("stoker_gpu_utilization_ratio{") and 'gpu="1"' in k)
+    assert lines[util] == "0.96"
     assert next(v for k, v in lines.items() if k.startswith("stoker_gpus{")) == "2.0"
 
 
@@ -111,6 +54,7 @@ class LosingNvml(FakeNvml):
     """GPU 1 fell off the bus; every GPM sample allocated is counted until freed."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.live_samples = 0
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
@@ -148,8 +92,10 @@ def test_a_lost_gpu_is_reported_and_the_others_still_read() -> None:
     assert only.index == 0 and only.sm_active == 71.5
     assert list(gpus.lost) == [1] and "GPU is lost" in gpus.lost[1]
     lines = _scrape(gpus=gpus)
-    assert any(k.startswith("stoker_gpu_lost{") and 'gpu="1"' in k for k in lines)
-    assert any(k.startswith("stoker_gpu_utilization_percent{") and 'gpu="0"' in k for k in lines)
+    lost = {k: v for k, v in lines.items() if k.startswith("stoker_gpu_lost{")}
+    assert [v for k, v in lost.items() if 'gpu="1"' in k] == ["1.0"]
+    assert [v for k, v in lost.items() if 'gpu="0"' in k] == ["0.0"]
+    assert any(k.startswith("stoker_gpu_utilization_ratio{") and 'gpu="0"' in k for k in lines)
 
 
 def test_gpm_samples_are_freed() -> None:
@@ -167,10 +113,14 @@ def test_the_ledgers_per_phase_figures_are_exported() -> None:
     for _ in ledger.wrap(range(3)):
         with ledger.compute():
             pass
+    ledger.summary()  # the loop's thread reads the steps ended; a scrape then sees them
     lines = _scrape(ledger=ledger)
     names = {k.split("{")[0] for k in lines}
-    assert {"stoker_step_phases_compute_share", "stoker_step_phases_data_total_s"} <= names
-    assert "stoker_step_last_step_step" in names
+    assert {"stoker_step_phase_ratio", "stoker_step_phase_seconds_total"} <= names
+    assert next(v for k, v in lines.items() if k.startswith("stoker_steps_total{")) == "3.0"
+    shares = [k for k in lines if k.startswith("stoker_step_phase_ratio{")]
+    assert any('phase="compute"' in k for k in shares) and 'rank="0"' in shares[0]
+    assert 'training_job="j"' in shares[0]
 
 
 def test_watch_refuses_bad_options_in_one_line() -> None:

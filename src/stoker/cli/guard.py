@@ -100,7 +100,7 @@ def guard(
             raise StokerError(
                 "--action teardown with this node's GPUs: the guard would deallocate its own VM "
                 "before the Lustre archive. Run it outside the scale set, reading the nodes' "
-                "`stoker watch` with --metrics http://NODE:9400/metrics"
+                "`stoker watch` with --metrics http://NODE:19400/metrics"
             )
         act = acts.teardown_action(deployment, resource_group=resource_group,
                                    subscription=subscription)  # fmt: skip

@@ -1,28 +1,43 @@
-"""One Prometheus exporter for what stoker measures while a job runs: the GPUs (NVML), the step
-ledger's split and the loader's stalls, labelled by rank, node and job, read at each scrape.
+"""One Prometheus exporter for what stoker measures while a job runs: the node's GPUs (NVML),
+a rank's step ledger and loader stalls, checkpoint blocking and staging throughput. Names and
+labels are in :mod:`stoker.measure.metrics`; values are read from each source at scrape time,
+except the GPUs, which a poller samples off the scrape path (GPM needs a 100 ms window per
+GPU: eight GPUs read inside a scrape would take most of a second).
 
     from stoker.measure.exporter import serve
-    server = serve(port=9400, job="pretrain", ledger=ledger, loader=loader)
+    server = serve(job="pretrain", ledger=ledger, loader=loader, checkpointer=ckpt)
 
-``stoker watch`` serves the GPUs of a node (and shows them live in the terminal); a training
-process serves its own ledger and loader the same way, on a port per rank.
+``stoker watch`` serves a node's GPUs on :data:`~stoker.measure.metrics.DEFAULT_PORT`; a
+training process serves its own figures on the next port per local rank. The exposition is
+Prometheus text or OpenMetrics, as the scraper asks (prometheus-client negotiates it).
 """
 
 from __future__ import annotations
 
-import math
-import os
+import socket
 from collections.abc import Iterator
 from typing import Any
 
+from .._dist_env import rank_and_world, torchrun_env
 from ..errors import StokerError
-from .gpus import Gpus
+from . import metrics as m
+from .gpus import Gpus, GpuPoller
 
 
-def _labels(job: str, rank: int | None) -> dict[str, str]:
+def process_labels(job: str, rank: int | None, gpus: Gpus | None = None) -> dict[str, str]:
+    """A rank's labels: the node, its GPU (torchrun's local rank, with the GPU's UUID where NVML
+    answers), its global rank and the training job."""
+    local = torchrun_env(error=StokerError).local_rank
     if rank is None:
-        rank = int(os.environ.get("RANK", 0))
-    return {"rank": str(rank), "node": os.uname().nodename, "job": job}
+        rank = rank_and_world(error=StokerError)[0]
+    uuid = gpus.uuids().get(local, "") if gpus is not None else ""
+    return {
+        "Hostname": socket.gethostname(),
+        "gpu": str(local),
+        "UUID": uuid,
+        "rank": str(rank),
+        "training_job": job,
+    }
 
 
 class Collector:
@@ -31,91 +46,55 @@ class Collector:
         *,
         job: str = "",
         rank: int | None = None,
-        gpus: Gpus | None = None,
+        gpus: Gpus | GpuPoller | None = None,
         ledger: Any = None,
         loader: Any = None,
+        checkpointer: Any = None,
+        stage: Any = None,
     ) -> None:
-        self.labels = _labels(job, rank)
-        self.gpus, self.ledger, self.loader = gpus, ledger, loader
+        if isinstance(gpus, Gpus):
+            gpus = GpuPoller(gpus)
+        self.gpus = gpus
+        self.labels = process_labels(job, rank, gpus.gpus if gpus is not None else None)
+        self.ledger, self.loader, self.checkpointer, self.stage = ledger, loader, checkpointer, stage
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        names, values = list(self.labels), list(self.labels.values())
-
-        def gauge(
-            name: str, doc: str, value: float | None, extra: dict[str, str] | None = None
-        ) -> Any:
-            fam = GaugeMetricFamily(name, doc, labels=names + list(extra or {}))
-            fam.add_metric(
-                values + list((extra or {}).values()), math.nan if value is None else value
-            )
-            return fam
-
         if self.gpus is not None:
-            yield gauge(
-                "stoker_gpus", "GPUs NVML sees (0 without a driver)", len(self.gpus.handles)
-            )
-            for s in self.gpus.sample():
-                gpu = {"gpu": str(s.index)}
-                yield gauge(
-                    "stoker_gpu_utilization_percent",
-                    "Share of time a kernel ran (nvidia-smi)",
-                    s.utilization,
-                    gpu,
-                )
-                yield gauge("stoker_gpu_memory_used_bytes", "GPU memory in use", s.memory_used, gpu)
-                yield gauge("stoker_gpu_power_watts", "Board power", s.power_w, gpu)
-                yield gauge(
-                    "stoker_gpu_sm_active_percent",
-                    "SM activity (GPM; NaN where unsupported)",
-                    s.sm_active,
-                    gpu,
-                )
-                yield gauge(
-                    "stoker_gpu_dram_bandwidth_percent",
-                    "DRAM bandwidth use (GPM)",
-                    s.dram_bandwidth,
-                    gpu,
-                )
-            for index in self.gpus.lost:
-                yield gauge(
-                    "stoker_gpu_lost", "1: NVML could not read this GPU", 1, {"gpu": str(index)}
-                )
+            yield from m.gpu_families(self.gpus, self.labels)
         if self.ledger is not None:
-            for key, value in _numbers(self.ledger.snapshot()).items():
-                yield gauge(f"stoker_step_{key}", f"step ledger: {key}", value)
+            yield from m.step_families(self.ledger.snapshot(), self.labels)
         if self.loader is not None:
-            for key, value in _numbers(self.loader.metrics).items():
-                yield gauge(f"stoker_loader_{key}", f"loader: {key}", value)
+            yield from m.loader_families(self.loader.metrics, self.labels)
+        if self.checkpointer is not None:
+            yield from m.checkpoint_families(self.checkpointer, self.labels)
+        if self.stage is not None:
+            yield from m.stage_families(self.stage, self.labels)
+
+    def close(self) -> None:
+        if self.gpus is not None:
+            self.gpus.stop()
 
 
-def _numbers(obj: Any, prefix: str = "") -> dict[str, float]:
-    """The numeric fields of a snapshot (dataclass or dict), nested dicts flattened with ``_``
-    (the ledger's ``phases.compute.share`` is ``phases_compute_share``)."""
-    data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-    out: dict[str, float] = {}
-    for key, value in data.items():
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int | float):
-            out[f"{prefix}{key}"] = float(value)
-        elif isinstance(value, dict):
-            out |= _numbers(value, f"{prefix}{key}_")
-    return out
-
-
-def serve(port: int = 9400, *, addr: str = "0.0.0.0", **sources: Any) -> Any:
+def serve(port: int = m.DEFAULT_PORT, *, addr: str = "0.0.0.0", **sources: Any) -> Any:
     """Serve /metrics on ``port`` (0: a free one, ``.server_port`` says which); returns the
-    server (``.shutdown()`` stops it)."""
+    server (``.shutdown()`` stops it, and the GPU poller with it)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
+    collector = Collector(**sources)
     registry = CollectorRegistry()
-    registry.register(Collector(**sources))  # type: ignore[arg-type]
+    registry.register(collector)  # type: ignore[arg-type]
     try:
         server, _ = start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:  # in use, or a privileged port without the right
+        collector.close()
         raise StokerError(
             f"cannot serve on port {port} ({exc.strerror or exc}): pick another --port"
         ) from exc
+    stop = server.shutdown
+
+    def shutdown() -> None:
+        stop()
+        collector.close()
+
+    server.shutdown = shutdown  # type: ignore[method-assign]
     return server

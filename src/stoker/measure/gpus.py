@@ -10,6 +10,7 @@ that stops answering (``GpuIsLost``): ``lost`` names it and the other GPUs are s
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -54,6 +55,17 @@ class Gpus:
         if not self.handles and self.problem is None:
             self.problem = "NVML found no GPU: GPU figures are off"
         self._gpm = [self._gpm_supported(h) for h in self.handles]
+
+    def uuids(self) -> dict[int, str]:
+        """Each GPU's UUID (``GPU-...``, dcgm-exporter's ``UUID`` label), read once."""
+        if getattr(self, "_uuids", None) is None:
+            found = {}
+            for i, h in enumerate(self.handles):
+                with contextlib.suppress(Exception):  # a lost GPU keeps its index alone
+                    uuid = self.nvml.nvmlDeviceGetUUID(h)
+                    found[i] = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+            self._uuids = found
+        return self._uuids
 
     def _gpm_supported(self, handle: Any) -> bool:
         try:
@@ -122,3 +134,41 @@ def _try(read: Any) -> float | None:
         return float(read())
     except Exception:  # noqa: BLE001 - not every GPU reports power or temperature
         return None
+
+
+class GpuPoller:
+    """Samples the GPUs every ``interval_s`` on a thread of its own, so a scrape reads the
+    latest sample and never waits for NVML (dcgm-exporter works the same way). The first
+    sample is taken on the first read."""
+
+    def __init__(self, gpus: Gpus, interval_s: float = 1.0) -> None:
+        self.gpus, self.handles, self.interval_s = gpus, gpus.handles, interval_s
+        self._lock = threading.Lock()
+        self._latest: tuple[list[GpuSample], dict[int, str]] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _take(self) -> tuple[list[GpuSample], dict[int, str]]:
+        samples = self.gpus.sample()
+        taken = (samples, dict(self.gpus.lost))
+        with self._lock:
+            self._latest = taken
+        return taken
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._take()
+
+    def latest(self) -> tuple[list[GpuSample], dict[int, str], dict[int, str]]:
+        """(samples, lost GPUs, UUID per index) as of the latest poll."""
+        with self._lock:
+            taken = self._latest
+        if taken is None:
+            taken = self._take()
+            if self.handles and self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="gpu-poll")
+                self._thread.start()
+        return (*taken, self.gpus.uuids())
+
+    def stop(self) -> None:
+        self._stop.set()

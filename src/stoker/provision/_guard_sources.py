@@ -3,8 +3,8 @@ returns one reading, with the reason when there is no data (never a made-up zero
 
 - ``nvml_gpus``: this node's GPUs through NVML (``stoker.measure.gpus``, as ``stoker watch``);
 - ``metrics``: Prometheus endpoints of stoker's exporter: ``stoker watch`` on each node serves
-  ``stoker_gpu_utilization_percent{node,gpu}``; a training process that serves its ``Ledger``
-  (``stoker.measure.exporter.serve(ledger=...)``) serves ``stoker_step_steps``. One guard can
+  ``stoker_gpu_utilization_ratio{Hostname,gpu}``; a training process that serves its ``Ledger``
+  (``stoker.measure.exporter.serve(ledger=...)``) serves ``stoker_steps_total``. One guard can
   so watch a whole job from outside the scale set;
 - ``step_file``: a file the training loop rewrites with its step number (or just touches).
 """
@@ -88,18 +88,23 @@ class Metrics:
             count = [s.value for s in samples if s.name == "stoker_gpus"]
             if count and count[0] == 0:
                 return GpuReading(now, None, f"{shown(url)}: its node has no NVIDIA driver/GPU")
-            lost = [s.labels.get("gpu") for s in samples if s.name == "stoker_gpu_lost"]
+            lost = [
+                s.labels.get("gpu", "?")
+                for s in samples
+                if s.name == "stoker_gpu_lost" and s.value == 1
+            ]
             if lost:
                 return GpuReading(now, None, f"{shown(url)}: GPU {', '.join(lost)} not answering")
-            found = [s for s in samples if s.name == "stoker_gpu_utilization_percent"]
+            found = [s for s in samples if s.name == "stoker_gpu_utilization_ratio"]
             if not count:  # not a `stoker watch` endpoint (a trainer's, say): no GPU source
                 continue
             for s in found:
                 if math.isnan(s.value):
                     return GpuReading(now, None, f"{shown(url)}: GPU {s.labels.get('gpu')} NaN")
-                util[f"{s.labels.get('node', url)}/{s.labels.get('gpu', '?')}"] = s.value
+                where = s.labels.get("Hostname", url)
+                util[f"{where}/{s.labels.get('gpu', '?')}"] = s.value * 100  # guard speaks %
         if not util:
-            why = "no endpoint serves stoker_gpu_utilization_percent (run `stoker watch` on nodes)"
+            why = "no endpoint serves stoker_gpu_utilization_ratio (run `stoker watch` on nodes)"
             return GpuReading(now, None, why)
         return GpuReading(now, util)
 
@@ -109,13 +114,15 @@ class Metrics:
             if isinstance(samples, str):
                 return StepReading(now, None, samples)
             count = [
-                s.value for s in samples if s.name in ("stoker_step_steps", "stoker_step_skipped")
+                s.value
+                for s in samples
+                if s.name in ("stoker_steps_total", "stoker_steps_skipped_total")
             ]
             if len(count) < 2:  # a node's `stoker watch` serves GPUs only: not a step source
                 continue
             best = max(best or 0, int(sum(count)))
         if best is None:
-            return StepReading(now, None, "no endpoint serves stoker_step_steps (a Ledger)")
+            return StepReading(now, None, "no endpoint serves stoker_steps_total (a Ledger)")
         return StepReading(now, best)
 
 

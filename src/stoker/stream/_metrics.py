@@ -9,7 +9,6 @@ Prometheus, read live at each scrape.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -77,17 +76,18 @@ class StallMeter:
 
 
 def serve_metrics(
-    loader: StreamingLoader, port: int = 9400, *, job: str = "", addr: str = "0.0.0.0"
+    loader: StreamingLoader, port: int = 19401, *, job: str = "", addr: str = "0.0.0.0"
 ) -> Any:
     """Serve the loader's figures at http://ADDR:PORT/metrics (``stoker_loader_*``), labelled
-    by rank, node and job; returns the server (``.shutdown()`` stops it). Every rank of a node
-    calls this with the same ``port`` and serves on ``port + LOCAL_RANK`` (torchrun's local
-    rank): 9400, 9401, ... on a node of 8 ranks. ``port=0`` takes any free port
-    (``.server_port``). The exporter is stoker.measure.exporter's, which can serve the step
-    ledger and the GPUs beside it."""
+    by node, GPU, rank and training job; returns the server (``.shutdown()`` stops it). Every
+    rank of a node calls this with the same ``port`` and serves on ``port + LOCAL_RANK``
+    (torchrun's local rank): 19401-19408 on a node of 8 ranks, beside `stoker watch` on 19400.
+    ``port=0`` takes any free port (``.server_port``). The exporter is
+    stoker.measure.exporter's, which can serve the step ledger and the checkpointer beside it."""
+    from .._dist_env import rank_and_world, torchrun_env
+    from ..errors import StreamError
     from ..measure.exporter import serve
-    from ._dataset import rank_and_world
 
     if port:
-        port += int(os.environ.get("LOCAL_RANK", 0))
-    return serve(port, addr=addr, job=job, rank=rank_and_world()[0], loader=loader)
+        port += torchrun_env(error=StreamError).local_rank
+    return serve(port, addr=addr, job=job, rank=rank_and_world(error=StreamError)[0], loader=loader)
