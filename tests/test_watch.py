@@ -9,11 +9,10 @@ from types import SimpleNamespace
 
 from typer.testing import CliRunner
 
+from fake_nvml import FakeNvml
 from stoker.cli import app
 from stoker.measure.exporter import serve
 from stoker.measure.gpus import Gpus
-
-from fake_nvml import FakeNvml
 
 runner = CliRunner()
 
@@ -42,10 +41,14 @@ def test_exporter_serves_gpus_with_dcgm_exporters_labels() -> None:
     lines = _scrape(gpus=Gpus(FakeNvml()))
     key = next(k for k in lines if k.startswith("stoker_gpu_sm_active_ratio{") and 'gpu="0"' in k)
     assert 'UUID="GPU-00000000-0000-0000-0000-000000000000"' in key
-    assert 'modelName="NVIDIA H100 80GB HBM3"' in key and f'Hostname="{socket.gethostname()}"' in key
+    assert (
+        'modelName="NVIDIA H100 80GB HBM3"' in key and f'Hostname="{socket.gethostname()}"' in key
+    )
     assert lines[key] == "0.715"  # a ratio, 0-1: NVML's 71.5 %
     assert any(k.startswith("stoker_gpu_sm_active_ratio{") and lines[k] == "NaN" for k in lines)
-    util = next(k for k in lines if k.startswith("stoker_gpu_utilization_ratio{") and 'gpu="1"' in k)
+    util = next(
+        k for k in lines if k.startswith("stoker_gpu_utilization_ratio{") and 'gpu="1"' in k
+    )
     assert lines[util] == "0.96"
     assert next(v for k, v in lines.items() if k.startswith("stoker_gpus{")) == "2.0"
 

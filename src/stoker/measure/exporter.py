@@ -21,7 +21,7 @@ from typing import Any
 from .._dist_env import rank_and_world, torchrun_env
 from ..errors import StokerError
 from . import metrics as m
-from .gpus import Gpus, GpuPoller
+from .gpus import GpuPoller, Gpus
 
 
 def process_labels(job: str, rank: int | None, gpus: Gpus | None = None) -> dict[str, str]:
@@ -56,7 +56,12 @@ class Collector:
             gpus = GpuPoller(gpus)
         self.gpus = gpus
         self.labels = process_labels(job, rank, gpus.gpus if gpus is not None else None)
-        self.ledger, self.loader, self.checkpointer, self.stage = ledger, loader, checkpointer, stage
+        self.ledger, self.loader, self.checkpointer, self.stage = (
+            ledger,
+            loader,
+            checkpointer,
+            stage,
+        )
 
     def collect(self) -> Iterator[Any]:
         if self.gpus is not None:

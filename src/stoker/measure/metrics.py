@@ -71,12 +71,8 @@ LOADER = {
     for m in (
         Metric("stoker_loader_batches_total", "counter", "Batches handed to the loop", ("tier",)),
         Metric("stoker_loader_samples_total", "counter", "Samples read", ("tier",)),
-        Metric(
-            "stoker_loader_wait_seconds_total", "counter", "Loop waited for data", ("tier",)
-        ),
-        Metric(
-            "stoker_loader_compute_seconds_total", "counter", "Loop between batches", ("tier",)
-        ),
+        Metric("stoker_loader_wait_seconds_total", "counter", "Loop waited for data", ("tier",)),
+        Metric("stoker_loader_compute_seconds_total", "counter", "Loop between batches", ("tier",)),
         Metric("stoker_loader_first_batch_seconds", "gauge", "Time to first batch", ("tier",)),
         Metric(
             "stoker_loader_accelerator_utilization_ratio",
@@ -86,13 +82,16 @@ LOADER = {
         ),
         Metric("stoker_loader_read_bytes_total", "counter", "Sample bytes read", ("tier",)),
         Metric(
-            "stoker_loader_fetched_bytes_total", "counter", "Bytes fetched from the remote tier",
+            "stoker_loader_fetched_bytes_total",
+            "counter",
+            "Bytes fetched from the remote tier",
             ("tier",),
         ),
         Metric("stoker_loader_cache_hits_total", "counter", "Shards found in the cache", ("tier",)),
         Metric("stoker_loader_cache_misses_total", "counter", "Shards fetched", ("tier",)),
-        Metric("stoker_loader_skipped_samples_total", "counter", "Corrupt samples skipped",
-               ("tier",)),
+        Metric(
+            "stoker_loader_skipped_samples_total", "counter", "Corrupt samples skipped", ("tier",)
+        ),
     )
 }
 
@@ -166,9 +165,14 @@ def step_families(summary: Any, labels: dict[str, str]) -> Iterator[Any]:
     yield one(STEP["stoker_steps_total"], labels, s["steps"])
     yield one(STEP["stoker_steps_skipped_total"], labels, s["skipped"])
     yield one(STEP["stoker_step_seconds_total"], labels, s["step_total_s"])
-    total, share, last = (family(STEP[n], labels) for n in (
-        "stoker_step_phase_seconds_total", "stoker_step_phase_ratio", "stoker_last_step_seconds"
-    ))
+    total, share, last = (
+        family(STEP[n], labels)
+        for n in (
+            "stoker_step_phase_seconds_total",
+            "stoker_step_phase_ratio",
+            "stoker_last_step_seconds",
+        )
+    )
     for phase, stats in s["phases"].items():
         total.add_metric([*labels.values(), phase], stats["total_s"])
         share.add_metric([*labels.values(), phase], stats["share"])
@@ -205,10 +209,16 @@ def checkpoint_families(ckpt: Any, labels: dict[str, str]) -> Iterator[Any]:
     yield one(CHECKPOINT["stoker_checkpoint_bytes_total"], labels, sum(s.bytes for s in saves))
     blocking = sum(s.blocking_s for s in saves)
     yield one(CHECKPOINT["stoker_checkpoint_blocking_seconds_total"], labels, blocking)
-    yield one(CHECKPOINT["stoker_checkpoint_last_blocking_seconds"], labels,
-              last.blocking_s if last else None)
-    yield one(CHECKPOINT["stoker_checkpoint_last_durable_seconds"], labels,
-              last.durable_s if last else None)
+    yield one(
+        CHECKPOINT["stoker_checkpoint_last_blocking_seconds"],
+        labels,
+        last.blocking_s if last else None,
+    )
+    yield one(
+        CHECKPOINT["stoker_checkpoint_last_durable_seconds"],
+        labels,
+        last.durable_s if last else None,
+    )
     yield one(CHECKPOINT["stoker_checkpoint_last_step"], labels, last.step if last else None)
 
 
