@@ -7,6 +7,7 @@ they all talk to. Everything lands in ``.bench/`` (ignored by git) and is reused
     .bench/stream-venv   WebDataset, Mosaic Streaming, LitData (``ensure_stream_venv``; Mosaic
                          pins numpy < 2.2 and pulls torchvision, so they live apart)
     .bench/dlio-venv     DLIO 2.0.0, MLPerf Storage's engine (``ensure_dlio``)
+    .bench/report-venv   plotly, the report bench's peer (``ensure_report_venv``)
 
 AzCopy links against libsecret; where it is missing, ``apt-get install -y libsecret-1-0`` is
 run once and a note says so. Azurite is the project's own (``npm install`` at the root, as
@@ -124,6 +125,21 @@ def ensure_stream_venv() -> Path:
         subprocess.run([*pip, *STREAM_PACKAGES], check=True)
         stamp.touch()
     return STREAM_VENV / "bin" / "python"
+
+
+REPORT_VENV = BENCH / "report-venv"
+REPORT_PACKAGES = ["plotly==7.1.0"]  # the report bench's peer: a self-contained plotly page
+
+
+def ensure_report_venv() -> Path:
+    """``.bench/report-venv`` with plotly (pure Python; its JavaScript ships in the wheel)."""
+    stamp = REPORT_VENV / ".bench-installed"
+    if not stamp.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(REPORT_VENV)], check=True)
+        pip = [str(REPORT_VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, *REPORT_PACKAGES], check=True)
+        stamp.touch()
+    return REPORT_VENV / "bin" / "python"
 
 
 def dlio_install_steps(base: str = "python3.11") -> list[list[str]]:

@@ -160,3 +160,18 @@ def test_nothing_to_report_and_an_unwritable_out(tmp_path, inputs):
     (tmp_path / "file").write_text("")
     with pytest.raises(ReportError, match="cannot write the report"):
         stoker.report(tmp_path / "file" / "r.html", measured=inputs["ledger"])
+
+
+def test_stage_record_follows_the_copy_and_is_charted(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(20):
+        (src / f"f{i}.bin").write_bytes(bytes([i]) * 200_000)
+    record = tmp_path / "stage.json"
+    res = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst"), "--record", str(record)])
+    assert res.exit_code == 0, res.output
+    m = stoker.report.read_measured(record)
+    assert m.source == "stage" and m.summary["bytes_copied"] == 20 * 200_000
+    assert m.series["throughput_bps"].values and min(m.series["throughput_bps"].values) >= 0
+    result = stoker.report(tmp_path / "r.html", measured=[record])
+    assert result.sections["Measured runs"] == ["throughput"]

@@ -225,6 +225,10 @@ def stage(
             "application/octet-stream).",
         ),
     ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(help="Also save the run (MB/s over time) for stoker report (JSON)."),
+    ] = None,
 ) -> None:
     """Copy SRC to DST: resumable after a crash, verified, only what changed.
 
@@ -235,6 +239,10 @@ def stage(
     from ..units import format_bytes, format_duration, format_rate
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
+    if record is not None:
+        from ..report._records import RecordingReporter
+
+        reporter = RecordingReporter(reporter)
     # (the lines' reader learns why they stopped)
     with user_errors(json_lines=json_out), interruptible(json_out):
         summary = run_stage(
@@ -256,6 +264,10 @@ def stage(
             tier=tier,
             content_type=content_type,
         )
+    if record is not None and not dry_run:
+        from ..report._records import stage_record
+
+        stage_record(summary, reporter.points).save_json(record)
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with
         reporter.finish(summary.to_dict())
     elif not json_out:

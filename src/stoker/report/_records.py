@@ -86,3 +86,27 @@ def checkpoint_record(saves: Sequence[Any], t0: float, name: str) -> Measured:
                  "blocking_median_s": statistics.median(blocking) if blocking else None,
                  "blocking_max_s": max(blocking, default=None)}
     return m
+
+
+class RecordingReporter:
+    """A stage Reporter that passes every call on to ``inner`` and keeps the bytes copied over
+    time (``points``: (t, bytes so far)), for ``stoker stage --record``."""
+
+    def __init__(self, inner: Any) -> None:
+        from ..measure._history import History
+
+        self.inner, self.copied, self._history = inner, 0, History()
+        self._history.offer(0)
+
+    @property
+    def points(self) -> list[tuple[float, ...]]:
+        self._history.offer(self.copied, force=True)  # the run's end closes the last window
+        return self._history.points
+
+    def advance(self, nbytes: int) -> None:
+        self.copied += nbytes
+        self._history.offer(self.copied)
+        self.inner.advance(nbytes)
+
+    def __getattr__(self, name: str) -> Any:  # start, grow, listed, file_done, note, finish...
+        return getattr(self.inner, name)
