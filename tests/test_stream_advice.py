@@ -51,8 +51,8 @@ def _advised(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
 
 def _epoch(ds: StreamingDataset, workers: int = 0) -> list[int]:
     ids = [int(i) for b in StreamingLoader(ds, 16, num_workers=workers) for i in b[:, 0]]
-    if ds._proc is not None:
-        ds._proc.pool.shutdown(wait=True)  # the advice of the last batches has been given
+    if ds.reader._access is not None:
+        ds.reader._access.pool.shutdown(wait=True)  # the advice of the last batches has been given
     return ids
 
 

@@ -73,8 +73,8 @@ def test_the_first_batch_comes_by_range_while_its_shards_download(
 ) -> None:
     url = f"{blob_env}/ranged"
     _write(url)
-    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64)
-    loader = StreamingLoader(ds, 40)
+    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64, batch_size=40)
+    loader = StreamingLoader(ds)
     expected = ds.my_batches()[0].tolist()
     batches = iter(loader)
     first = next(batches)
@@ -115,8 +115,8 @@ def test_the_first_batch_asks_for_all_its_samples_at_once(
 ) -> None:
     url = f"{blob_env}/at-once"
     _write(url)
-    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64)
-    loader = StreamingLoader(ds, 64)
+    ds = StreamingDataset(url, tmp_path / "cache", dtype=torch.int64, batch_size=64)
+    loader = StreamingLoader(ds)
     batch = ds.my_batches()[0]
     ranges: list[tuple[str, int, int]] = []
     now = peak = 0

@@ -165,7 +165,7 @@ def test_dtype_errors_name_what_to_change(tmp_path: Path) -> None:
     with ShardWriter(tmp_path / "j", codec="json") as w:
         w.write({"a": 1})
     with pytest.raises(StreamError, match="codec is 'json': leave dtype unset"):
-        StreamingDataset(tmp_path / "j", dtype=torch.int32)
+        len(StreamingDataset(tmp_path / "j", dtype=torch.int32))  # (checked with the index)
     with ShardWriter(tmp_path / "odd") as w:
         w.write(b"12345")
     ds = StreamingDataset(tmp_path / "odd", dtype=torch.int32)
@@ -223,7 +223,7 @@ def test_array_datasets_refuse_another_layout_and_a_dtype_not_theirs(tmp_path: P
         with pytest.raises(StreamError, match="sample 1 is a list, not a NumPy array"):
             w.write([1.0, 2.0])
     with pytest.raises(StreamError, match=r"float32 \(4,\) arrays: pass dtype=torch.float32"):
-        StreamingDataset(tmp_path / "a", dtype=torch.int32)
+        len(StreamingDataset(tmp_path / "a", dtype=torch.int32))  # (checked with the index)
     src = tmp_path / "npy"
     src.mkdir()
     np.save(src / "1.npy", np.zeros((3, 4), np.int64))

@@ -1,9 +1,11 @@
 """``StreamingLoader``: torch's DataLoader over a StreamingDataset, with resume and stall metrics.
 
-Workers collate whole batches (the dataset yields them, ``batch_size=None`` for DataLoader), so
-a skipped corrupt sample shortens one batch instead of shifting every later one. The loader
-counts what the training loop consumed; ``state_dict()`` is that position in the global order,
-which any number of ranks and workers can continue from.
+Workers read and collate whole batches (a ``Batcher`` per epoch, handed to DataLoader with
+``batch_size=None``), so a skipped corrupt sample shortens one batch instead of shifting every
+later one. The loader holds the position: the global samples the training loop consumed in the
+epoch. ``state_dict()`` is that position and the shard source's state, from which any number of
+ranks, workers and data-parallel groups can continue. The dataset is never changed to make it
+batch: the loader's batch size and collate function live in the Batcher it makes.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import torch.utils.data
 
 from ..errors import StreamError, StreamWarning
 from ._ahead import ahead
-from ._dataset import StreamingDataset, rank_and_world
+from ._batcher import Batcher
+from ._dataset import StreamingDataset
 from ._metrics import StallMeter, StallMetrics
-from ._order import batches_per_epoch
 
 STATE_VERSION = 1
 DATASET_OPTIONS = {"shuffle", "drop_last", "sampler", "batch_sampler", "generator"}
@@ -56,42 +58,51 @@ class StreamingLoader:
                 "StreamingLoader restarts them each epoch (they start in well under a second)"
             )
         self.dataset = dataset
-        dataset.batch_size = batch_size or dataset.batch_size
-        dataset.collate = collate_fn or torch.utils.data.default_collate
+        self.batch_size = batch_size or dataset.batch_size
+        self.collate = collate_fn or torch.utils.data.default_collate
         options: dict[str, Any] = {"num_workers": num_workers, "pin_memory": pin_memory}
         if num_workers and prefetch_factor:
             options["prefetch_factor"] = prefetch_factor
         if num_workers and "multiprocessing_context" not in dataloader_options:
             options["multiprocessing_context"] = dataset.mp_context
-        self.loader = torch.utils.data.DataLoader(
-            dataset, batch_size=None, **options, **dataloader_options
-        )
+        self.options = options | dataloader_options
         # Without worker processes, a thread reads ahead so the loop does not wait on each read.
         self.read_ahead = 0 if num_workers else (prefetch_factor or 2)
         self.meter = StallMeter()
+        # Global samples the loop consumed in epoch `_position_epoch`; another epoch set on the
+        # dataset (set_epoch) starts from its beginning.
+        self._position, self._position_epoch = 0, dataset.epoch
 
     @property
-    def batch_size(self) -> int:
-        return self.dataset.batch_size
+    def position(self) -> int:
+        """Global samples of the current epoch the training loop has consumed (every rank)."""
+        if self.dataset.epoch != self._position_epoch:
+            self._position, self._position_epoch = 0, self.dataset.epoch
+        return self._position
 
     def __len__(self) -> int:
         """Batches this rank still gets in the current epoch."""
-        _, world = rank_and_world()
         ds = self.dataset
-        return batches_per_epoch(
-            ds.index.samples,
-            world_size=world,
-            batch_size=ds.batch_size,
-            drop_last=ds.drop_last,
-            start=ds.position,
-        )
+        return ds.source.batches_left(ds.group, self.batch_size, start=self.position)
 
     def __iter__(self) -> Iterator[Any]:
-        ds, (rank, world) = self.dataset, rank_and_world()
-        if ds.position == 0 and len(self) == 0:  # here, in the loop's process, at its line
-            warnings.warn(ds.no_batch(rank, world), StreamWarning, stacklevel=2)
+        ds, group, start = self.dataset, self.dataset.group, self.position
+        if start == 0 and len(self) == 0:  # here, in the loop's process, at its line
+            warnings.warn(
+                ds.source.no_batch(ds.remote, group, self.batch_size), StreamWarning, stacklevel=2
+            )
+        batcher = Batcher(
+            ds.source,
+            ds.reader,
+            group,
+            batch_size=self.batch_size,
+            collate=self.collate,
+            start=start,
+        )
+        loader = torch.utils.data.DataLoader(batcher, batch_size=None, **self.options)
+        step = group.size * self.batch_size  # global samples per step, every group's batch
         asked = time.perf_counter()  # the first batch's wait includes starting the workers
-        it = ahead(self.loader, self.read_ahead) if self.read_ahead else iter(self.loader)
+        it = ahead(loader, self.read_ahead) if self.read_ahead else iter(loader)
         returned: float | None = None
         while True:
             if returned is not None:
@@ -104,7 +115,7 @@ class StreamingLoader:
             self.meter.batch(
                 wait_s=got - asked, compute_s=None if returned is None else asked - returned
             )
-            ds.position += world * ds.batch_size
+            self._position += step
             returned = time.perf_counter()
             yield batch
             del batch  # free it before the next wait, not inside it
@@ -117,17 +128,8 @@ class StreamingLoader:
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
-        ds = self.dataset
-        return {
-            "version": STATE_VERSION,
-            "epoch": ds.epoch,
-            "position": ds.position,
-            "seed": ds.seed,
-            "shuffle": ds.shuffle,
-            "block_shards": ds.block_shards,
-            "samples": ds.index.samples,
-            "dataset": ds.index.fingerprint(),
-        }
+        state = self.dataset.source.state_dict()
+        return {"version": STATE_VERSION, **state, "position": self.position}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         ds = self.dataset
@@ -138,19 +140,5 @@ class StreamingLoader:
             raise StreamError(
                 f"the loader state lacks {', '.join(missing)}: pass what state_dict() returned"
             )
-        if state["samples"] != ds.index.samples:
-            raise StreamError(
-                f"the loader state is for a dataset of {state['samples']} samples, this one has "
-                f"{ds.index.samples}: resume on the same dataset"
-            )
-        if state.get("dataset", ds.index.fingerprint()) != ds.index.fingerprint():
-            raise StreamError(
-                f"the loader state is for another dataset than {ds.remote} (its shards differ): "
-                "resume on the dataset the state was saved with"
-            )
-        ds.seed, ds.shuffle, ds.block_shards = (
-            state["seed"],
-            state["shuffle"],
-            state["block_shards"],
-        )
-        ds.epoch, ds.position = state["epoch"], state["position"]
+        ds.source.load_state_dict(state, ds.remote)
+        self._position, self._position_epoch = state["position"], state["epoch"]

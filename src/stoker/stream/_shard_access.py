@@ -26,7 +26,7 @@ from ._remote import RemoteShard, open_remote
 from ._tensors import PIECE, BufferPool, shared_tensor
 
 if TYPE_CHECKING:
-    from ._dataset import StreamingDataset
+    from ._sample_reader import SampleReader
 
 FETCH_TRIES = 3
 
@@ -34,21 +34,21 @@ FETCH_TRIES = 3
 class ShardAccess:
     """What one process needs to read: open shards, the cache, the prefetch threads."""
 
-    def __init__(self, ds: StreamingDataset) -> None:
-        self.ds, self.pid = ds, os.getpid()
+    def __init__(self, owner: SampleReader) -> None:
+        self.owner, self.pid = owner, os.getpid()  # how to read: where, cache, threads, counters
         self.open: OrderedDict[int, ShardReader] = OrderedDict()
-        self.keep_open = max(2 * ds.block_shards, ds.prefetch_shards + 2)
-        self.cache = None if ds.in_place else ShardCache(ds.local, ds.cache_limit)  # type: ignore[arg-type]
+        self.keep_open = max(2 * owner.block_shards, owner.prefetch_shards + 2)
+        self.cache = None if owner.in_place else ShardCache(owner.local, owner.cache_limit)  # type: ignore[arg-type]
         if self.cache is not None:
             self.io = IOLoop("stoker-stream-io")
-            self.store = open_store(ds.remote)
+            self.store = open_store(owner.remote)
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="stoker-prefetch")
         self._read_pool: ThreadPoolExecutor | None = None
         # Batches leave a DataLoader worker through shared memory; in the training process
         # itself they come from buffers recycled once the loop drops them.
         in_worker = torch.utils.data.get_worker_info() is not None
         self.alloc = (
-            shared_tensor if in_worker else BufferPool(capacity=ds.index.largest_sample).tensor
+            shared_tensor if in_worker else BufferPool(capacity=owner.index.largest_sample).tensor
         )
         self.may_map = not in_worker  # (a worker's batch must be in shared memory to leave it)
         self.fetching: dict[int, Future[int]] = {}  # shard -> an open file descriptor
@@ -60,14 +60,14 @@ class ShardAccess:
     def read_pool(self) -> ThreadPoolExecutor:
         if self._read_pool is None:
             self._read_pool = ThreadPoolExecutor(
-                self.ds.read_threads, thread_name_prefix="stoker-read"
+                self.owner.read_threads, thread_name_prefix="stoker-read"
             )
         return self._read_pool
 
     def plan_prefetch(self, samples: np.ndarray) -> None:
         if self.cache is None or len(samples) == 0:
             return
-        shards, _ = self.ds.index.locate_all(samples)
+        shards, _ = self.owner.index.locate_all(samples)
         _, first = np.unique(shards, return_index=True)
         self.sequence = [int(s) for s in shards[np.sort(first)]]
         self.cursor, self.downloading = 0, False
@@ -86,7 +86,7 @@ class ShardAccess:
     def _ahead(self) -> None:
         if not self.downloading:
             return
-        for shard in self.sequence[self.cursor : self.cursor + self.ds.prefetch_shards]:
+        for shard in self.sequence[self.cursor : self.cursor + self.owner.prefetch_shards]:
             if shard not in self.fetching and shard not in self.open:
                 self.fetching[shard] = self.pool.submit(self._fetch, shard)
 
@@ -98,7 +98,7 @@ class ShardAccess:
         self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
         for shard in shards:
             self.advance(shard)
-        ranged = {s: self.ds.index.shards[s] for s in shards if self._by_range(s)}
+        ranged = {s: self.owner.index.shards[s] for s in shards if self._by_range(s)}
         if ranged:
             self.remote.update(open_remote(ranged, self.store, self.io))
         return {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
@@ -106,7 +106,7 @@ class ShardAccess:
     def _by_range(self, shard: int) -> bool:
         if self.cache is None or self.downloading or shard in self.open or shard in self.remote:
             return False
-        info = self.ds.index.shards[shard]
+        info = self.owner.index.shards[shard]
         return not self.cache.has(info.name, info.bytes, info.xxh3)
 
     def advise(self, batches: np.ndarray) -> None:
@@ -120,7 +120,7 @@ class ShardAccess:
         ids = batches.reshape(-1)
         if self.cache is not None or not len(ids):
             return
-        shards, within = self.ds.index.locate_all(ids)
+        shards, within = self.owner.index.locate_all(ids)
         work: list[tuple[int, np.ndarray, np.ndarray]] = []
         for shard in np.unique(shards):
             try:
@@ -142,11 +142,11 @@ class ShardAccess:
         if shard in self.open:
             self.open.move_to_end(shard)
             return self.open[shard]
-        info = self.ds.index.shards[shard]
+        info = self.owner.index.shards[shard]
         fd = self._open(shard)
         if self.cache is not None:
             self.cache.touch(fd)
-        reader = ShardReader.open(info.name, fd, shuffled=self.ds.shuffle)
+        reader = ShardReader.open(info.name, fd, shuffled=self.owner.shuffled)
         self.open[shard] = reader
         while len(self.open) > self.keep_open:
             self.open.popitem(last=False)[1].close()
@@ -159,7 +159,7 @@ class ShardAccess:
         if self.cache is None or isinstance(reader, RemoteShard) or shard in self.refetched:
             return None
         self.refetched.add(shard)
-        info = self.ds.index.shards[shard]
+        info = self.owner.index.shards[shard]
         if self.open.get(shard) is reader:
             del self.open[shard]
         reader.close()
@@ -169,19 +169,19 @@ class ShardAccess:
     def _open(self, shard: int) -> int:
         """A file descriptor on the shard: in place, or in the cache (fetched if needed)."""
         if self.cache is None:
-            name = self.ds.index.shards[shard].name
+            name = self.owner.index.shards[shard].name
             try:
-                return os.open(Path(self.ds.remote) / name, os.O_RDONLY)
+                return os.open(Path(self.owner.remote) / name, os.O_RDONLY)
             except FileNotFoundError as exc:
                 raise StreamError(
-                    f"shard {name}, listed in {self.ds.remote}/{INDEX}, is missing: the dataset "
+                    f"shard {name}, listed in {self.owner.remote}/{INDEX}, is missing: the dataset "
                     "is incomplete; write or stage it again"
                 ) from exc
         future = self.fetching.pop(shard, None)
         return future.result() if future else self._fetch(shard)
 
     def _fetch(self, shard: int) -> int:
-        info = self.ds.index.shards[shard]
+        info = self.owner.index.shards[shard]
         assert self.cache is not None
 
         def fetch(partial: Path) -> None:
@@ -203,9 +203,9 @@ class ShardAccess:
 
         fd, hit = self.cache.get(info.name, info.bytes, info.xxh3, fetch)
         if hit:
-            self.ds._count(cache_hits=1)
+            self.owner.counters.add(cache_hits=1)
         else:
-            self.ds._count(cache_misses=1, bytes_fetched=info.bytes)
+            self.owner.counters.add(cache_misses=1, bytes_fetched=info.bytes)
         return fd
 
 

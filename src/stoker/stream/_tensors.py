@@ -32,8 +32,8 @@ from ._format import CorruptSample, ShardReader
 from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
-    from ._dataset import StreamingDataset
     from ._index import DatasetIndex
+    from ._sample_reader import SampleReader
     from ._shard_access import ShardAccess
 
 PIECE = 8 << 20
@@ -129,7 +129,7 @@ def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.T
 
 
 def read_batch(
-    ds: StreamingDataset, proc: ShardAccess, ids: np.ndarray
+    ds: SampleReader, proc: ShardAccess, ids: np.ndarray
 ) -> torch.Tensor | list[torch.Tensor]:
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
     assert ds.dtype is not None
@@ -141,7 +141,7 @@ def read_batch(
         check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
     alloc = proc.alloc
     if sizes == {0}:  # empty samples: nothing to read, and a 0-byte buffer has no dtype view
-        ds._count(samples=len(samples))
+        ds.counters.add(samples=len(samples))
         shape = [0 if n == -1 else n for n in ds.sample_shape]
         return torch.empty((len(samples), *shape), dtype=ds.dtype)
     maps: dict[int, Mapped] = {}  # positions of samples mapped from their shards
@@ -172,7 +172,7 @@ def read_batch(
         keep = [j for j in range(len(samples)) if j not in bad]
         batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
     nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
-    ds._count(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
+    ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
     return batch
 
 
