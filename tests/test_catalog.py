@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import tomllib
 from importlib import resources
@@ -463,3 +464,48 @@ def test_bad_env_layer_error_names_the_file(tmp_path, monkeypatch):
         load_catalog()
     assert str(bad) in str(info.value)
     assert "vm.ND96isr_H100_v5.ib_rate" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Standard_ND96isr_H100_v5", "ND96isr_H100_v5", "standard_nd96isr_h100_v5", "ND96ISR_H100_V5"],
+)
+def test_vm_sizes_are_found_with_or_without_the_standard_prefix(cat, name):
+    # ARM, the Azure CLI and the metadata service write Standard_ND96isr_H100_v5.
+    assert cat.vm_key(name) == "ND96isr_H100_v5"
+    assert cat.vm_key("Standard_ND96isr_H999_v9") is None
+
+
+def test_an_override_may_key_a_vm_as_arm_spells_it(tmp_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("[vm.Standard_ND96asr_v4]\nprice_per_hour = 27.20\n")
+    cat = load_catalog([mine], defaults=False)
+    assert "Standard_ND96asr_v4" not in cat.vm
+    vm = cat.vm["ND96asr_v4"]
+    assert vm.price_per_hour == 27.20 and vm.gpus == 8  # merged into the built-in entry
+
+
+def test_catalog_cli_entry_takes_the_arm_spelling(tmp_path):
+    from typer.testing import CliRunner
+
+    from stoker.cli import app
+
+    runner = CliRunner()
+    bare = runner.invoke(app, ["catalog", "--entry", "vm.ND96isr_H100_v5", "--json"])
+    for entry in ("Standard_ND96isr_H100_v5", "vm.Standard_ND96isr_H100_v5", "vm.nd96isr_h100_v5"):
+        result = runner.invoke(app, ["catalog", "--entry", entry, "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout) == json.loads(bare.stdout), entry
+
+
+def test_lustre_tiers_are_rated_2000_mb_s_per_step_as_mlperf_storage_v3_states(cat):
+    # learn.microsoft.com/azure/azure-managed-lustre/mlperf-storage-v3-results (2026-09-01):
+    # "Each capacity increment provides 2,000 MB/s"; increments 96/48/16/8/4 TiB; file systems
+    # up to 25,632 TiB.
+    for tier, step in ((20, 96), (40, 48), (125, 16), (250, 8), (500, 4)):
+        sku = cat.lustre[f"AMLFS-Durable-Premium-{tier}"]
+        assert sku.step == step * TIB and sku.throughput_per_step == 2000e6
+        assert sku.max_size_on_request >= sku.max_size
+    assert cat.lustre_common.max_size_on_request == 25632 * TIB
+    reads = cat.lustre_common.delivered_read
+    assert reads[0] == (20000e6, pytest.approx(18.6e9)) and len(reads) == 5

@@ -52,3 +52,42 @@ def test_ddp_blob_checkpoint_goes_through_one_nic(cat):
 
 def plan_reason(plan):
     return next(r.reason for r in plan.recommendations if r.need == "checkpoints")
+
+
+def writers(cat, mode, tier="lustre", sharding="fsdp"):
+    spec = copy.deepcopy(SPEC)
+    spec["workload"].update(sharding=sharding)
+    spec["checkpoints"].update(tier=tier, writers=mode, mode="sync")
+    return plan_job(spec, cat).checkpoints
+
+
+def test_one_writer_is_held_to_one_streams_rate(cat):
+    stream = cat.lustre_common.stream_write  # 14.3 GB/s over MLPerf's 8 writers of Llama 3 8B
+    assert stream == pytest.approx(14.3e9 / 8, rel=0.01)
+    single = writers(cat, "single")
+    assert (single.writer_streams, single.writer_vms) == (1, 1)
+    assert single.write_bps == pytest.approx(stream) and single.write_limit == "streams"
+    per_vm = writers(cat, "per_vm")
+    assert per_vm.writer_streams == per_vm.writer_vms == 64
+    per_gpu = writers(cat, "per_gpu")
+    assert per_gpu.writer_streams == 512
+    # 64 streams are no longer what binds: the volume (sized to take one in 2 min) is.
+    assert per_vm.write_limit == "provisioned" and per_vm.write_s < single.write_s / 4
+    assert per_gpu.write_s == pytest.approx(per_vm.write_s)
+    assert "one writer process (a single torch.save)" in single.writers
+
+
+def test_a_stream_limit_no_source_publishes_is_said_to_be_unknown(cat):
+    nvme = writers(cat, "single", tier="nvme")
+    assert nvme.stream_write_bps is None
+    assert nvme.unknown == ["one writer's rate to ND H100 v5 local NVMe"]
+    plan = plan_job(
+        {**copy.deepcopy(SPEC), "checkpoints": {"tier": "nvme", "writers": "single"}}, cat
+    )
+    warn = next(w for w in plan.warnings if w.startswith("checkpoint write time"))
+    assert "is a lower bound" in warn and "stoker bench storage" in warn
+
+
+def test_the_writers_default_follows_the_sharding(cat):
+    assert writers(cat, "auto").writer_streams == 512  # FSDP: every rank its shard
+    assert writers(cat, "auto", sharding="ddp").writer_streams == 8  # one replica: tp 8 x pp 1

@@ -258,3 +258,38 @@ def test_zero_and_absurd_values_are_refused_not_replaced(field, value, message):
     data.setdefault(section, {})[key] = value
     with pytest.raises(SpecError, match=message):
         parse_spec(data)
+
+
+def test_vm_size_may_carry_the_standard_prefix(tmp_path: Path) -> None:
+    from stoker.catalog import load_catalog
+    from stoker.plan import plan_job
+
+    spec = load_spec(_spec(tmp_path, GOOD.replace('"ND96isr_H100_v5"', '"Standard_ND96isr_H100_v5"')))
+    assert spec.cluster.vm_size == "ND96isr_H100_v5"
+    data = {
+        "cluster": {"vm_size": "standard_nd96isr_h100_v5", "nodes": 2},
+        "workload": {"step_time": "1 s", "seq_len": 4096, "dataset_size": "1 TB"},
+        "checkpoints": {"size": "10 GB"},
+    }
+    plan = plan_job(data, load_catalog(defaults=False))
+    assert plan.vm_size == "ND96isr_H100_v5" and plan.cost.price_per_vm_hour_usd == 98.32
+
+
+@pytest.mark.parametrize(
+    "workload, field",
+    [
+        ({"layers": 80}, "give both 'layers' and 'hidden_size'"),
+        ({"layers": 4, "hidden_size": 1024, "pp": 8}, "pp = 8 pipeline stages"),
+        ({"au_target": 0}, "workload.au_target"),
+        ({"au_target": 1.5}, "workload.au_target"),
+    ],
+)
+def test_model_shape_and_au_target_are_checked(tmp_path: Path, workload: dict, field: str) -> None:
+    lines = "".join(f"{k} = {v!r}\n" for k, v in workload.items())
+    message = _error(_spec(tmp_path, GOOD + lines))
+    assert field in message
+
+
+def test_unknown_checkpoint_writers_are_refused(tmp_path: Path) -> None:
+    message = _error(_spec(tmp_path, GOOD + '\n[checkpoints]\nwriters = "many"\n'))
+    assert "checkpoints.writers" in message

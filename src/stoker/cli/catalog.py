@@ -44,6 +44,21 @@ def _fmt(field: str, value: object) -> str:
     return format_bytes(value, binary=field not in ("gpu_memory", "memory"))
 
 
+def _entry_prefix(entry: str, cat: object) -> str:
+    """``--entry`` as the catalog keys it: a VM size with or without ``Standard_`` (as ARM and
+    the Azure CLI write it), with or without ``vm.``, in any case."""
+    from ..catalog import Catalog
+    from ..catalog._schema import vm_size_name
+
+    assert isinstance(cat, Catalog)
+    size = entry.removeprefix("vm.")
+    bare = vm_size_name(size)
+    if entry.startswith("vm.") or bare != size or cat.vm_key(bare):
+        key = cat.vm_key(bare)
+        return f"vm.{key}" if key else f"vm.{bare}"
+    return entry
+
+
 def _layers(ctx: typer.Context, own: list[Path] | None) -> list[Path]:
     """Catalog files given before the subcommand (``catalog -c F prices``), then after it."""
     return [*(ctx.obj or ()), *(own or ())]
@@ -71,7 +86,7 @@ def catalog(
     from ..errors import CatalogError
 
     cat = load_catalog(catalog_files or ())
-    rows = list(cat.figures(entry))
+    rows = list(cat.figures(_entry_prefix(entry, cat)))
     if not rows:
         known = ", ".join(where for where, _ in cat.entries())
         raise CatalogError(f"--entry {entry}: no catalog entry starts so; entries: {known}")

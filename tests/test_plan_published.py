@@ -1,0 +1,123 @@
+"""The plan against published results. Every row keeps its source (URL and date) and its
+tolerance: 10 % unless the source says otherwise.
+
+MLPerf Storage v3.0 on Azure Managed Lustre:
+https://learn.microsoft.com/azure/azure-managed-lustre/mlperf-storage-v3-results (ms.date
+2026-09-01). The UNET3D workload (B200): https://github.com/mlcommons/storage
+configs/dlio/workload/unet3d_b200.yaml (batch 7, 146,600,628 B per sample, 0.162 s of compute
+per batch, AU >= 0.90), read 2026-12-02.
+"""
+
+import pytest
+
+from stoker.catalog import load_catalog
+from stoker.plan import lustre, plan_job
+
+TIB = 2**40
+TOLERANCE = 0.10
+MLPERF_V3 = "learn.microsoft.com/azure/azure-managed-lustre/mlperf-storage-v3-results, 2026-09-01"
+
+# (public id, AMLFS tier, capacity TiB, simulated B200 accelerators, read GB/s) - training.
+TRAINING = [
+    ("v3.0-0041", 20, 960, 3, 18.6),
+    ("v3.0-0045", 40, 480, 3, 18.6),
+    ("v3.0-0033", 125, 160, 3, 18.6),
+    ("v3.0-0043", 250, 80, 3, 18.7),
+    ("v3.0-0047", 500, 40, 3, 18.6),
+    ("v3.0-0040", 20, 4800, 16, 97.0),
+    ("v3.0-0044", 40, 2400, 16, 95.6),
+    ("v3.0-0038", 125, 800, 16, 97.2),
+    ("v3.0-0042", 250, 400, 16, 97.3),
+    ("v3.0-0046", 500, 200, 16, 96.9),
+    ("v3.0-0034", 125, 2400, 46, 270.1),
+    ("v3.0-0039", 20, 25632, 70, 405.9),
+    ("v3.0-0037", 125, 4096, 70, 407.1),
+]
+# (public id, model parameters, capacity TiB on AMLFS 125, write GB/s, write duration s).
+# v3.0-0035 (1250B, 689.6 GB/s on a 512 GB/s rating) is left out: a burst above the rating,
+# which the page warns not to size from.
+CHECKPOINTS = [
+    ("v3.0-0032", 8e9, 160, 14.3, 7.86),
+    ("v3.0-0031", 70e9, 1280, 113.3, 8.65),
+    ("v3.0-0036", 405e9, 4096, 490.7, 11.76),
+]
+UNET3D_B200 = {"batch": 7, "sample_bytes": 146_600_628, "compute_s": 0.162}
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog(defaults=False)
+
+
+def unet3d(accelerators: int, au_target: float | None = None) -> dict:
+    """The UNET3D B200 workload as a job spec: one simulated accelerator per GPU, no gradient
+    exchange (DLIO emulates compute with a sleep)."""
+    workload = {
+        "step_time": UNET3D_B200["compute_s"],
+        "global_batch": UNET3D_B200["batch"] * accelerators,
+        "sample_size": UNET3D_B200["sample_bytes"],
+        "dataset_size": "984 GiB",
+    }
+    if au_target is not None:
+        workload["au_target"] = au_target
+    return {
+        "cluster": {"vm_size": "ND128isr_NDR_GB200_v6", "gpus": accelerators},
+        "workload": workload,
+        "data": {"tier": "lustre"},
+        "checkpoints": {"size": "1 GB"},  # DLIO's training run takes none worth planning
+    }
+
+
+@pytest.mark.parametrize("row", TRAINING, ids=[r[0] for r in TRAINING])
+def test_training_read_rate_at_the_au_target_matches_mlperf(cat, row):
+    public_id, _, _, accelerators, read_gbps = row
+    need = plan_job(unet3d(accelerators), cat).data.required_bps / 1e9
+    # The run passed MLPerf's AU >= 90 %: what it read meets the need at that target ...
+    assert need <= read_gbps, f"{public_id} ({MLPERF_V3})"
+    assert need == pytest.approx(read_gbps, rel=TOLERANCE), f"{public_id} ({MLPERF_V3})"
+
+
+def test_planning_for_full_utilization_asks_more_than_the_passing_runs_read(cat):
+    # ... while the AU 100 % rate (the plan before the target existed) is more than the largest
+    # passing runs delivered: it oversizes the tier.
+    full = plan_job(unet3d(70, au_target=1.0), cat).data.required_bps / 1e9
+    assert full > 407.1 and full > 405.9  # v3.0-0037, v3.0-0039 (MLPERF_V3)
+
+
+@pytest.mark.parametrize("row", TRAINING, ids=[r[0] for r in TRAINING])
+def test_lustre_read_delivery_by_size_matches_mlperf(cat, row):
+    public_id, tier, tib, _, read_gbps = row
+    sku = cat.lustre[f"AMLFS-Durable-Premium-{tier}"]
+    got = lustre.delivered(tib * TIB, sku, cat.lustre_common) / 1e9
+    # Reads are what the accelerators asked for: the file system delivered at least that.
+    assert got == pytest.approx(read_gbps, rel=TOLERANCE), f"{public_id} ({MLPERF_V3})"
+
+
+def test_one_delivered_share_for_every_size_misses_the_largest_runs(cat):
+    # The catalog's single 95.6 % (measured at 100 GB/s) overstates a 4,096 TiB file system by
+    # more than the tolerance: 489 vs 407.1 GB/s read (v3.0-0037, MLPERF_V3).
+    sku = cat.lustre["AMLFS-Durable-Premium-125"]
+    constant = lustre.rated(4096 * TIB, sku) * cat.lustre_common.delivered_fraction / 1e9
+    assert constant > 407.1 * (1 + TOLERANCE)
+    fitted = lustre.delivered(4096 * TIB, sku, cat.lustre_common) / 1e9
+    assert fitted == pytest.approx(407.1, rel=TOLERANCE)
+
+
+@pytest.mark.parametrize("row", CHECKPOINTS, ids=[r[0] for r in CHECKPOINTS])
+def test_lustre_checkpoint_writes_by_size_match_mlperf(cat, row):
+    public_id, params, tib, write_gbps, write_s = row
+    sku = cat.lustre["AMLFS-Durable-Premium-125"]
+    rate = lustre.delivered(tib * TIB, sku, cat.lustre_common, write=True)
+    assert rate / 1e9 == pytest.approx(write_gbps, rel=TOLERANCE), f"{public_id} ({MLPERF_V3})"
+    # The checkpoint is 14 bytes per parameter (stoker's default: bf16 weights + fp32 Adam).
+    assert params * 14 / rate == pytest.approx(write_s, rel=TOLERANCE), public_id
+
+
+def test_writes_and_reads_differ_at_one_size(cat):
+    # 1,280 TiB of AMLFS 125 (160 GB/s rated): 113.3 GB/s of checkpoint writes (v3.0-0031) but
+    # reads interpolated from 95.6 % at 100 GB/s and 90 % at 300 GB/s (MLPERF_V3).
+    sku = cat.lustre["AMLFS-Durable-Premium-125"]
+    read = lustre.delivered(1280 * TIB, sku, cat.lustre_common)
+    write = lustre.delivered(1280 * TIB, sku, cat.lustre_common, write=True)
+    assert write / 1e9 == pytest.approx(113.3, rel=0.01)
+    assert read > 1.2 * write
