@@ -85,7 +85,10 @@ def test_job_larger_than_the_fabric_boundary_lays_out_the_options(cat):
 
 def test_llama3_scale_goodput_matches_the_published_90_percent(cat):
     # 16,384 H100 GPUs, per-GPU MTBF from Llama 3's 419 interruptions in 54 days (the catalog
-    # default), 10 min restarts: Meta reported > 90 % effective training time.
+    # default), 10 min restarts: Meta reported > 90 % effective training time ("The Llama 3
+    # Herd of Models", https://arxiv.org/abs/2407.21783, 2024-07-23, section 3.3.4). The source
+    # gives a floor, so the check is one-sided; the run may sit 2 points under it after the
+    # step's own losses (the published figure counts failures only).
     p = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric_boundary_vms=2048)
     ck = p.checkpoints
     assert ck.job_mtbf_s / 3600 == pytest.approx(3.09, abs=0.01)

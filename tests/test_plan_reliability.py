@@ -10,7 +10,8 @@ HOUR = 3600.0
 
 
 def test_job_mtbf_from_llama3_figures():
-    # 16,384 GPUs x 54 days x 24 h / 419 unexpected interruptions = 50,677 GPU-hours
+    # "The Llama 3 Herd of Models", https://arxiv.org/abs/2407.21783 (2024-07-23), section 3.3.4:
+    # 16,384 GPUs x 54 days x 24 h / 419 unexpected interruptions = 50,677 GPU-hours. Exact.
     gpu_mtbf = 16384 * 54 * 24 / 419 * HOUR
     assert rel.job_mtbf(gpu_mtbf, 16384) / HOUR == pytest.approx(54 * 24 / 419)  # ~3.09 h
 

@@ -14,6 +14,8 @@ def cat():
 
 
 def test_lustre_4096_tib_on_125_sku_is_rated_512_gb_s(cat):
+    # MLPerf Storage v3.0 on AMLFS, v3.0-0037: 4,096 TiB of tier 125, nominal 512,000 MB/s
+    # (learn.microsoft.com/azure/azure-managed-lustre/mlperf-storage-v3-results, 2026-09-01). Exact.
     sku = cat.lustre["AMLFS-Durable-Premium-125"]
     assert dp.lustre_rated(4096 * TIB, sku) == pytest.approx(512e9)
 

@@ -49,7 +49,7 @@ def cross_fabric_s(est: CollectiveEstimate, size: float) -> float:
     the shard the lower levels left, when that level is Ethernet."""
     if not est.levels or est.levels[-1].network is not Network.ETHERNET:
         return 0.0
-    if len(est.levels) == 1 or est.algorithm.startswith("flat"):
+    if len(est.levels) == 1 or est.flat_ring:
         return est.seconds
     part = size
     for level in est.levels[:-1]:

@@ -58,6 +58,7 @@ class CollectiveEstimate:
     algorithm: str  # e.g. "NVLink nvls > InfiniBand ring"
     busbw: float  # nccl-tests busbw of the whole dp group for this message
     levels: tuple[Level, ...]
+    flat_ring: bool = False  # one ring through every GPU, not level by level
 
 
 def layout(vm: VmSize, nodes: int, dp: int, tp: int, boundary_vms: int) -> Layout:
@@ -209,6 +210,7 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
                 "flat ring over NVLink + InfiniBand",
                 c.busbw("all_reduce", size, dp, flat),
                 lvls,
+                flat_ring=True,
             )
     return best
 
