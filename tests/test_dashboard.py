@@ -154,3 +154,9 @@ def test_the_exporter_speaks_openmetrics_when_asked() -> None:
     finally:
         server.shutdown()
     assert kind.startswith("application/openmetrics-text") and body.rstrip().endswith("# EOF")
+
+
+def test_every_metric_is_documented() -> None:
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    missing = [name for name in metrics.ALL if f"`{name}`" not in doc]
+    assert not missing, f"docs/metrics.md lacks {missing}"
