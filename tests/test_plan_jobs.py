@@ -8,8 +8,8 @@ import pytest
 
 from stoker.catalog import load_catalog
 from stoker.errors import SpecError
-from stoker.plan.facts import FabricLayout
 from stoker.plan import make_plan, parse_spec, plan_job
+from stoker.plan.facts import FabricLayout
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

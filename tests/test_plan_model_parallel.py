@@ -20,9 +20,7 @@ from stoker.plan import collectives as c
 from stoker.plan import plan_job
 from stoker.plan.parallel import NOT_MODELLED, all_to_all_time
 
-PRETRAIN = tomllib.loads(
-    (Path(__file__).parent.parent / "examples/pretrain-64vm.toml").read_text()
-)
+PRETRAIN = tomllib.loads((Path(__file__).parent.parent / "examples/pretrain-64vm.toml").read_text())
 SHAPE = {"layers": 80, "hidden_size": 8192, "micro_batch": 1}  # Llama 2 70B's shape
 
 

@@ -264,7 +264,9 @@ def test_vm_size_may_carry_the_standard_prefix(tmp_path: Path) -> None:
     from stoker.catalog import load_catalog
     from stoker.plan import plan_job
 
-    spec = load_spec(_spec(tmp_path, GOOD.replace('"ND96isr_H100_v5"', '"Standard_ND96isr_H100_v5"')))
+    spec = load_spec(
+        _spec(tmp_path, GOOD.replace('"ND96isr_H100_v5"', '"Standard_ND96isr_H100_v5"'))
+    )
     assert spec.cluster.vm_size == "ND96isr_H100_v5"
     data = {
         "cluster": {"vm_size": "standard_nd96isr_h100_v5", "nodes": 2},

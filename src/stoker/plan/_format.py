@@ -10,6 +10,10 @@ def duration(seconds: float) -> str:
     return "< 1 us" if 0 < seconds < 1e-6 else format_duration(seconds)
 
 
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
 def gpus(count: int) -> str:
     return f"{count:,} GPU" + ("" if count == 1 else "s")
 

@@ -126,9 +126,7 @@ def checkpoint_plan(
                 (Limit.NIC, "nic", nics),
             ],
         ),
-        "blob": rate(
-            "blob", [(Limit.EGRESS, "blob ingress", blob_in), (Limit.NIC, "nic", nics)]
-        ),
+        "blob": rate("blob", [(Limit.EGRESS, "blob ingress", blob_in), (Limit.NIC, "nic", nics)]),
     }
     upload = {
         "nvme": to_blob,

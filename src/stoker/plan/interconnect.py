@@ -5,9 +5,9 @@ Fabric), then across VMs on InfiniBand (one rail per GPU, GPUDirect RDMA). A job
 InfiniBand fabric (a scale set's placement group) either runs one flat ring that crosses the
 frontend Ethernet (NCCL over one flat network: the whole network level at Ethernet pace), or, as
 data-parallel islands, one InfiniBand level per fabric with only the reduced shard crossing
-between fabrics on Ethernet (a third level; plan/fabric.py lays the options out). Each lower level does a
-reduce-scatter before and an all-gather after the level above, so the message shrinks by that
-level's rank count on the way up:
+between fabrics on Ethernet (a third level; plan/fabric.py lays the options out). Each lower
+level does a reduce-scatter before and an all-gather after the level above, so the message
+shrinks by that level's rank count on the way up:
 
     T = sum over lower levels of RS+AG(S_i)  +  all-reduce(S_top) at the top,  S_{i+1} = S_i / p_i
 

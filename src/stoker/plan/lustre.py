@@ -43,7 +43,9 @@ def delivered_share(nominal_bps: float, common: LustreCommon, write: bool = Fals
     return shares[-1][1]
 
 
-def delivered(size_bytes: float, sku: LustreSku, common: LustreCommon, write: bool = False) -> float:
+def delivered(
+    size_bytes: float, sku: LustreSku, common: LustreCommon, write: bool = False
+) -> float:
     nominal = rated(size_bytes, sku)
     return nominal * delivered_share(nominal, common, write)
 

@@ -16,9 +16,9 @@ from ..units import format_bytes as fb
 from . import datapath as dpth
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
-from .inference import inference_plan
 from .fabric import fabric_options
 from .facts import FabricLayout, ReadPattern
+from .inference import inference_plan
 from .interconnect import allreduce, layout, levels, single_vm_busbw
 from .parallel import model_parallel_plan
 from .recommend import recommendations

@@ -52,7 +52,9 @@ def all_to_all_time(size: float, ranks: int, bw: float, alpha: float) -> float:
     return (ranks - 1) * alpha + (ranks - 1) / ranks * size / bw
 
 
-def model_parallel_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> ModelParallelPlan:
+def model_parallel_plan(
+    spec: JobSpec, cat: Catalog, s: Shape, compute_s: float
+) -> ModelParallelPlan:
     w = spec.workload
     if w.layers is None or w.hidden_size is None or w.seq_len is None:
         return ModelParallelPlan(False, note=NOT_MODELLED)

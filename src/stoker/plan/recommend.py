@@ -7,18 +7,18 @@ from ..catalog import Catalog, VmSize
 from ..units import format_bytes as fb
 from ..units import format_rate as fr
 from . import lustre
+from ._advice_network import interconnect_advice
 from ._format import duration as fd
-from ._format import gpus
-from .facts import MEASURE_STORAGE, FabricLayout, Limit, Network, ReadPattern
+from ._format import gpus, pct
+from .facts import MEASURE_STORAGE, Limit, ReadPattern
 from .inference import COLD_START_TARGET_S
-from .result import FabricOption, InterconnectPlan, Plan, Recommendation
+from .result import Plan, Recommendation
 
 # Below this a plan says so: Llama 3 reported > 90 % effective training time at 16,384 GPUs.
 LOW_GOODPUT = 0.90
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
+_pct = pct
 
 
 def recommendations(
@@ -26,7 +26,7 @@ def recommendations(
 ) -> list[Recommendation]:
     recs = []
     if plan.interconnect:
-        recs.append(_interconnect(plan, vm, cat))
+        recs.append(interconnect_advice(plan, vm, cat))
     if plan.data:
         recs.append(_training_data(plan, cat, vm))
     if plan.checkpoints:
@@ -47,118 +47,10 @@ def recommendations(
     return recs
 
 
-def _interconnect(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
-    ic = plan.interconnect
-    assert ic is not None
-    step = plan.step.total_s if plan.step else 0.0
-    exchange = (
-        f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
-        f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
-        f"{fr(ic.busbw_bps)}"
-        if ic.busbw_bps > 0
-        else "no gradient exchange between data-parallel ranks"
-    )
-    reason = (
-        f"{exchange} (one VM: {fr(ic.single_vm_busbw_bps)}"
-        + (
-            f", published {fr(ic.single_vm_busbw_published_bps)}"
-            if ic.single_vm_busbw_published_bps
-            else ""
-        )
-        + (
-            f", measured {fr(ic.single_vm_busbw_measured_bps)}"
-            if ic.single_vm_busbw_measured_bps
-            else ""
-        )
-        + ")"
-    )
-    rec = Recommendation(
-        "GPU-to-GPU interconnect",
-        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} {_within(plan)}; no InfiniBand needed",
-        f"{plan.nodes} VM(s), {gpus(plan.gpus)}",
-        reason,
-    )
-    if ic.needs_infiniband and not vm.has_infiniband:
-        rec.warnings.append(
-            f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
-            f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
-        )
-    if ic.vms_outside_fabric:
-        rec.warnings.append(_past_the_fabric(plan, ic))
-    if ic.sharp_requested and not ic.sharp:
-        rec.warnings.append(
-            "cluster.sharp is set, but the gradient exchange does not run on InfiniBand, so "
-            "SHARP is not modelled"
-            + ("; keep the job inside one fabric for it to help" if ic.vms_outside_fabric else "")
-        )
-    if ic.needs_infiniband:
-        rec.choice += (
-            f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)"
-            if not ic.vms_outside_fabric
-            else ""
-        )
-    if step and ic.exposed_s > 0.1 * step:
-        rec.warnings.append(
-            f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "
-            "overlap more (bucketed DDP/FSDP prefetch), shard with tensor "
-            "parallelism inside the VM"
-            + ("" if ic.sharp or not _on_infiniband(ic) else ", or try SHARP")
-        )
-    return rec
-
-
-def _past_the_fabric(plan: Plan, ic: InterconnectPlan) -> str:
-    """The layouts of a job larger than one InfiniBand fabric, the planned one first."""
-    by_layout: dict[FabricLayout, FabricOption] = {o.layout: o for o in ic.fabric_options}
-
-    def cost(o: FabricOption) -> str:
-        return f"{fd(o.comm_s or 0)} of gradient exchange per step ({fd(o.exposed_s or 0)} exposed)"
-
-    head = (
-        f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
-        "(one scale set placement group): RDMA does not cross it"
-    )
-    if not by_layout:  # a size without InfiniBand: nothing to lay out
-        return head
-    parts = []
-    islands = by_layout.get(FabricLayout.ISLANDS)
-    if islands:
-        parts.append(
-            f"planned as {islands.fabrics} data-parallel islands (hybrid-sharded data parallel, "
-            f"one per scale set): {cost(islands)}, {fd(islands.cross_fabric_s or 0)} of it "
-            "between islands on Ethernet"
-        )
-    flat = by_layout.get(FabricLayout.FLAT_ETHERNET)
-    if flat:
-        parts.append(f"one flat NCCL ring across scale sets instead: {cost(flat)}")
-    under = by_layout.get(FabricLayout.STAY_UNDER)
-    if under:
-        parts.append(
-            f"stay under it, {under.vms} VMs in one scale set: {cost(under)}, step "
-            f"{fd(under.step_s)}"
-        )
-    larger = by_layout.get(FabricLayout.LARGER_FABRIC)
-    if larger:
-        parts.append(
-            f"one InfiniBand domain of {larger.vms} VMs would take {cost(larger)}"
-            + ("" if larger.available else ": no published Azure offer; ask Azure for one")
-        )
-    return head + "; " + "; ".join(parts)
-
-
-def _within(plan: Plan) -> str:
-    """A multi-VM NVLink domain (GB200 NVL72) spans VMs; elsewhere no IB means one VM."""
-    return "inside the VM" if plan.nodes == 1 else f"across the {plan.nodes} VMs' NVLink domain"
-
-
 def _checkpoints_held(plan: Plan) -> float:
     """Bytes of checkpoints the data's Lustre was sized to keep (see model.data_plan)."""
     ck = plan.checkpoints
     return ck.size_bytes * ck.keep if ck else 0.0
-
-
-def _on_infiniband(ic: InterconnectPlan) -> bool:
-    return any(level["network"] == Network.INFINIBAND for level in ic.levels)
 
 
 def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
@@ -199,7 +91,8 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
     if not known:
         rec.warnings.append(
             f"{ch.name} has no published figure for {', '.join(ch.unknown)}, so the plan "
-            f"cannot say whether the GPU waits on data: measure it with {ch.measure or MEASURE_STORAGE}"
+            "cannot say whether the GPU waits on data: measure it with "
+            + (ch.measure or MEASURE_STORAGE)
         )
     if ch.tier == "lustre" and ch.size_bytes and ch.sku in cat.lustre:
         sku = cat.lustre[ch.sku]
@@ -271,9 +164,8 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     ck = plan.checkpoints
     assert ck is not None
     durable = "" if ck.tier == "blob" else f", durable on Blob after {fd(ck.durable_s)}"
-    streams = (
-        f"{ck.writer_streams:,} writer stream{'s' if ck.writer_streams > 1 else ''}"
-        + (f" of at most {fr(ck.stream_write_bps)} each" if ck.stream_write_bps else "")
+    streams = f"{ck.writer_streams:,} writer stream{'s' if ck.writer_streams > 1 else ''}" + (
+        f" of at most {fr(ck.stream_write_bps)} each" if ck.stream_write_bps else ""
     )
     reason = (
         f"{fb(ck.size_bytes, binary=False)} written in {fd(ck.write_s)} from "

@@ -1,0 +1,121 @@
+"""The GPU-to-GPU interconnect's recommendation: the fabric, the exchange in numbers, and what to
+change, including the layouts of a job larger than one InfiniBand fabric."""
+
+from __future__ import annotations
+
+from ..catalog import Catalog, VmSize
+from ..units import format_bytes as fb
+from ..units import format_rate as fr
+from ._format import duration as fd
+from ._format import gpus
+from ._format import pct as _pct
+from .facts import FabricLayout, Network
+from .result import FabricOption, InterconnectPlan, Plan, Recommendation
+
+
+def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
+    ic = plan.interconnect
+    assert ic is not None
+    step = plan.step.total_s if plan.step else 0.0
+    exchange = (
+        f"{fb(ic.gradient_bytes, binary=False)} of gradients per step by {ic.algorithm}: "
+        f"{fd(ic.comm_s)}, {fd(ic.exposed_s)} exposed after overlap; predicted busbw "
+        f"{fr(ic.busbw_bps)}"
+        if ic.busbw_bps > 0
+        else "no gradient exchange between data-parallel ranks"
+    )
+    reason = (
+        f"{exchange} (one VM: {fr(ic.single_vm_busbw_bps)}"
+        + (
+            f", published {fr(ic.single_vm_busbw_published_bps)}"
+            if ic.single_vm_busbw_published_bps
+            else ""
+        )
+        + (
+            f", measured {fr(ic.single_vm_busbw_measured_bps)}"
+            if ic.single_vm_busbw_measured_bps
+            else ""
+        )
+        + ")"
+    )
+    rec = Recommendation(
+        "GPU-to-GPU interconnect",
+        ic.fabric if ic.needs_infiniband else f"{ic.scaleup} {_within(plan)}; no InfiniBand needed",
+        f"{plan.nodes} VM(s), {gpus(plan.gpus)}",
+        reason,
+    )
+    if ic.needs_infiniband and not vm.has_infiniband:
+        rec.warnings.append(
+            f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
+            f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
+        )
+    if ic.vms_outside_fabric:
+        rec.warnings.append(_past_the_fabric(plan, ic))
+    if ic.sharp_requested and not ic.sharp:
+        rec.warnings.append(
+            "cluster.sharp is set, but the gradient exchange does not run on InfiniBand, so "
+            "SHARP is not modelled"
+            + ("; keep the job inside one fabric for it to help" if ic.vms_outside_fabric else "")
+        )
+    if ic.needs_infiniband:
+        rec.choice += (
+            f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)"
+            if not ic.vms_outside_fabric
+            else ""
+        )
+    if step and ic.exposed_s > 0.1 * step:
+        rec.warnings.append(
+            f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "
+            "overlap more (bucketed DDP/FSDP prefetch), shard with tensor "
+            "parallelism inside the VM"
+            + ("" if ic.sharp or not _on_infiniband(ic) else ", or try SHARP")
+        )
+    return rec
+
+
+def _past_the_fabric(plan: Plan, ic: InterconnectPlan) -> str:
+    """The layouts of a job larger than one InfiniBand fabric, the planned one first."""
+    by_layout: dict[FabricLayout, FabricOption] = {o.layout: o for o in ic.fabric_options}
+
+    def cost(o: FabricOption) -> str:
+        return f"{fd(o.comm_s or 0)} of gradient exchange per step ({fd(o.exposed_s or 0)} exposed)"
+
+    head = (
+        f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
+        "(one scale set placement group): RDMA does not cross it"
+    )
+    if not by_layout:  # a size without InfiniBand: nothing to lay out
+        return head
+    parts = []
+    islands = by_layout.get(FabricLayout.ISLANDS)
+    if islands:
+        parts.append(
+            f"planned as {islands.fabrics} data-parallel islands (hybrid-sharded data parallel, "
+            f"one per scale set): {cost(islands)}, {fd(islands.cross_fabric_s or 0)} of it "
+            "between islands on Ethernet"
+        )
+    flat = by_layout.get(FabricLayout.FLAT_ETHERNET)
+    if flat:
+        parts.append(f"one flat NCCL ring across scale sets instead: {cost(flat)}")
+    under = by_layout.get(FabricLayout.STAY_UNDER)
+    if under:
+        parts.append(
+            f"stay under it, {under.vms} VMs in one scale set: {cost(under)}, step "
+            f"{fd(under.step_s)}"
+        )
+    larger = by_layout.get(FabricLayout.LARGER_FABRIC)
+    if larger:
+        parts.append(
+            f"one InfiniBand domain of {larger.vms} VMs would take {cost(larger)}"
+            + ("" if larger.available else ": no published Azure offer; ask Azure for one")
+        )
+    return head + "; " + "; ".join(parts)
+
+
+def _within(plan: Plan) -> str:
+    """A multi-VM NVLink domain (GB200 NVL72) spans VMs; elsewhere no IB means one VM."""
+    return "inside the VM" if plan.nodes == 1 else f"across the {plan.nodes} VMs' NVLink domain"
+
+
+def _on_infiniband(ic: InterconnectPlan) -> bool:
+    return any(level["network"] == Network.INFINIBAND for level in ic.levels)
