@@ -96,7 +96,9 @@ def catalog(
     # Each entry a heading over its figures; the date goes first when the width is short
     # (`catalog sources` lists each source's date).
     columns = [
-        Column("field", whole=True), Column("value"), Column("source", whole=True),
+        Column("field", whole=True),
+        Column("value"),
+        Column("source", whole=True),
         Column("date", 1),
     ]
     cells: list = []
