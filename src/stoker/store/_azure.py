@@ -91,7 +91,10 @@ class BlobStore(Store):
 
     def _list_pipeline(self) -> Any:
         """azure-core's public pipeline client: the SDK's retries (on obstore's budget), the REST
-        version the SDK's calls ask for, and the credentials signed as the SDK signs them."""
+        version the SDK's calls ask for, and the credentials signed as the SDK signs them. Its
+        transport is azure-core's requests one (a worker thread per request; a listing sends one
+        page request at a time): the default, aiohttp, cost 0.3-0.4 CPU s to import and set up
+        (its SSL context too) in every run that lists Blob, two thirds of an unchanged sync's."""
         if self._lister is None:
             from azure.core import AsyncPipelineClient
             from azure.core.pipeline.policies import (
@@ -99,6 +102,7 @@ class BlobStore(Store):
                 HeadersPolicy,
                 UserAgentPolicy,
             )
+            from azure.core.pipeline.transport import AsyncioRequestsTransport
 
             policies: list[Any] = [
                 HeadersPolicy({"x-ms-version": API_VERSION}),
@@ -110,7 +114,9 @@ class BlobStore(Store):
             elif not self.auth.sas:  # (a SAS is in the URL)
                 credential = self._credential()
                 policies.append(AsyncBearerTokenCredentialPolicy(credential, STORAGE_SCOPE))
-            self._lister = AsyncPipelineClient(self.auth.endpoint, policies=policies)
+            self._lister = AsyncPipelineClient(
+                self.auth.endpoint, policies=policies, transport=AsyncioRequestsTransport()
+            )
         return self._lister
 
     def _sdk(self) -> Any:
