@@ -86,6 +86,12 @@ def test_a_stream_limit_no_source_publishes_is_said_to_be_unknown(cat):
     )
     warn = next(w for w in plan.warnings if w.startswith("checkpoint write time"))
     assert "is a lower bound" in warn and "stoker bench storage" in warn
+    # One stream per GPU (FSDP): the unknown is recorded, but not worth a warning.
+    spec = copy.deepcopy(SPEC)
+    spec["checkpoints"].update(tier="nvme")
+    per_gpu = plan_job(spec, cat)
+    assert per_gpu.checkpoints.unknown and per_gpu.checkpoints.writer_streams == 512
+    assert not any(w.startswith("checkpoint write time") for w in per_gpu.warnings)
 
 
 def test_the_writers_default_follows_the_sharding(cat):

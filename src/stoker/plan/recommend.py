@@ -186,7 +186,8 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
         tier = f"{ck.volume.name} of its own, copied to Blob"
         size += f"; {fb(ck.volume.size_bytes or 0)} volume"
     rec = Recommendation("checkpoints", f"{tier}, every {fd(ck.interval_s)}", size, reason)
-    if ck.unknown:
+    # An unpublished stream rate matters where few streams write: fewer than one per GPU.
+    if ck.unknown and ck.writer_streams < ck.writer_vms * cat.vm[plan.vm_size].gpus:
         rec.warnings.append(
             f"checkpoint write time {fd(ck.write_s)} is a lower bound: no published figure for "
             f"{', '.join(ck.unknown)}; measure it with {MEASURE_STORAGE}"
