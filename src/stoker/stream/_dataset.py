@@ -34,7 +34,9 @@ from ._groups import DataGroup, current_group, fixed_group
 from ._index import DatasetIndex
 from ._lazy_index import LazyIndex
 from ._sample_reader import SampleReader
+from ._samples import one_by_one
 from ._shard_source import ShardSource
+from ._tensors import PIECE
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -159,6 +161,10 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         if not len(batches) and worker == 0:
             message = self.source.no_batch(self.remote, group, self.batch_size)
             warnings.warn(message, StreamWarning, stacklevel=2)
+        if 0 < self.reader.index.largest_sample < PIECE:
+            # torch's DataLoader batches: samples are read a group at a time (_samples.py)
+            yield from one_by_one(self.reader, batches.reshape(-1))
+            return
         for samples in read_batches(self.reader, batches, None):
             yield from samples
 

@@ -6,8 +6,9 @@ a pread, a checksum, a counter update under a lock shared by every process, advi
 kernel about the next sample) left the disk with one request per worker and put all of it on
 the worker's one thread. Here a worker's samples are read a group at a time: the group's shard
 lookups are one vectorised search, its reads and checksums run on the reader threads (pread
-and XXH3 release the GIL) while the worker hands over the previous group's samples, and the
-shared counters are updated once per group. Large samples (``PIECE`` or more) keep the reader
+and XXH3 release the GIL) while the worker hands over the previous group's samples, the
+shared counters are updated once per group, and the memory of samples the worker has handed
+over is reused for the next (_worker_memory.py). Large samples (``PIECE`` or more) keep the reader
 of whole batches, which reads each in pieces on every thread.
 """
 
@@ -18,9 +19,11 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch.utils.data
 
 from ._format import CorruptSample, ShardReader
 from ._remote import RemoteShard, fetch_samples
+from ._worker_memory import keep_freed_memory
 
 if TYPE_CHECKING:
     from ._sample_reader import SampleReader
@@ -42,6 +45,8 @@ def one_by_one(reader: SampleReader, ids: np.ndarray) -> Iterator[Any]:
     groups = [ids[k : k + size] for k in range(0, len(ids), size)]
     if not groups:
         return
+    if torch.utils.data.get_worker_info() is not None:
+        keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
     access = reader.access()
     access.plan_prefetch(ids)
     pending = _Group(reader, groups[0])

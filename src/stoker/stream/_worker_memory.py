@@ -1,0 +1,31 @@
+"""Freed memory kept for reuse in a DataLoader worker process.
+
+Reader threads allocate each sample's bytes in their own malloc arena, and the worker frees
+them once its batch is collated. glibc then gives the free top of each arena back to the
+kernel (above 128 KiB, its default), so the next group of samples faults in fresh, zeroed
+pages: on a VM that hands freed memory back to its host, a slow fault. A worker exists only to
+load data, so it keeps what it freed (and serves allocations up to ``MMAP_BYTES`` from the
+heap rather than from fresh maps). Measured on the drop-in path's own reads (resnet50 records,
+6,000 samples, warm, a loaded 2-core machine): 101-148 against 68-71 us of CPU per sample.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+KEEP_BYTES = 256 << 20  # free memory at an arena's top kept, not returned to the kernel
+MMAP_BYTES = 16 << 20  # allocations below this come from the heap (and its freed memory)
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Set this process's malloc to keep freed memory; False where there is no glibc."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # a C library without mallopt
+        return False
+    return bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) and bool(
+        mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
+    )

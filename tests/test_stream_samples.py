@@ -1,0 +1,80 @@
+"""The drop-in path: a StreamingDataset inside torch's own DataLoader, sample by sample, read a
+group at a time on the reader threads (stream/_samples.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch.utils.data
+
+from stoker.stream import ShardWriter, StreamingDataset
+from stoker.stream._format import CorruptSample
+from stoker.stream._order import epoch_order
+from stoker.stream._samples import GROUP_SAMPLES, group_size, one_by_one
+from stoker.stream._worker_memory import keep_freed_memory
+
+N = 300  # more than four groups, the last one short
+
+
+def _payload(i: int) -> bytes:
+    return i.to_bytes(4, "little") + bytes([i % 251]) * (50 + (i * 37) % 400)
+
+
+def _write(root: Path, n: int = N) -> Path:
+    with ShardWriter(root, shard_size="8KiB", codec="bytes") as w:
+        for i in range(n):
+            w.write(_payload(i))
+    return root
+
+
+def _id(sample: bytes) -> int:
+    return int.from_bytes(sample[:4], "little")
+
+
+def test_samples_come_in_the_order_asked_across_groups(tmp_path: Path) -> None:
+    ds = StreamingDataset(_write(tmp_path / "ds"))
+    ids = np.random.default_rng(3).permutation(N)
+    got = list(one_by_one(ds.reader, ids))
+    assert [_id(s) for s in got] == ids.tolist()
+    assert got == [_payload(int(i)) for i in ids]  # whole and unchanged
+    assert ds.stats()["samples"] == N and ds.stats()["bytes_read"] == sum(map(len, got))
+
+
+def test_torchs_dataloader_with_workers_gets_the_epoch_once(tmp_path: Path) -> None:
+    """As a new user drops it in: DataLoader(ds, batch_size=, num_workers=2)."""
+    ds = StreamingDataset(_write(tmp_path / "ds"), seed=4)
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, collate_fn=list)
+    got = [_id(s) for batch in loader for s in batch]
+    order = epoch_order(ds.index.shard_sizes, seed=4, epoch=0, shuffle=True, block_shards=8)
+    assert sorted(got) == sorted(order.tolist())
+    assert ds.stats()["samples"] == N  # the workers' counts reach the training process
+    # without workers, in the epoch's own order
+    assert [_id(s) for s in ds] == order.tolist()
+
+
+def test_a_corrupt_sample_in_a_group_is_raised_or_skipped(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[3].name
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0xFF  # inside the shard's last sample
+    shard.write_bytes(bytes(data))
+    bad = ds.index.first(4) - 1
+    with pytest.raises(CorruptSample, match=r"shard shard-000003.stk: sample \d+"):
+        list(StreamingDataset(root, shuffle=False))
+    skipping = StreamingDataset(root, shuffle=False, on_corrupt="skip")
+    got = [_id(s) for s in skipping]
+    assert got == [i for i in range(N) if i != bad]
+    assert skipping.stats()["skipped"] == 1
+
+
+def test_a_group_holds_a_batch_of_small_samples_and_few_large_ones() -> None:
+    assert group_size(114_660) == GROUP_SAMPLES
+    assert group_size(4 << 20) == 4  # 16 MiB of them at most
+    assert group_size(64 << 20) == 1
+
+
+def test_a_worker_keeps_the_memory_it_freed() -> None:
+    assert keep_freed_memory() is True  # glibc (Linux): mallopt took both settings
