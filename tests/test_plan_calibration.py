@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,10 @@ def test_useless_allreduce_measurements_are_refused_or_flagged(tmp_path: Path) -
         ({"nvme": ["x"]}, r"nvme\[0\]: 'x' is not a row"),
         ({"nvme": "20 GB/s"}, r"nvme: expected the rows of `stoker bench storage --json`"),
         ({"nvme": 5}, r"nvme: expected the rows"),
-        ({"nvme": {"rd": "5 GB/s"}}, r"nvme: unknown keys \['rd'\]; use read and/or write"),
+        (
+            {"nvme": {"rd": "5 GB/s"}},
+            r"nvme: unknown keys \['rd'\]; use read, write and/or stream_write",
+        ),
         ({"nvme": {}}, r"nvme: empty"),
         ({}, "nothing measured; give nvme and/or allreduce"),
         ({"allreduce": 3}, r"allreduce: expected the output of `stoker bench allreduce"),
@@ -158,3 +162,23 @@ def test_vm_as_imds_writes_it_is_the_same_size(tmp_path: Path) -> None:
     data = {"vm": "Standard_ND96isr_H100_v5", "nvme": {"read": "1 GB/s"}}
     (row,) = plan_job(SPEC, measured=_file(tmp_path, data)).calibration
     assert row.figure == "nvme_read"
+
+
+def test_a_one_job_write_is_one_checkpoint_stream(tmp_path: Path) -> None:
+    # `stoker bench storage` runs jobs 1 and 4: the one-job write is one writer's rate, which no
+    # source publishes for local NVMe; with it the plan knows a lone torch.save's write time.
+    rows = [
+        {"test": "seq-write", "cache": "-", "jobs": 1, "mb_per_s": 2000.0},
+        {"test": "seq-write", "cache": "-", "jobs": 4, "mb_per_s": 7000.0},
+    ]
+    spec = tomllib.loads(SPEC.read_text())
+    spec.setdefault("checkpoints", {}).update(tier="nvme", writers="single")
+    before = plan_job(spec).checkpoints
+    after = plan_job(spec, measured=_file(tmp_path, {"nvme": rows}))
+    got = {c.figure: c.measured_bps for c in after.calibration}
+    assert got == {"nvme_write": 7000e6, "nvme_stream_write": 2000e6}
+    ck = after.checkpoints
+    assert before.unknown and not ck.unknown
+    assert ck.stream_write_bps == 2e9 and ck.write_bps == 2e9 and ck.write_limit == "streams"
+    also = plan_job(spec, measured=_file(tmp_path, {"nvme": {"stream_write": "1 GB/s"}}))
+    assert also.checkpoints.write_bps == 1e9

@@ -8,7 +8,12 @@ plan lists every replaced figure beside the catalog's. The file is JSON:
      "nvme": [... `stoker bench storage --json` rows, run on the local NVMe ...],
      "allreduce": [... `stoker bench allreduce --json` rows, one VM ...]}
 
-``nvme`` may also be ``{"read": "20 GB/s", "write": "12 GB/s"}`` and ``allreduce``
+A seq-write row run with one job (``"jobs": 1``, one of `stoker bench storage`'s defaults) is
+one writer stream: it becomes ``nvme_stream_write``, the limit of one checkpoint writer (a lone
+``torch.save``) that no source publishes.
+
+``nvme`` may also be ``{"read": "20 GB/s", "write": "12 GB/s", "stream_write": "3 GB/s"}`` and
+``allreduce``
 ``{"busbw": "450 GB/s"}``; the whole file may be the raw output of ``stoker bench allreduce
 --json`` (the ``allreduce`` value may be too). A sweep from one rank is refused (busbw is 0
 there); one from CPU ranks (gloo) is used with a warning: it does not measure the GPU fabric.
@@ -102,10 +107,10 @@ def _field(row: Any, key: str, where: str) -> Any:
 
 def _storage(rows: Any, where: str) -> dict[str, float]:
     if isinstance(rows, dict):
-        unknown = set(rows) - {"read", "write"}
+        unknown = set(rows) - {"read", "write", "stream_write"}
         if unknown or not rows:
             raise SpecError(
-                f"{where}: unknown keys {sorted(unknown)}; use read and/or write"
+                f"{where}: unknown keys {sorted(unknown)}; use read, write and/or stream_write"
                 if unknown
                 else f"{where}: empty; use read and/or write (e.g. '20 GB/s')"
             )
@@ -116,17 +121,21 @@ def _storage(rows: Any, where: str) -> dict[str, float]:
             '{"read": "20 GB/s", "write": "12 GB/s"}'
         )
     out: dict[str, float] = {}
-    reads, writes = [], []
+    reads, writes, single = [], [], []
     for i, r in enumerate(rows):
         test = _field(r, "test", f"{where}[{i}]")
         if (test, r.get("cache")) == ("seq-read", "cold") or test == "seq-write":
             mbps = _field(r, "mb_per_s", f"{where}[{i}]")
             rate = _rate(mbps * 1e6 if _number(mbps) else mbps, f"{where}[{i}] mb_per_s")
             (reads if test == "seq-read" else writes).append(rate)
+            if test == "seq-write" and r.get("jobs") == 1:
+                single.append(rate)
     if reads:
         out["nvme_read"] = max(reads)
     if writes:
         out["nvme_write"] = max(writes)
+    if single:
+        out["nvme_stream_write"] = max(single)
     if not out:
         raise SpecError(
             f"{where}: no seq-read (cold) or seq-write rows from `stoker bench storage --json`"
