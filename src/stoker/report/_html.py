@@ -107,7 +107,9 @@ def _plan_facts(plan: dict[str, Any]) -> str:
 
 
 def _sim_facts(sim: dict[str, Any]) -> str:
-    rows = [("simulated", f"{sim.get('runs', '?')} runs of {sim.get('days', '?')} days on "
+    from ._sim_charts import days
+
+    rows = [("simulated", f"{sim.get('runs', '?')} runs of {days(sim)} days on "
                           f"{sim.get('gpus', '?')} GPUs, seed {sim.get('seed', '?')}"),
             ("spec", str(sim.get("spec", "?")))]
     return _rows(rows)

@@ -34,7 +34,7 @@ def ledger_over_time(m: Measured, index: int) -> Chart | None:
     ax.set_ylim(0, 100)
     ax.set_xlabel("time into the run (s)")
     ax.set_ylabel("share of step time (%)")
-    fig.legend(loc="upper center", ncols=6, frameon=False)
+    fig.legend(loc="upper center", ncols=6, frameon=False, fontsize=8)
     data_t, data_v = _clean(shares["data"]) if "data" in shares else ([], [])
     mean = m.summary.get("data_share")
     text = f"{m.name}: {m.summary.get('steps', '?')} steps"

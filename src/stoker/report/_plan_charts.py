@@ -56,7 +56,8 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
     ax.set_xlabel("share of the step (%)")
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncols=6, frameon=False)
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncols=6, frameon=False,
+               fontsize=8)
     return Chart("step-split", "Where a step's time goes", _step_reading(plan, rows), fig)
 
 

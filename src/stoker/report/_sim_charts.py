@@ -17,8 +17,17 @@ def _spread(d: Any) -> tuple[float, float, float] | None:
 
 
 def _runs(sim: dict[str, Any]) -> str:
-    return (f"{sim.get('runs', '?')} simulated runs of {sim.get('days', '?')} days on "
-            f"{sim.get('gpus', '?')} GPUs")
+    return (f"{sim.get('runs', '?')} simulated runs of {days(sim)} days on "
+            f"{_count(sim.get('gpus'))} GPUs")
+
+
+def _count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int | float) else "?"
+
+
+def days(sim: dict[str, Any]) -> str:
+    d = sim.get("days")
+    return f"{d:,.1f}".removesuffix(".0") if isinstance(d, int | float) else "?"
 
 
 def distribution(sim: dict[str, Any]) -> Chart | None:
