@@ -175,3 +175,21 @@ def test_stage_record_follows_the_copy_and_is_charted(tmp_path):
     assert m.series["throughput_bps"].values and min(m.series["throughput_bps"].values) >= 0
     result = stoker.report(tmp_path / "r.html", measured=[record])
     assert result.sections["Measured runs"] == ["throughput"]
+
+
+def test_bench_storage_record_is_charted_beside_the_plans_need(tmp_path, inputs):
+    target = tmp_path / "tier"
+    target.mkdir()
+    record = tmp_path / "storage.json"
+    res = runner.invoke(app, ["bench", "storage", str(target), "--size", "4MiB", "--block",
+                              "1MiB", "--jobs", "1", "--record", str(record)])
+    assert res.exit_code == 0, res.output
+    m = stoker.report.read_measured(record)
+    rates = {k: v for k, v in m.summary.items() if k.endswith("_bps")}
+    assert m.source == "storage" and "seq-read_1MiB_x1_cold_bps" in rates
+    assert all(v > 0 for v in rates.values())
+    out = tmp_path / "r.html"
+    stoker.report(out, plan=inputs["plan"], measured=[record])
+    reading = _readings(out.read_text())["storage"]
+    best = max(rates.values())
+    assert f"{best / 1e6:,.0f} MB/s" in reading and "the plan needs" in reading
