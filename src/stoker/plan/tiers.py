@@ -125,8 +125,9 @@ def blob_egress(cat: Catalog, tier: str, accounts: int) -> float | None:
 def blob_request_cap(
     cat: Catalog, tier: str, accounts: int, request_bytes: float | None
 ) -> float | None:
-    """Bytes/s the account request limit allows at this GET size. The per-blob limit (500/s)
-    does not bind: a sample object is read once an epoch, a shard by one loader at a time."""
+    """Bytes/s the account request limit allows at this GET size. The per-blob limit (3,000/s
+    for a block blob) does not bind: a sample object is read once an epoch, a shard by one
+    loader at a time."""
     per_s = cat.blob[tier].requests_per_s
     return None if per_s is None or request_bytes is None else per_s * accounts * request_bytes
 
