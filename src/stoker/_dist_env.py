@@ -30,7 +30,12 @@ class TorchrunEnv:
     local_rank: int = 0
     local_world_size: int = 1
     node_rank: int = 0  # GROUP_RANK
-    launched: bool = False  # whether torchrun (or someone by hand) set WORLD_SIZE
+    given: frozenset[str] = frozenset()  # the variables that were set
+
+    @property
+    def launched(self) -> bool:
+        """Whether torchrun (or someone by hand) set WORLD_SIZE."""
+        return "WORLD_SIZE" in self.given
 
     @property
     def nodes(self) -> int:
@@ -38,23 +43,30 @@ class TorchrunEnv:
 
 
 def torchrun_env(
-    environ: Mapping[str, str] | None = None, *, error: type[StokerError] = StokerError
+    environ: Mapping[str, str] | None = None,
+    *,
+    error: type[StokerError] = StokerError,
+    launch: str = "",
 ) -> TorchrunEnv:
     """torchrun's variables from ``environ`` (os.environ), checked by the one rule; a bad one
-    raises ``error`` (the caller's area: StreamError, StageError, ...) naming it."""
+    raises ``error`` (the caller's area: StreamError, StageError, ...) naming it, and says to
+    run ``launch`` (a command line) when given."""
     env = os.environ if environ is None else environ
-    world = _whole(env, "WORLD_SIZE", 1, least=1, error=error)
-    local_world = _whole(env, "LOCAL_WORLD_SIZE", world, least=1, error=error)
+    fix = f"run it as `{launch}`" if launch else _FIX
+
+    def whole(name: str, default: int, least: int = 0, below: tuple[str, int] | None = None) -> int:
+        return _whole(env, name, default, least=least, below=below, error=error, fix=fix)
+
+    world = whole("WORLD_SIZE", 1, least=1)
+    local_world = whole("LOCAL_WORLD_SIZE", world, least=1)
     nodes = max(1, world // local_world)
     return TorchrunEnv(
-        rank=_whole(env, "RANK", 0, below=("WORLD_SIZE", world), error=error),
+        rank=whole("RANK", 0, below=("WORLD_SIZE", world)),
         world_size=world,
-        local_rank=_whole(
-            env, "LOCAL_RANK", 0, below=("LOCAL_WORLD_SIZE", local_world), error=error
-        ),
+        local_rank=whole("LOCAL_RANK", 0, below=("LOCAL_WORLD_SIZE", local_world)),
         local_world_size=local_world,
-        node_rank=_whole(env, "GROUP_RANK", 0, below=("the node count", nodes), error=error),
-        launched="WORLD_SIZE" in env,
+        node_rank=whole("GROUP_RANK", 0, below=("the node count", nodes)),
+        given=frozenset(n for n in NAMES if (env.get(n) or "").strip()),
     )
 
 
@@ -73,19 +85,20 @@ def _whole(
     name: str,
     default: int,
     *,
-    least: int = 0,
-    below: tuple[str, int] | None = None,
+    least: int,
+    below: tuple[str, int] | None,
     error: type[StokerError],
+    fix: str,
 ) -> int:
-    text = env.get(name)
-    if text is None or not text.strip():
-        if name == "RANK" and below is not None and below[1] > 1:  # which of them is this?
-            raise error(f"RANK is unset but WORLD_SIZE={below[1]}: {_FIX}")
+    text = (env.get(name) or "").strip()
+    # RANK must be said where there are several: which of them is this one?
+    if not text and not (name == "RANK" and below is not None and below[1] > 1):
         return default
-    value = int(text) if text.strip().isdigit() else -1
+    value = int(text) if text.isdigit() else -1
     if value < least or (below is not None and value >= below[1]):
         upper = f" below {below[0]} ({below[1]})" if below is not None else ""
-        raise error(f"{name}={text}: torchrun sets a whole number >= {least}{upper}; {_FIX}")
+        shown = text or "(unset)"
+        raise error(f"{name}={shown}: torchrun sets a whole number >= {least}{upper}; {fix}")
     return value
 
 

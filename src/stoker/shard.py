@@ -24,15 +24,19 @@ def rank_from_env() -> tuple[int, int]:
     """(rank, world size) of this node from torchrun's environment, else (0, 1).
 
     Staging is per node, so GROUP_RANK / NODE_RANK and the node count win over the per-process
-    RANK when torchrun provides them.
+    RANK when torchrun provides them. torchrun's variables are read (and checked) by
+    stoker._dist_env, as everywhere in stoker.
     """
-    env = os.environ
-    node = env.get("GROUP_RANK") or env.get("NODE_RANK")
-    nodes = env.get("STOKER_NODES")
-    if nodes is None and "WORLD_SIZE" in env and "LOCAL_WORLD_SIZE" in env:
-        nodes = str(int(env["WORLD_SIZE"]) // int(env["LOCAL_WORLD_SIZE"]))  # torchrun's
+    from ._dist_env import torchrun_env
+    from .errors import StageError
+
+    env = torchrun_env(error=StageError)
+    node = str(env.node_rank) if "GROUP_RANK" in env.given else os.environ.get("NODE_RANK")
+    nodes = os.environ.get("STOKER_NODES")
+    if nodes is None and {"WORLD_SIZE", "LOCAL_WORLD_SIZE"} <= env.given:
+        nodes = str(env.nodes)  # torchrun's
     if node is not None and nodes is not None:
         return int(node), int(nodes)
-    if "RANK" in env and "WORLD_SIZE" in env:
-        return int(env["RANK"]), int(env["WORLD_SIZE"])
+    if {"RANK", "WORLD_SIZE"} <= env.given:
+        return env.rank, env.world_size
     return 0, 1

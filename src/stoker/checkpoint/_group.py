@@ -3,11 +3,11 @@ rank writes its shard; rank 0 commits after all have written), else this process
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
+from .._dist_env import torchrun_env
 from ..errors import CheckpointError
 
 CHANNELS = ("write", "upload", "load")
@@ -77,8 +77,8 @@ class Group:
         """Refuse to save as one rank where torchrun started several (WORLD_SIZE > 1) without a
         process group, or with one started after the Checkpointer: every rank would write the
         same step's files into the same folders."""
-        world = os.environ.get("WORLD_SIZE", "1").strip()
-        if self.world_size == 1 and world not in ("", "1"):
+        world = torchrun_env(error=CheckpointError).world_size
+        if self.world_size == 1 and world > 1:
             raise CheckpointError(
                 f"WORLD_SIZE={world} (torchrun's), but this Checkpointer saves as one process "
                 "alone, so every rank would write the same files: call "

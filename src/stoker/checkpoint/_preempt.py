@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._dist_env import torchrun_env
 from ..errors import CheckpointError
 from ..measure._imds import ImdsUnreachable
 from ._scheduled_events import IMDS, EventsClient, ScheduledEvent
@@ -333,7 +333,7 @@ def _deadline(event: ScheduledEvent, seen: float) -> float:
 def _is_poller(ckpt: Checkpointer) -> bool:
     """Local rank 0 polls its node's IMDS (torchrun's LOCAL_RANK); without LOCAL_RANK, rank 0
     (a job on one node)."""
-    local = os.environ.get("LOCAL_RANK", "").strip()
-    if local.isdigit():
-        return int(local) == 0
+    env = torchrun_env(error=CheckpointError)
+    if "LOCAL_RANK" in env.given:
+        return env.local_rank == 0
     return ckpt.group.rank == 0

@@ -23,12 +23,12 @@ Run it with ``torchrun --nproc-per-node N -m stoker.measure.collectives [options
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._dist_env import torchrun_env
 from ..errors import StokerError
 from ..plan import collectives as c
 from ._process_group import LAUNCH
@@ -169,7 +169,8 @@ def sweep(
             seen.add(nbytes)
             seconds, wrong = _time(op, count, dev, iters, warmup, across, group)
             rows.append(make_row(name, nbytes, ranks, seconds, wrong))
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", ranks))
+    env = torchrun_env(launch=LAUNCH)
+    per_node = env.local_world_size if "LOCAL_WORLD_SIZE" in env.given else ranks
     return SweepResult(
         backend, str(dev), ranks, per_node, iters, warmup, across, tuple(rows), methods, unsupported
     )
