@@ -67,6 +67,7 @@ _WHERE = {
     "ShardWriter": "stream",
     "StreamingDataset": "stream",
     "StreamingLoader": "stream",
+    "StreamingMixture": "stream",
     "write_shards": "stream",
     "StreamError": "errors",
     "TeardownError": "errors",
@@ -156,7 +157,13 @@ if TYPE_CHECKING:
         verify,
         verify_async,
     )
-    from .stream import ShardWriter, StreamingDataset, StreamingLoader, write_shards
+    from .stream import (
+        ShardWriter,
+        StreamingDataset,
+        StreamingLoader,
+        StreamingMixture,
+        write_shards,
+    )
     from .units import (
         format_bytes,
         format_duration,

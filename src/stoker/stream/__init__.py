@@ -16,6 +16,7 @@ _WHERE = {
     "StallMetrics": "_metrics",
     "StreamingDataset": "_dataset",
     "StreamingLoader": "_loader",
+    "StreamingMixture": "_mixture",
     "serve_metrics": "_metrics",
     "write_shards": "_convert",
 }
@@ -43,4 +44,5 @@ if TYPE_CHECKING:  # for type checkers: the names above, from where they live
     from ._loader import StreamingLoader as StreamingLoader
     from ._metrics import StallMetrics as StallMetrics
     from ._metrics import serve_metrics as serve_metrics
+    from ._mixture import StreamingMixture as StreamingMixture
     from ._writer import ShardWriter as ShardWriter

@@ -128,7 +128,8 @@ class StreamingLoader:
 
     # ------------------------------------------------------------------ resume
     def state_dict(self) -> dict[str, Any]:
-        state = self.dataset.source.state_dict()
+        # (the position too: a mixture's source records where each of its sources is)
+        state = self.dataset.source.state_dict(position=self.position)
         return {"version": STATE_VERSION, **state, "position": self.position}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

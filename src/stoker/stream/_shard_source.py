@@ -115,7 +115,9 @@ class ShardSource:
         )
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, position: int = 0) -> dict[str, Any]:
+        """The state; ``position`` (the loader's) is for a mixture's source (_mixture.py),
+        which records each of its sources' positions: one dataset needs nothing of it."""
         return {
             "epoch": self.epoch,
             "seed": self.seed,

@@ -1,0 +1,116 @@
+"""A mixture's sample reader: a batch of mixture ids, split by source, each part read by that
+source's own ``SampleReader`` (its tier, cache, threads, checks and counters), the parts joined
+in source order. What the batcher asks of a reader (``access``, ``samples``, ``tensor_batch``,
+``reads_into_tensors``) it answers by asking each source's."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._sample_reader import SampleReader
+
+
+class MixtureReader:
+    def __init__(self, readers: list[SampleReader], offsets: np.ndarray) -> None:
+        self.readers, self._offsets = readers, offsets
+        self._access: _MixtureAccess | None = None
+
+    def split(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(source, its own ids) for each source ``ids`` draws on, in source order."""
+        offsets = self._offsets
+        sources = np.searchsorted(offsets, ids, side="right") - 1
+        if len(sources) and (sources == sources[0]).all():  # one source: no masks to build
+            s = int(sources[0])
+            return [(s, ids - offsets[s])]
+        return [(int(s), ids[sources == s] - offsets[s]) for s in np.unique(sources)]
+
+    def access(self) -> _MixtureAccess:
+        # Per process, as each source's own: a forked DataLoader worker makes its own.
+        if self._access is None or self._access.pid != os.getpid():
+            self._access = _MixtureAccess(self)
+        return self._access
+
+    def reads_into_tensors(self, collate: Callable[[list[Any]], Any] | None) -> bool:
+        shapes = {(r.dtype, r.sample_shape) for r in self.readers if r.dtype is not None}
+        return len(shapes) == 1 and all(r.reads_into_tensors(collate) for r in self.readers)
+
+    def samples(self, batch: np.ndarray) -> list[Any]:
+        out: list[Any] = []
+        for s, ids in self.split(batch):
+            out += self.readers[s].samples(ids)
+        return out
+
+    def tensor_batch(self, batch: np.ndarray) -> Any:
+        split = self.split(batch)
+        if len(split) == 1:
+            s, ids = split[0]
+            return self.readers[s].tensor_batch(ids)
+        reader = self.readers[0]
+        row = int(np.prod(reader.sample_shape)) * reader.dtype.itemsize  # type: ignore[union-attr]
+        if row <= 0:  # samples of any size (no fixed shape): each source's, then joined
+            return _joined([self.readers[s].tensor_batch(ids) for s, ids in split])
+        # Every source reads straight into its rows of one batch buffer: joining the parts
+        # afterwards was a copy of every batch (and torch.cat's threads, on a busy machine,
+        # took longer than the reads).
+        access = self.access()
+        flat = access.sources[split[0][0]].alloc(row * len(batch))
+        parts, in_place, at = [], True, 0
+        for s, ids in split:
+            rows = flat[at : at + row * len(ids)]
+            got = _read_into(self.readers[s], access.sources[s], ids, rows)
+            in_place &= isinstance(got, torch.Tensor) and got.data_ptr() == rows.data_ptr()
+            parts.append(got)
+            at += row * len(ids)
+        if in_place and sum(len(p) for p in parts) == len(batch):
+            return flat.view(reader.dtype).view(len(batch), *reader.sample_shape)
+        return _joined(parts)  # a source skipped a corrupt sample, or read samples of own sizes
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"_access": None}
+
+
+class _MixtureAccess:
+    """Each source's open shards in this process; prefetch plans and advice go to the source
+    whose ids they name."""
+
+    def __init__(self, reader: MixtureReader) -> None:
+        self.reader, self.pid = reader, os.getpid()
+        self.sources = [r.access() for r in reader.readers]
+
+    def plan_prefetch(self, samples: np.ndarray) -> None:
+        for s, ids in self.reader.split(samples):
+            self.sources[s].plan_prefetch(ids)
+
+    def advise(self, samples: np.ndarray) -> None:
+        for s, ids in self.reader.split(np.asarray(samples).reshape(-1)):
+            self.sources[s].advise(ids)
+
+    def start_downloads(self) -> None:
+        for access in self.sources:
+            access.start_downloads()
+
+
+def _read_into(reader: SampleReader, access: Any, ids: np.ndarray, rows: torch.Tensor) -> Any:
+    """``reader``'s batch of ``ids``, read into ``rows`` (its rows of the mixture's batch) where
+    it can: its shard access is handed ``rows`` as the one buffer a batch of same-sized samples
+    allocates (the reading happens on this thread, so the swap is seen by this read alone)."""
+    own = access.alloc
+    access.alloc = lambda nbytes: rows if nbytes == rows.numel() else own(nbytes)
+    try:
+        return reader.tensor_batch(ids)
+    finally:
+        access.alloc = own
+
+
+def _joined(parts: list[Any]) -> Any:
+    """Each source's part of a batch as one: a tensor, or a list where samples differ in size.
+    (NumPy's copy: torch.cat's threads waited for a busy machine's cores.)"""
+    if any(isinstance(p, list) for p in parts):
+        return [t for p in parts for t in p]
+    joined = np.concatenate([p.numpy() for p in parts])
+    return torch.from_numpy(joined)

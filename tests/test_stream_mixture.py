@@ -1,0 +1,183 @@
+"""``StreamingMixture``: shares within 1 % over an epoch (and over each data-parallel group's
+part), deterministic from seed and epoch, resumable mid-epoch, ``repeat`` and ``stop``, inside
+torch's DataLoader with workers, tensors, and bad input named."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from stoker.errors import StreamError
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, StreamingMixture
+from stoker.stream._mixture_order import apportion, interleave
+
+SIZES = (3000, 1000, 500)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("mix")
+    for s, n in enumerate(SIZES):
+        with ShardWriter(root / f"s{s}", shard_size="8KiB", codec="pickle") as w:
+            for i in range(n):
+                w.write({"s": s, "i": i, "pad": bytes([i % 251]) * 60})
+    return [root / f"s{s}" for s in range(len(SIZES))]
+
+
+def _mix(sources: list[Path], **options: object) -> StreamingMixture:
+    options = {"weights": [0.5, 0.3, 0.2], "epoch_samples": 6000, "seed": 3} | options
+    return StreamingMixture([StreamingDataset(p) for p in sources], **options)  # type: ignore[arg-type]
+
+
+def _batches(loader: object) -> list[list[tuple[int, int]]]:
+    return [[(x["s"], x["i"]) for x in batch] for batch in loader]  # type: ignore[attr-defined]
+
+
+def _seen(loader: object) -> list[tuple[int, int]]:
+    return [(x["s"], x["i"]) for batch in loader for x in batch]  # type: ignore[attr-defined]
+
+
+def test_three_sources_at_half_three_tenths_a_fifth_each_within_1_percent(
+    sources: list[Path],
+) -> None:
+    weights = [0.5, 0.3, 0.2]
+    groups = []
+    for dp_rank in (0, 1):  # two data-parallel groups, each its own share of the epoch
+        mix = _mix(sources, dp_rank=dp_rank, dp_size=2)
+        groups.append(_batches(StreamingLoader(mix, 50, collate_fn=list)))
+    # Disjoint and complete: global batch k is group 0's batch k and group 1's (a batch's
+    # samples come grouped by source).
+    whole = [sorted(b) for b in _batches(StreamingLoader(_mix(sources), 100, collate_fn=list))]
+    assert [sorted(a + b) for a, b in zip(*groups, strict=True)] == whole
+    whole = [x for b in whole for x in b]
+    everything, groups = whole, [[x for b in g for x in b] for g in groups]
+    assert len(everything) == 6000
+    for seen in (everything, *groups):
+        count = Counter(s for s, _ in seen)
+        for s, w in enumerate(weights):
+            assert abs(count[s] / len(seen) - w) <= 0.01, (s, count)
+    # and every stretch of 600 samples (a few batches) too: the sources are spread evenly
+    order = [s for s, _ in everything]
+    for start in range(0, 6000, 600):
+        count = Counter(order[start : start + 600])
+        assert all(abs(count[s] / 600 - w) <= 0.01 for s, w in enumerate(weights)), count
+
+
+def test_the_order_is_the_seed_and_epochs_and_nothing_else(sources: list[Path]) -> None:
+    a, b = _mix(sources), _mix(sources)
+    assert np.array_equal(a.source.order(), b.source.order())
+    b.set_epoch(1)
+    assert not np.array_equal(a.source.order(), b.source.order())
+    assert not np.array_equal(a.source.order(), _mix(sources, seed=4).source.order())
+    counts = apportion([0.5, 0.3, 0.2], 7)
+    assert counts == [4, 2, 1] and sum(apportion([1, 1, 1], 1000)) == 1000
+    source, k = interleave([5, 3], [10, 10], seed=0, epoch=0, repeat=True)
+    assert sorted(k[source == 0].tolist()) == list(range(5))  # each source in its own order
+
+
+def test_a_source_that_runs_out_repeats_each_pass_whole_or_ends_the_epoch(
+    sources: list[Path],
+) -> None:
+    # The 500-sample source at 0.2 of 6,000 is read 1,200 times: two passes and 200 more.
+    repeated = Counter(_seen(StreamingLoader(_mix(sources), 40, collate_fn=list)))
+    small = {i: n for (s, i), n in repeated.items() if s == 2}
+    assert sum(small.values()) == 1200 and set(small.values()) <= {2, 3} and len(small) == 500
+    stop = _mix(sources, on_exhausted="stop")
+    seen = _seen(StreamingLoader(stop, 10, collate_fn=list))
+    count = Counter(s for s, _ in seen)
+    assert len(seen) == len(set(seen)) and count[2] <= 500  # no sample twice
+    assert len(seen) < 6000 and abs(count[2] / len(seen) - 0.2) <= 0.01
+
+
+def test_absolute_samples_per_source(sources: list[Path]) -> None:
+    mix = _mix(sources, weights=None, epoch_samples=None, samples=[100, 0, 900])
+    seen = _seen(StreamingLoader(mix, 20, collate_fn=list))
+    assert Counter(s for s, _ in seen) == {0: 100, 2: 900}
+
+
+def test_resume_mid_epoch_records_each_sources_position(sources: list[Path]) -> None:
+    whole = _seen(StreamingLoader(_mix(sources), 25, collate_fn=list))
+    loader = StreamingLoader(_mix(sources), 25, collate_fn=list)
+    first = []
+    for n, batch in enumerate(loader, 1):
+        first += [(x["s"], x["i"]) for x in batch]
+        if n == 97:
+            break
+    state = loader.state_dict()
+    assert state["position"] == 97 * 25
+    positions = state["mixture"]["positions"]
+    assert positions == [Counter(s for s, _ in first)[s] for s in range(3)]
+    again = StreamingLoader(_mix(sources), 25, collate_fn=list)
+    again.load_state_dict(state)
+    assert first + _seen(again) == whole
+    with pytest.raises(StreamError, match="mixture with counts"):
+        StreamingLoader(_mix(sources, epoch_samples=5000), 25).load_state_dict(state)
+    with pytest.raises(StreamError, match="mixture source 1 .* is not the dataset"):
+        _mix([sources[0], sources[2], sources[1]]).source.load_state_dict(state, "x")
+    single = StreamingLoader(StreamingDataset(sources[0]), 25)
+    with pytest.raises(StreamError, match="lacks mixture"):
+        StreamingLoader(_mix(sources), 25).load_state_dict(single.state_dict())
+
+
+def test_inside_torchs_dataloader_with_workers(sources: list[Path]) -> None:
+    expected = Counter(_seen(StreamingLoader(_mix(sources), 50, collate_fn=list)))
+    loader = torch.utils.data.DataLoader(
+        _mix(sources), batch_size=64, num_workers=2, collate_fn=list
+    )
+    assert Counter(_seen(loader)) == expected
+    workers = StreamingLoader(_mix(sources), 50, num_workers=2, collate_fn=list)
+    assert Counter(_seen(workers)) == expected
+
+
+def test_tensor_sources_give_one_tensor_a_batch(tmp_path: Path) -> None:
+    roots = []
+    for s in range(2):
+        with ShardWriter(tmp_path / f"t{s}", shard_size="4KiB", codec="array") as w:
+            for i in range(300):
+                w.write(np.full(16, s * 1000 + i, dtype=np.int32))
+        roots.append(tmp_path / f"t{s}")
+    mix = StreamingMixture(
+        [StreamingDataset(r, dtype=torch.int32) for r in roots], weights=[3, 1], epoch_samples=400
+    )
+    batches = list(StreamingLoader(mix, 40))
+    assert all(isinstance(b, torch.Tensor) and b.shape == (40, 16) for b in batches)
+    values = torch.cat(batches)[:, 0]
+    assert (values >= 1000).sum().item() == 100  # a quarter from the second source
+
+
+def test_bad_shares_are_named(sources: list[Path]) -> None:
+    ds = [StreamingDataset(p) for p in sources]
+    for options, message in [
+        ({}, "give weights= .* or samples="),
+        ({"weights": [1, 1]}, r"weights=\[1, 1\]: give one per source \(3\)"),
+        ({"weights": [1, -1, 1]}, "use numbers >= 0"),
+        ({"weights": [0, 0, 0]}, "at least one must be above 0"),
+        ({"samples": [1, 2, 3], "epoch_samples": 9}, "leave epoch_samples out"),
+        ({"samples": [1, 2.5, 3]}, "use whole numbers >= 0"),
+        ({"weights": [1, 1, 1], "on_exhausted": "wrap"}, "use 'repeat' or 'stop'"),
+        ({"weights": [1, 1, 1], "epoch_samples": -1}, "epoch_samples=-1"),
+    ]:
+        with pytest.raises(StreamError, match=message):
+            StreamingMixture(ds, **options)  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="at least one source"):
+        StreamingMixture([], weights=[])
+
+
+def test_sources_on_different_tiers_mix(blob_env: str, sources: list[Path], tmp_path: Path) -> None:
+    url = f"{blob_env}/remote"
+    with ShardWriter(url, shard_size="8KiB", codec="pickle") as w:
+        for i in range(400):
+            w.write({"s": 1, "i": i, "pad": b"r" * 60})
+    mix = StreamingMixture(
+        [StreamingDataset(sources[0]), StreamingDataset(url, tmp_path / "cache")],
+        weights=[0.7, 0.3],
+        epoch_samples=1000,
+    )
+    assert mix.tier == "posix+az"
+    seen = _seen(StreamingLoader(mix, 20, num_workers=2, collate_fn=list))
+    assert Counter(s for s, _ in seen) == {0: 700, 1: 300}
+    assert len({i for s, i in seen if s == 1}) == 300  # 300 distinct of its 400
