@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import stoker
-from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_json
+from report_inputs import ROOT, SIMULATION, checkpoint_record, ledger_record, plan_json
 from stoker.cli import app
 from stoker.errors import ReportError
 
@@ -193,3 +193,23 @@ def test_bench_storage_record_is_charted_beside_the_plans_need(tmp_path, inputs)
     reading = _readings(out.read_text())["storage"]
     best = max(rates.values())
     assert f"{best / 1e6:,.0f} MB/s" in reading and "the plan needs" in reading
+
+
+def test_a_plan_with_its_simulation_and_an_inference_plan(tmp_path):
+    from stoker import plan_job
+
+    # stoker plan --simulate --json carries the simulation inside the plan: both are drawn.
+    res = runner.invoke(app, ["plan", str(ROOT / "examples" / "pretrain-64vm.toml"), "--simulate", "--runs",
+                              "2", "--json"])
+    assert res.exit_code == 0, res.output
+    both = tmp_path / "plan-sim.json"
+    both.write_text(res.stdout)
+    result = stoker.report(tmp_path / "a.html", plan=both)
+    assert result.sections["Simulation"] == ["sim-goodput", "sim-lost", "sim-timeline"]
+
+    plan = plan_job(ROOT / "examples" / "inference-cache.toml").to_dict()
+    result = stoker.report(tmp_path / "b.html", plan=plan)
+    assert result.sections["Plan"] == ["cold-start", "bill"]  # no step, data or checkpoints
+    reading = _readings((tmp_path / "b.html").read_text())["cold-start"]
+    chosen = plan["inference"]["chosen"]
+    assert f"each from {chosen} in" in reading

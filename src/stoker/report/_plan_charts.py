@@ -218,8 +218,34 @@ def bill(plan: dict[str, Any]) -> Chart | None:
     return Chart("bill", "The bill by item", text + ".", fig)
 
 
+def cold_start(plan: dict[str, Any]) -> Chart | None:
+    """An inference plan: how long every replica takes to load the model, per source."""
+    inf = plan.get("inference") or {}
+    starts = {k: v for k, v in (inf.get("cold_start_s") or {}).items()
+              if isinstance(v, int | float)}
+    if not starts:
+        return None
+    fig = figure(6.4, 0.9 + 0.4 * len(starts))
+    ax = fig.axes[0]
+    for y, (source, secs) in enumerate(starts.items()):
+        ax.barh(y, secs, color=MEASURED if source == inf.get("chosen") else PLAN)
+        ax.text(secs, y, f" {duration(secs)}", va="center", fontsize=8)
+    ax.set_yticks(range(len(starts)), [s + (" (chosen)" if s == inf.get("chosen") else "")
+                                      for s in starts])
+    ax.invert_yaxis()
+    ax.set_xlabel("time for every replica to load the model (s)")
+    ax.margins(x=0.2)
+    chosen = inf.get("chosen")
+    text = (f"{inf.get('replicas', '?')} replicas load {inf.get('model_bytes', 0) / 1e9:,.0f} GB "
+            f"each from {chosen} in {duration(starts.get(chosen, 0))}")
+    if "nvme" in starts:
+        text += f"; a warm restart from the VM's NVMe takes {duration(starts['nvme'])}"
+    return Chart("cold-start", "Cold start by model source", text + ".", fig)
+
+
 def charts(plan: dict[str, Any], ledgers: list[Measured]) -> list[Chart]:
-    made = [step_split(plan, ledgers), tier_options(plan), goodput_curve(plan), bill(plan)]
+    made = [step_split(plan, ledgers), tier_options(plan), goodput_curve(plan), cold_start(plan),
+            bill(plan)]
     return [c for c in made if c is not None]
 
 

@@ -62,6 +62,8 @@ def report(
     say("reading the inputs", 0)
     plan_d = None if plan is None else load_plan(plan)
     sim_d = None if simulation is None else load_simulation(simulation)
+    if sim_d is None and plan_d is not None and isinstance(plan_d.get("simulation"), dict):
+        sim_d = load_simulation(plan_d["simulation"])  # stoker plan --simulate --json
     records = load_measured(measured)
     if plan_d is None and sim_d is None and not records:
         raise ReportError("nothing to report: give a plan, a simulation or a measured record")
@@ -129,7 +131,7 @@ def _pdf(path: Path, charts: list[Chart]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         with PdfPages(path) as pages:
             for c in charts:
-                c.fig.suptitle(c.title, fontweight="bold")
+                _titled(c)
                 pages.savefig(c.fig)
     except OSError as exc:
         raise ReportError(f"{path}: cannot write the PDF ({exc.strerror})") from exc
@@ -141,10 +143,18 @@ def _png(folder: Path, charts: list[Chart]) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for c in charts:
-            c.fig.suptitle(c.title, fontweight="bold")
+            _titled(c)
             p = folder / f"{c.key}.png"
             c.fig.savefig(p, dpi=150, bbox_inches="tight")
             out.append(p)
     except OSError as exc:
         raise ReportError(f"{folder}: cannot write the PNG files ({exc.strerror})") from exc
     return out
+
+
+def _titled(c: Chart) -> None:
+    """A PNG or a PDF page stands alone: the chart's title goes on it, above the plot."""
+    if c.fig._suptitle is None:
+        c.fig.suptitle(c.title, fontweight="bold")
+        height_pt = c.fig.get_size_inches()[1] * 72
+        c.fig.subplots_adjust(top=c.fig.subplotpars.top - 16 / height_pt)
