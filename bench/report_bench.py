@@ -33,8 +33,9 @@ from _machine import cpu_mark, load_since  # noqa: E402
 from _markdown import publish  # noqa: E402
 from _peers import ensure_report_venv  # noqa: E402
 from _results import save  # noqa: E402
-from chromium import open_page  # noqa: E402
 from render import render  # noqa: E402
+
+from chromium import open_page  # noqa: E402
 
 SPEC = ROOT / "examples" / "llama3-405b-2048vm.toml"
 FIXTURE = ROOT / "tests" / "fixtures" / "simulation_2048vm.json"

@@ -199,8 +199,8 @@ def test_a_plan_with_its_simulation_and_an_inference_plan(tmp_path):
     from stoker import plan_job
 
     # stoker plan --simulate --json carries the simulation inside the plan: both are drawn.
-    res = runner.invoke(app, ["plan", str(ROOT / "examples" / "pretrain-64vm.toml"), "--simulate", "--runs",
-                              "2", "--json"])
+    spec = str(ROOT / "examples" / "pretrain-64vm.toml")
+    res = runner.invoke(app, ["plan", spec, "--simulate", "--runs", "2", "--json"])
     assert res.exit_code == 0, res.output
     both = tmp_path / "plan-sim.json"
     both.write_text(res.stdout)
