@@ -99,10 +99,12 @@ def write_shards(
 
 
 def _rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is None or world_size is None:
-        env = os.environ
-        rank = int(env.get("RANK", 0)) if rank is None else rank
-        world_size = int(env.get("WORLD_SIZE", 1)) if world_size is None else world_size
+    if rank is None or world_size is None:  # torchrun's (or a running process group's)
+        from .._dist_env import rank_and_world
+
+        job_rank, job_world = rank_and_world(error=StreamError)
+        rank = job_rank if rank is None else rank
+        world_size = job_world if world_size is None else world_size
     if not 0 <= rank < world_size:
         raise StreamError(
             f"rank {rank} of world_size {world_size}: a rank is a whole number from 0 to "
