@@ -185,3 +185,46 @@ def test_a_64_vm_tp8_job_maps_ranks_to_disjoint_complete_shares(tmp_path: Path) 
     assert len(every) == 3000 // (64 * 4) * 64 * 4  # complete, but the short tail
     merged = np.stack([shares[d] for d in range(64)], axis=1).ravel()  # the global order
     assert np.array_equal(merged, ds.source.order()[: len(merged)])
+
+
+STARTED_BY_HAND = """
+import json, os, sys
+import torch.distributed as dist
+import torch.utils.data
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from stoker.stream import StreamingDataset
+
+if __name__ == "__main__":
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        os.environ.pop(name, None)
+    dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=4)
+    ds = StreamingDataset(sys.argv[1], seed=4, batch_size=5)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=None, num_workers=1, multiprocessing_context=ds.mp_context
+    )
+    got = [int.from_bytes(s, "little") for s in loader]  # a forked worker: it has the group
+    sent = ds.__getstate__()["data_group"]  # what a worker started afresh gets (fork server)
+    mine = ds.my_batches().ravel().tolist()
+    print(json.dumps({"got": got, "mine": mine, "sent": [sent.rank, sent.size]}))
+"""
+
+
+def test_workers_read_the_share_of_a_group_started_by_hand(
+    tmp_path: Path,
+) -> None:
+    """A process group started without torchrun's variables (rank 3 of 4 here): a worker
+    started afresh (the fork server of a remote dataset) has no group and no RANK, and would
+    read the whole epoch as rank 0 of 1; it is sent the group as numbers."""
+    root = tmp_path / "ds"
+    with ShardWriter(root, shard_size="1KiB") as w:
+        for i in range(200):
+            w.write(i.to_bytes(4, "little"))
+    script = tmp_path / "by_hand.py"
+    script.write_text(STARTED_BY_HAND)
+    run = subprocess.run(
+        [sys.executable, str(script), str(root)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout)
+    assert found["got"] == found["mine"] and len(found["got"]) == 200 // 20 * 5
+    assert found["sent"] == [3, 4]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -167,6 +168,19 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             return
         for samples in read_batches(self.reader, batches, None):
             yield from samples
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A worker started afresh (a fork server) has no process group: it takes this rank's
+        # data-parallel group as numbers, not torchrun's RANK, which a group need not match.
+        state = self.__dict__.copy()
+        if state["data_group"] is None and _dist_running():
+            state["data_group"] = self.group
+        return state
+
+
+def _dist_running() -> bool:
+    dist = sys.modules.get("torch.distributed")  # (imported by whoever started a group)
+    return bool(dist and dist.is_available() and dist.is_initialized())
 
 
 def _mp_context(in_place: bool) -> Any:
