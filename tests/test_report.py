@@ -108,6 +108,9 @@ def test_the_ledger_record_follows_the_loop_over_time(inputs):
 
 
 def test_pdf_and_png_of_the_same_charts(inputs, tmp_path):
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
     result = stoker.report(tmp_path / "r.html", measured=[inputs["ledger"]],
                            pdf=tmp_path / "r.pdf", png=tmp_path / "png")
     pdf = (tmp_path / "r.pdf").read_bytes()
@@ -115,6 +118,8 @@ def test_pdf_and_png_of_the_same_charts(inputs, tmp_path):
     # the step split, the ledger over time, utilization: a page and a PNG each
     assert len(re.findall(rb"/Type /Page\b", pdf)) == len(result.charts) == 3
     assert [p.stem for p in result.png] == ["step-split", "ledger-0", "utilization"]
+    assert dict(matplotlib.rcParams) == before  # a notebook's own settings are left alone
+    assert "<text" in (tmp_path / "r.html").read_text()  # text stays text in the SVG
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in result.png)
 
 

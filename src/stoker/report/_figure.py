@@ -59,10 +59,7 @@ class Chart:
 
 
 def figure(width_in: float = 6.4, height_in: float = 3.0) -> Any:
-    """A new figure with the report's style, and one axes on it."""
-    import matplotlib
-
-    matplotlib.rcParams.update(_STYLE)
+    """A new figure, and one axes on it (made inside :func:`style`)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width_in, height_in), layout=None)
@@ -87,6 +84,14 @@ def fit(fig: Any) -> None:
     top = 10 + (_LINE_PT * 2.0 if fig.legends else 0)
     fig.subplots_adjust(left=min(0.6, left / w_pt), right=1 - 12 / w_pt,
                         bottom=min(0.5, bottom / h_pt), top=1 - top / h_pt, wspace=0.08)
+
+
+def style() -> Any:
+    """The report's matplotlib settings for a ``with`` block: a caller's own rcParams (in a
+    notebook, say) are left as they were."""
+    import matplotlib
+
+    return matplotlib.rc_context(_STYLE)
 
 
 def _attr(text: str) -> str:

@@ -67,19 +67,21 @@ def report(
     records = load_measured(measured)
     if plan_d is None and sim_d is None and not records:
         raise ReportError("nothing to report: give a plan, a simulation or a measured record")
-    say("drawing the charts", 1)
-    sections = _charts(plan_d, sim_d, records)
     from .. import __version__
+    from ._figure import style
     from ._html import page
 
-    say("writing the page", 2)
-    html = page(sections, plan_d, sim_d, records, __version__)
-    path = _write(Path(out), html.encode())
-    every = [c for cs in sections.values() for c in cs]
-    if pdf or png:
-        say("writing PDF and PNG", 3)
-    pdf_path = _pdf(Path(pdf), every) if pdf else None
-    pngs = _png(Path(png), every) if png else []
+    with style():
+        say("drawing the charts", 1)
+        sections = _charts(plan_d, sim_d, records)
+        say("writing the page", 2)
+        html = page(sections, plan_d, sim_d, records, __version__)
+        path = _write(Path(out), html.encode())
+        every = [c for cs in sections.values() for c in cs]
+        if pdf or png:
+            say("writing PDF and PNG", 3)
+        pdf_path = _pdf(Path(pdf), every) if pdf else None
+        pngs = _png(Path(png), every) if png else []
     say("done", steps)
     for c in every:  # release the figures' memory now, not at the next collection
         c.fig.clear()
