@@ -20,7 +20,8 @@ from stoker.plan import collectives as c
 from stoker.plan import plan_job
 from stoker.plan.parallel import NOT_MODELLED, all_to_all_time
 
-PRETRAIN = tomllib.loads((Path(__file__).parent.parent / "examples/pretrain-64vm.toml").read_text())
+EXAMPLES = Path(__file__).parent.parent / "examples"
+PRETRAIN = tomllib.loads((EXAMPLES / "pretrain-64vm.toml").read_text())
 SHAPE = {"layers": 80, "hidden_size": 8192, "micro_batch": 1}  # Llama 2 70B's shape
 
 
@@ -86,3 +87,14 @@ def test_expert_parallel_all_to_alls_cross_vms(cat):
 def test_expert_parallel_must_divide_data_parallel(cat):
     with pytest.raises(SpecError, match="workload.ep: 3 expert-parallel ranks must divide dp"):
         job(cat, ep=3)
+
+
+def test_a_large_model_parallel_share_is_warned_about_with_its_largest_part(cat):
+    p = plan_job(EXAMPLES / "moe-3d-parallel-128vm.toml", cat)
+    mp = p.interconnect.model_parallel
+    assert mp.modelled and mp.overlap == 0.7 and mp.ep_network == "InfiniBand"
+    assert p.interconnect.exposed_s < 0.1 * p.step.total_s < mp.exposed_s
+    warn = next(w for w in p.warnings if w.startswith("tensor-, pipeline- and expert-parallel"))
+    assert "most of it the pipeline bubble" in warn  # 3 / 16 micro-batches of the compute
+    assert mp.pp_bubble_s == pytest.approx(3 / 16 * p.step.compute_s)
+    assert not any(w.startswith("tensor-, pipeline") for w in job(cat).warnings)  # no shape

@@ -63,6 +63,21 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             if not ic.vms_outside_fabric
             else ""
         )
+    mp = ic.model_parallel
+    if step and mp and mp.modelled and mp.exposed_s > 0.1 * step:
+        parts = {
+            "the pipeline bubble (more micro-batches per step shrink it)": mp.pp_bubble_s,
+            "expert-parallel all-to-alls (keep ep x tp inside the NVLink domain, overlap them)": (
+                mp.ep_s * (1 - mp.overlap)
+            ),
+            "tensor-parallel all-reduces (keep tp inside the NVLink domain)": mp.tp_s,
+            "pipeline sends": mp.pp_s * (1 - mp.overlap),
+        }
+        worst = max(parts, key=parts.__getitem__)
+        rec.warnings.append(
+            f"tensor-, pipeline- and expert-parallel traffic exposes {fd(mp.exposed_s)} a step "
+            f"({_pct(mp.exposed_s / step)} of it), most of it {worst}: {fd(parts[worst])}"
+        )
     if step and ic.exposed_s > 0.1 * step:
         rec.warnings.append(
             f"exposed communication is {_pct(ic.exposed_s / step)} of the step: "

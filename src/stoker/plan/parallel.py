@@ -83,6 +83,7 @@ def model_parallel_plan(
         ep_s=ep_s,
         exposed_s=exposed,
         micro_batches=m,
+        overlap=hidden,
         tp_network=tp_where if w.tp > 1 else "",
         ep_network=ep_where,
         note=(

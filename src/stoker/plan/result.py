@@ -75,6 +75,7 @@ class ModelParallelPlan:
     tp_network: str = ""  # where the tp group talks: the scale-up domain or the network
     ep_network: str = ""
     note: str = ""
+    overlap: float = 0.0  # workload.overlap: the share of pp sends and ep all-to-alls hidden
 
 
 @dataclass
