@@ -49,13 +49,12 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
             f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
         )
-    if ic.vms_outside_fabric:
+    if ic.vms_outside_fabric and vm.has_infiniband:  # without it, the warning above says all
         rec.warnings.append(_past_the_fabric(plan, ic))
     if ic.sharp_requested and not ic.sharp:
         rec.warnings.append(
             "cluster.sharp is set, but the gradient exchange does not run on InfiniBand, so "
             "SHARP is not modelled"
-            + ("; keep the job inside one fabric for it to help" if ic.vms_outside_fabric else "")
         )
     if ic.needs_infiniband:
         rec.choice += (
