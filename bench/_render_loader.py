@@ -40,6 +40,25 @@ def workload_markdown(w: dict, TARGET_POINTS: float) -> str:
         for r in w["cases"]
         if r.get("dlio_as_shipped")
     )
+    mb = p["sample_bytes"] / 1e6
+
+    def held_by_cpu(r: dict) -> str:
+        """Readers well under the cap while the loop waited most of the step: their CPU, not
+        the storage, set the pace (on a shared machine, the CPU other work left them)."""
+        slow = [
+            tool
+            for tool, key in (("DLIO", "dlio"), ("stoker", "stoker"))
+            if r[f"{key}_samples_per_s"] * mb < 0.8 * r["cap_mbps"] and r[f"{key}_au"] < 0.5
+        ]
+        return f" ({' and '.join(slow)} under the cap: CPU-bound here)" if slow else ""
+
+    rates = "; ".join(
+        f"{r['compute_s'] * 1e3:g} ms: DLIO {r['dlio_samples_per_s'] * mb:.1f}, stoker "
+        f"{r['stoker_samples_per_s'] * mb:.1f} MB/s{held_by_cpu(r)}"
+        for r in w["cases"]
+        if r["cap_mbps"]
+    )
+    capped = f" Read rate over the run, capped rows: {rates}." if rates else ""
     return f"""### {c["workload"]}-shaped: {c["samples"]:,} samples of {p["sample_bytes"]:,} bytes, batch {c["batch"]}
 
 {c["stoker_mb"]:,.0f} MB in {c["stoker_shards"]} stoker shards ({blocks} shuffle block{"s" if blocks > 1 else ""} of up to 8 shards); {c["dlio_files"]:,} DLIO NPZ files,
@@ -49,7 +68,7 @@ def workload_markdown(w: dict, TARGET_POINTS: float) -> str:
 |---|---:|---:|---:|:-:|---:|---:|---:|---:|---:|---:|
 {table}
 
-Single runs (AU %): {spread}.{shipped}
+Single runs (AU %): {spread}.{shipped}{capped}
 """
 
 
