@@ -52,6 +52,8 @@ def test_single_vm_busbw_within_10_percent_of_published(cat, vm, published):
 
 
 def test_predicted_busbw_is_not_below_health_check_floors(cat):
+    # Floors from the Azure HPC node health checks (https://github.com/Azure/azurehpc-health-checks
+    # conf/, read 2026-11-30; the catalog's `nhc` source): a floor, so one-sided (0.1 % slack).
     # NC96ads_A100_v4 uses its floor as the link figure, so it lands on it (less latency).
     for name, vm in cat.vm.items():
         if vm.allreduce_busbw_floor and vm.gpus > 1:
