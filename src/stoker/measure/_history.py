@@ -10,7 +10,8 @@ MAX_POINTS = 2048
 
 
 class History:
-    """``offer(values)`` keeps ``(seconds since start, *values)`` at most once per ``every_s``."""
+    """``offer(values)`` keeps ``(seconds since the first point, *values)`` at most once per
+    ``every_s``."""
 
     __slots__ = ("every_s", "points", "_t0", "_next")
 
@@ -21,6 +22,8 @@ class History:
         self._next = 0.0
 
     def offer(self, *values: float, force: bool = False) -> None:
+        if not self.points:  # time counts from the first point: the run's own start
+            self._t0 = time.perf_counter()
         t = time.perf_counter() - self._t0
         if t < self._next and not force:
             return

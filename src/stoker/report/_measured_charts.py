@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any
 
+from ..units import format_rate
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, pct
 from ._measured import Measured, Series
 
@@ -100,7 +101,7 @@ def throughput(records: list[Measured], plan: dict[str, Any] | None) -> Chart | 
     parts = [f"{m.name} ({m.source}) moved a median {statistics.median(v) / 1e6:,.0f} MB/s "
              f"(lowest {min(v) / 1e6:,.0f})" for m, (_, v) in lines]
     if need:
-        parts.append(f"the plan needs {need / 1e6:,.0f} MB/s per VM")
+        parts.append(f"the plan needs {format_rate(need)} per VM")
     return Chart("throughput", "Loader and staging throughput over time",
                  "; ".join(parts) + ".", fig)
 
@@ -156,7 +157,7 @@ def storage(records: list[Measured], plan: dict[str, Any] | None) -> Chart | Non
     text = f"Fastest: {best[0]} at {best[1] / 1e6:,.0f} MB/s"
     need = _need_per_vm(plan)
     if need:
-        text += f"; the plan needs {need / 1e6:,.0f} MB/s per VM"
+        text += f"; the plan needs {format_rate(need)} per VM"
     return Chart("storage", "Storage throughput measured", text + ".", fig)
 
 
