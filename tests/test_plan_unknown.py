@@ -68,3 +68,14 @@ def test_a_measured_figure_makes_it_known(cat, tmp_path):
     p = plan_job(spec, cat, measured=measured)
     assert p.data.chosen.deliverable_bps == pytest.approx(32 * 40e9)
     assert p.step.data_stall_s is not None and not p.data.chosen.unknown
+
+
+def test_a_known_cap_with_an_unknown_one_before_it_is_an_upper_bound(cat):
+    # Premium block blob publishes no account bandwidth: the NICs give a figure, an upper bound.
+    p = on_mi300x(cat, tier="blob", blob_tier="premium")
+    ch = p.data.chosen
+    assert ch.limit == Limit.NIC and ch.stall_per_step_s is not None
+    assert ch.unknown == ["Blob, premium block blob account egress"]
+    warn = next(w for w in p.warnings if w.startswith("Blob, premium block blob delivers at most"))
+    assert "may cap it sooner" in warn and "catalog override file" in warn  # not --measured
+    assert "--measured" not in ch.measure

@@ -225,7 +225,7 @@ def choose(options: list[TierOption], ideal_step_s: float, au_target: float = 1.
     for o in simpler:
         chosen.notes.append(
             f"{o.name} might feed the GPUs, but no figure is published for "
-            f"{', '.join(o.unknown) or 'it'}: measure it with {MEASURE_STORAGE}"
+            f"{', '.join(o.unknown) or 'it'}: measure it with {o.measure or MEASURE_STORAGE}"
         )
     return chosen
 
@@ -247,5 +247,5 @@ def as_choice(option: TierOption) -> TierChoice:
         limit=option.limit,
         sku=option.sku,
         unknown=list(option.unknown),
-        measure=MEASURE_STORAGE if option.unknown else None,
+        measure=option.measure,
     )

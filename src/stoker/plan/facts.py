@@ -54,4 +54,10 @@ class FabricLayout(StrEnum):
     LARGER_FABRIC = "larger_fabric"  # ask Azure for one InfiniBand domain that holds the job
 
 
+# How to measure a figure no source publishes: the VMs' own NVMe feeds `--measured`; a shared
+# tier's figure goes into a catalog override file.
 MEASURE_STORAGE = "`stoker bench storage --json` on the VMs, then `stoker plan --measured FILE`"
+MEASURE_SHARED = (
+    "a read or write from the VMs (`stoker bench storage` on the mount, `stoker stage --json` "
+    "for Blob), set in a catalog override file (`stoker plan --catalog mine.toml`)"
+)

@@ -10,7 +10,7 @@ from . import lustre
 from ._advice_network import interconnect_advice
 from ._format import duration as fd
 from ._format import gpus, pct
-from .facts import MEASURE_STORAGE, Limit, ReadPattern
+from .facts import MEASURE_SHARED, MEASURE_STORAGE, Limit, ReadPattern
 from .inference import COLD_START_TARGET_S
 from .result import Plan, Recommendation
 
@@ -92,6 +92,12 @@ def _training_data(plan: Plan, cat: Catalog, vm: VmSize) -> Recommendation:
         rec.warnings.append(
             f"{ch.name} has no published figure for {', '.join(ch.unknown)}, so the plan "
             "cannot say whether the GPU waits on data: measure it with "
+            + (ch.measure or MEASURE_STORAGE)
+        )
+    elif ch.unknown:  # a rate is known (the NICs, say), but a cap before it may be lower
+        rec.warnings.append(
+            f"{ch.name} delivers at most {delivers} here; no figure is published for "
+            f"{', '.join(ch.unknown)}, which may cap it sooner: measure it with "
             + (ch.measure or MEASURE_STORAGE)
         )
     if ch.tier == "lustre" and ch.size_bytes and ch.sku in cat.lustre:
@@ -190,7 +196,8 @@ def _checkpoints(plan: Plan, cat: Catalog) -> Recommendation:
     if ck.unknown and ck.writer_streams < ck.writer_vms * cat.vm[plan.vm_size].gpus:
         rec.warnings.append(
             f"checkpoint write time {fd(ck.write_s)} is a lower bound: no published figure for "
-            f"{', '.join(ck.unknown)}; measure it with {MEASURE_STORAGE}"
+            f"{', '.join(ck.unknown)}; measure it with "
+            + (MEASURE_STORAGE if ck.tier == "nvme" else MEASURE_SHARED)
         )
     if ck.interval_set_s is not None and ck.interval_set_s < ck.interval_s:
         safe = "one step" if ck.mode == "sync" else "a save until it is safe to restart from"

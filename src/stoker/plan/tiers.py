@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..catalog import Catalog, LustreSku, VmSize
 from ..units import format_bytes
 from . import lustre
-from .facts import Limit
+from .facts import MEASURE_SHARED, MEASURE_STORAGE, Limit
 
 TIB = 2**40
 GIB = 2**30
@@ -87,9 +87,16 @@ class TierOption:
     unknown: list[str] = field(default_factory=list)  # figures no source publishes
 
     def lacks(self, figure: str) -> None:
-        """Record a figure this tier has no published value for (and so no rate, no stall)."""
+        """Record a figure this tier has no published value for."""
         if figure not in self.unknown:
             self.unknown.append(figure)
+
+    @property
+    def measure(self) -> str | None:
+        """How to measure what it lacks: the VMs' NVMe feeds --measured; the rest an override."""
+        if not self.unknown:
+            return None
+        return MEASURE_STORAGE if self.tier == "nvme" else MEASURE_SHARED
 
 
 def usable_rate(need: DataNeed, vm: VmSize) -> float:
