@@ -11,7 +11,7 @@ so two versions of stoker can be compared in one run on the same data:
 
 Without ``--variant`` it measures this checkout's ``src`` as "stoker"; ``VAR=VALUE`` after a
 variant's folder sets its environment (malloc settings, say). ``--wrap`` runs each stoker run
-under a profiler (perf, py-spy), its output in .bench/runs/stage-cpu-NAME-ROUND.prof. Every copy's MD5 is
+under a profiler (perf, py-spy), its output in .bench/stage-cpu-NAME-ROUND.prof. Every copy's MD5 is
 checked against the source's (the first round). Other processes share the machine's cores:
 the section says how much of the CPU they took while the tools ran. Measure, then render: the
 runs go to bench/results/stage-cpu.json, which bench/_render_stage_cpu.py formats.
@@ -36,7 +36,7 @@ from _markdown import publish
 from _peers import ACCOUNT, Azurite
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = _peers.BENCH / "runs" / "stage-cpu"
+RUNS = _peers.BENCH / "stage-cpu-runs"  # (not under runs/: stage_bench.py clears that)
 MiB = 1 << 20
 CONTAINER = "cpu"
 STREAMS = 16  # rclone's --transfers / --multi-thread-streams, as bench/stage_bench.py runs it
