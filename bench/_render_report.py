@@ -29,7 +29,7 @@ def render(doc: dict) -> str:
         "|---|---:|---:|---:|---:|",
         row("written, the whole command (s)", s["wall_s"], p["wall_s"], ".2f", t["wall_s"]),
         row("the same, CPU time (s)", s["cpu_s"], p["cpu_s"], ".2f", t["wall_s"]),
-        row("inside the process, imports excluded (s)", s["in_process_s"], p["in_process_s"],
+        row("timed inside the process, after start-up (s)", s["in_process_s"], p["in_process_s"],
             ".2f"),
         row("file size (MB)", s["size_bytes"] / 1e6, p["size_bytes"] / 1e6, ".3f",
             t["size_bytes"] / 1e6),
