@@ -295,3 +295,16 @@ def test_model_shape_and_au_target_are_checked(tmp_path: Path, workload: dict, f
 def test_unknown_checkpoint_writers_are_refused(tmp_path: Path) -> None:
     message = _error(_spec(tmp_path, GOOD + '\n[checkpoints]\nwriters = "many"\n'))
     assert "checkpoints.writers" in message
+
+
+def test_a_simulate_table_is_left_to_stoker_simulate(tmp_path):
+    """`stoker plan` reads a spec that also carries the simulation's knobs; it does not judge
+    them (stoker simulate does, naming simulate.KEY)."""
+    from stoker.plan import load_spec
+
+    spec = tmp_path / "job.toml"
+    spec.write_text(
+        (Path(__file__).parents[1] / "examples" / "pretrain-64vm.toml").read_text()
+        + '\n[simulate]\nstragglers = "lognormal"\n'
+    )
+    assert load_spec(spec).simulate == {"stragglers": "lognormal"}

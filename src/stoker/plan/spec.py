@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -194,6 +194,9 @@ class JobSpec(_Section):
     checkpoints: Checkpoints = Field(default_factory=Checkpoints)
     reliability: Reliability = Field(default_factory=Reliability)
     run: Run = Field(default_factory=Run)
+    # The simulation's knobs (docs/simulate.md): `stoker simulate` validates them, naming each
+    # `simulate.KEY`; the closed-form plan has no use for them and leaves them be.
+    simulate: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_amount(self) -> JobSpec:

@@ -47,7 +47,7 @@ def check_boundary(spec: JobSpec, cat: Catalog, boundary: int) -> None:
 def check_lustre(where: str, sku_key: str, capacity_tib: float, cat: Catalog) -> None:
     sku = cat.lustre[sku_key]
     step, low, high = sku.step / TiB, sku.min_size / TiB, sku.max_size / TiB
-    ceiling = cat.lustre_common.max_size_on_request / TiB
+    ceiling = (sku.max_size_on_request or cat.lustre_common.max_size_on_request) / TiB
     if capacity_tib != round(capacity_tib) or round(capacity_tib) % round(step):
         raise ProvisionError(
             f"{where}: {capacity_tib:g} TiB of {sku_key} is not a multiple of its "
