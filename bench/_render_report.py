@@ -42,7 +42,11 @@ def render(doc: dict) -> str:
         f"{len(p['requests_outside'])} | | |",
         "",
         f"stoker's runs: {', '.join(f'{x:.2f}' for x in s['wall_all_s'])} s; a bare `python -c "
-        f"pass` took {r['python_start_s']:.2f} s. The page is static SVG with its text as text "
+        f"pass` took {r['python_start_s']:.2f} s. Of stoker's {s['cpu_s']:.2f} CPU s, "
+        f"`stoker report --help` (the CLI's start-up) takes {r['cli_start_cpu_s']:.2f} and "
+        f"importing matplotlib {r['matplotlib_import_cpu_s']:.2f}; the seven charts and the page "
+        f"the remaining {s['cpu_s'] - r['cli_start_cpu_s'] - r['matplotlib_import_cpu_s']:.2f}. "
+        f"The page is static SVG with its text as text "
         f"and no script, so its size is the charts' own; plotly's page carries plotly.js "
         f"inline. Load: other processes took {r['others_cpu']:.0%} of the machine's CPU "
         f"meanwhile (load average {r['loadavg_1m']:.1f}); the CPU time is the steadier figure "

@@ -110,6 +110,11 @@ def main() -> int:
         version = subprocess.run([str(peer_python), "-c", "import plotly; print(plotly.__version__)"],
                                  capture_output=True, text=True).stdout.strip()
         floor, _, _ = timed([sys.executable, "-c", "pass"])
+        # Where stoker's CPU goes: the CLI's start-up, then importing matplotlib.
+        cli_cpu = statistics.median(timed([str(STOKER), "report", "--help"])[1] for _ in range(3))
+        mpl = "import matplotlib.figure, matplotlib.backends.backend_svg"
+        mpl_cpu = statistics.median(timed([sys.executable, "-c", mpl])[1] for _ in range(3))
+        bare_cpu = statistics.median(timed([sys.executable, "-c", "pass"])[1] for _ in range(3))
     results = {
         "spec": str(SPEC.relative_to(ROOT)),
         "simulation": sim_source,
@@ -118,6 +123,8 @@ def main() -> int:
         "stoker": stoker,
         "plotly": plotly | {"version": version},
         "python_start_s": floor,
+        "cli_start_cpu_s": cli_cpu,
+        "matplotlib_import_cpu_s": mpl_cpu - bare_cpu,
         **load_since(mark),
     }
     save("report", results)
