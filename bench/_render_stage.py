@@ -289,6 +289,8 @@ def render(doc: dict) -> str:
     listing = listing_text(info, misses)
     shown = "; ".join(
         f"{sh['shape']}) {sh['label']}, measured {sh['when']}"
+        + (f" at {sh['commit']}" if "commit" in sh else "")
+        + (f" by `{sh['command']}`" if sh.get("command", doc["command"]) != doc["command"] else "")
         + "".join(f" ({part} again {when})" for part, when in sh.get("parts_rerun", {}).items())
         for sh in shapes
     )

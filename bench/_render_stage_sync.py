@@ -13,6 +13,18 @@ def _cell(m: dict) -> str:
     return f"{m['s']:.2f} s ({m['cpu_s']:.2f} s CPU), {m['bytes'] / 1e6:.1f} MB"
 
 
+def _floor(row: dict) -> str:
+    """The bare start-up, and the unchanged re-run as a multiple of it (the machine's floor for
+    any stoker process as it was loaded: a target under it cannot be met there)."""
+    f = row.get("start_up")
+    if not f:
+        return "-"
+    return (
+        f"{f['s']:.2f} s ({f['cpu_s']:.2f} s CPU); the re-run {row['again']['s'] / f['s']:.2f}x, "
+        f"{row['again']['cpu_s'] / f['cpu_s']:.2f}x its CPU"
+    )
+
+
 def render(doc: dict) -> str:
     r, machine = doc["results"], doc["machine"]
     target, files, new = r["target_s"], r["files"], r["new_files"]
@@ -30,9 +42,13 @@ def render(doc: dict) -> str:
         "newer than its source). CPU is stoker's process alone (user + system), what a busy "
         "machine does not change; to Blob the emulator's listing and writes (another process) "
         "come on top.\n\n"
-        f"| path | first copy ({files:,} files) | again, unchanged | again, manifest removed "
-        f"| one more --include ({new} new files) | target |\n"
-        "|---|---:|---:|---:|---:|---|\n"
+        '"again, unchanged" is the median of '
+        f"{r['repeats']} runs, each after a bare `stoker --help` (the CLI's start-up alone: the "
+        "floor of any stoker process on this machine as it was loaded then, its median in the "
+        "next column).\n\n"
+        f"| path | first copy ({files:,} files) | again, unchanged | `stoker --help` alone "
+        f"| again, manifest removed | one more --include ({new} new files) | target |\n"
+        "|---|---:|---:|---:|---:|---:|---|\n"
     )
     for row in r["rows"]:
         ok = (
@@ -44,6 +60,7 @@ def render(doc: dict) -> str:
         )
         out += (
             f"| {row['path']} | {_cell(row['first'])} | {_cell(row['again'])} | "
+            f"{_floor(row)} | "
             f"{_cell(row['no_manifest'])} | {_cell(row['wider'])} "
             f"({row['wider']['files']} files) | {_yes(ok)} |\n"
         )

@@ -17,6 +17,12 @@ from _machine import cpu_mark, load_since
 from _peers import BENCH, ROOT, Azurite
 
 TARGET_S = 2.0
+REPEATS = 3  # the unchanged re-run, each beside the CLI's bare start-up
+
+
+def _median(runs: list[dict]) -> dict:
+    """The run whose seconds are the median (its other fields with it)."""
+    return sorted(runs, key=lambda r: r["s"])[len(runs) // 2]
 
 
 SYNC_FILES, SYNC_NEW = 2000, 200  # the issue's unchanged tree, and what a wider --include adds
@@ -47,28 +53,37 @@ def measure_sync() -> dict:
     rows = []
     mark = cpu_mark()
 
-    def run(*args: str, env: dict[str, str]) -> dict:
+    def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         import resource
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(
-            [stoker, "stage", str(src), *args, "--json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
         seconds = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        summary = json.loads(done.stdout.splitlines()[-1])
+        return seconds, cpu, done.stdout
+
+    def run(*args: str, env: dict[str, str]) -> dict:
+        seconds, cpu, out = timed([stoker, "stage", str(src), *args, "--json"], env)
+        summary = json.loads(out.splitlines()[-1])
         return {
             "s": seconds,
             "cpu_s": cpu,
             "bytes": summary["bytes_copied"],
             "files": summary["files_copied"],
         }
+
+    def unchanged(args: list[str], env: dict[str, str]) -> tuple[dict, dict]:
+        """The unchanged re-run REPEATS times, each after ``stoker --help`` (the CLI's start-up
+        alone: the floor of any stoker process on this machine as loaded now); the median of
+        each."""
+        runs, floors = [], []
+        for _ in range(REPEATS):
+            seconds, cpu, _ = timed([stoker, "--help"], env)
+            floors.append({"s": seconds, "cpu_s": cpu})
+            runs.append(run(*args, env=env))
+        return _median(runs), _median(floors)
 
     with Azurite() as az:
         az.create_container("sync")
@@ -83,7 +98,7 @@ def measure_sync() -> dict:
         ):
             old_only = ["--include", "d*"]
             first = run(dst, *old_only, env=env)
-            again = run(dst, *old_only, env=env)
+            again, floor = unchanged([dst, *old_only], env)
             shutil.rmtree(state)
             lost = run(dst, *old_only, env=env)
             wider = run(dst, *old_only, "--include", "new/*", env=env)
@@ -92,6 +107,7 @@ def measure_sync() -> dict:
                     "path": name,
                     "first": first,
                     "again": again,
+                    "start_up": floor,
                     "no_manifest": lost,
                     "wider": wider,
                     "new_bytes": new_bytes,
@@ -103,6 +119,7 @@ def measure_sync() -> dict:
         "files": SYNC_FILES,
         "new_files": SYNC_NEW,
         "target_s": TARGET_S,
+        "repeats": REPEATS,
         "rows": rows,
         "load": load_since(mark),
     }

@@ -260,6 +260,8 @@ def measure_shape(
         "reps": reps,
         "when": now,
         "load_before": os.getloadavg()[0],
+        "command": _results.own_command(),
+        "commit": _commit(),
     }
     if saved and set(parts) != set(PARTS):
         rerun = saved.get("parts_rerun", {}) | {part: now for part in parts}
@@ -280,6 +282,16 @@ def measure_shape(
         result["posix"]["label"] = on_disk.label
     result["cpu_elsewhere"] = others_cpu_share(start_cpu)
     return result
+
+
+def _commit() -> str:
+    """The checkout's commit, and whether the stage and store sources differed from it."""
+    git = ["git", "-C", str(_peers.ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "diff", "--quiet", "HEAD", "--", "src/stoker/stage", "src/stoker/store"]
+    ).returncode
+    return head.stdout.strip() + (" + changes to stage or store" if dirty else "")
 
 
 def setup_info(peers: Peers, quick: bool) -> dict:
@@ -353,7 +365,10 @@ def main() -> None:
     # (as on the machines here), an editable install would compile every module in every run.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(_peers.ROOT / "src")], check=True)
     try:
-        saved = _results.load(name, folder)["results"]["shapes"]
+        earlier = _results.load(name, folder)
+        saved = earlier["results"]["shapes"]
+        for kept in saved.values():  # each shape names the run that measured it
+            kept.setdefault("command", earlier["command"])
     except FileNotFoundError:
         saved = {}
     info = setup_info(peers, args.quick)
