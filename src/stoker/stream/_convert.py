@@ -90,10 +90,12 @@ def write_shards(
             done[record["part"]] = record
             if progress:
                 progress(record["samples"])
-        done |= dest.wait_for(fingerprint, first, parts, done, wait_s)
-        index = _merge(base, [done[p.number] for p in parts], dest.where)
         if rank == 0:
+            done |= dest.wait_for(fingerprint, first, parts, done, wait_s)
+            index = _merge(base, [done[p.number] for p in parts], dest.where)
             dest.publish(index, fingerprint, first, parts)
+        else:  # rank 0 publishes (and forgets the records, which may go before we see them)
+            index = dest.published(base, fingerprint, first, parts, done, wait_s)
     _barrier()
     return index
 
@@ -236,6 +238,7 @@ class _Output:
             self.io.close()
             raise
         self.where = f"{self.store}/{INDEX}"
+        self.base_bytes: bytes | None = None  # index.json as the run found it
 
     def __enter__(self) -> _Output:
         return self
@@ -249,7 +252,7 @@ class _Output:
     def base(self, codec: str, compression: str | None, resume: bool) -> DatasetIndex:
         """The dataset there already (resumed: added to), or an empty one."""
         try:
-            existing = self.io.run(self.store.read_all(INDEX))
+            existing = self.base_bytes = self.io.run(self.store.read_all(INDEX))
         except OSError as exc:  # a file where the folder should be, no permission
             raise StreamError(
                 f"{self.store} cannot hold a dataset ({exc.strerror or exc}): give a new or "
@@ -307,6 +310,37 @@ class _Output:
                 else:
                     time.sleep(POLL_S)
         return found
+
+    def published(
+        self,
+        base: DatasetIndex,
+        fingerprint: str,
+        first: int,
+        parts: list[Part],
+        done: dict[int, Any],
+        wait_s: float,
+    ) -> DatasetIndex:
+        """The index rank 0 publishes: index.json once it is not the one this run found, or
+        the merge of every part's record if they are all there first."""
+        found, last_news = dict(done), time.monotonic()
+        while True:
+            now = self.io.run(self.store.read_all(INDEX))
+            if now is not None and now != self.base_bytes:
+                return DatasetIndex.from_json(now, self.where)
+            new = self.recorded(fingerprint, first, [p for p in parts if p.number not in found])
+            found |= new
+            if len(found) == len(parts):
+                return _merge(base, [found[p.number] for p in parts], self.where)
+            if new:
+                last_news = time.monotonic()
+            elif time.monotonic() - last_news > wait_s:
+                missing = [p.number for p in parts if p.number not in found]
+                raise StreamError(
+                    f"{self.store}: no part recorded for {wait_s:.0f} s and no index published; "
+                    f"parts {_some(missing)} are missing (their ranks may have died): run every "
+                    "rank again with resume=True (--resume)"
+                )
+            time.sleep(POLL_S)
 
     def publish(self, index: DatasetIndex, fingerprint: str, first: int, parts: list[Part]) -> None:
         """index.json, in one atomic write; then the part records go (a kill before that
