@@ -36,7 +36,9 @@ def plan(
             "--simulate", help="Also simulate the run (stoker simulate) beside the closed form."
         ),
     ] = False,
-    runs: Annotated[int, typer.Option(help="Runs to simulate with --simulate.")] = 30,
+    runs: Annotated[
+        int | None, typer.Option(help="Runs to simulate with --simulate (default 30).")
+    ] = None,
 ) -> None:
     """Plan a job: where the GPU would wait, what to provision, and what it costs."""
     from ..errors import SpecError
@@ -48,10 +50,14 @@ def plan(
         raise SpecError("several specs given: add --compare to show them side by side")
     if compare and len(specs) < 2:
         raise SpecError("--compare needs two or more job specs")
+    if runs is not None and not simulate:
+        raise SpecError("--runs counts simulated runs: add --simulate, or drop --runs")
     if simulate:
         if compare:
             raise SpecError("--simulate: one job spec at a time, not with --compare")
-        return _plan_and_simulate(specs[0], catalog, measured, runs, json_out, markdown_out)
+        return _plan_and_simulate(
+            specs[0], catalog, measured, 30 if runs is None else runs, json_out, markdown_out
+        )
     plans = [plan_job(path, catalog or (), measured=measured) for path in specs]
     if json_out:
         emit_json([p.to_dict() for p in plans] if compare else plans[0].to_dict())
@@ -75,12 +81,17 @@ def _plan_and_simulate(
     from ..simulate import load_job, simulate
     from ..simulate import render as sim_render
     from ._bars import steps_bar
+    from ._output import stderr
 
     job, _, _ = load_job(spec)
     plan = plan_job(job, catalog or (), measured=measured)
     quiet = json_out or markdown_out
-    with steps_bar("simulate", quiet=quiet) as show:
-        sim = simulate(spec, runs=runs, catalog=catalog or (), plan=plan, progress=show)
+    try:
+        with steps_bar("simulate", quiet=quiet) as show:
+            sim = simulate(spec, runs=runs, catalog=catalog or (), plan=plan, progress=show)
+    except KeyboardInterrupt:
+        stderr.print("interrupted: nothing was printed; run it again to simulate", highlight=False)
+        raise typer.Exit(130) from None
     if json_out:
         emit_json({**plan.to_dict(), "simulation": sim.to_dict()})
     elif markdown_out:

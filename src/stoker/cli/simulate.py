@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ._bars import steps_bar
-from ._output import command, emit_json, stdout
+from ._output import command, emit_json, stderr, stdout
 
 
 @command
@@ -34,19 +33,25 @@ def simulate(
     ] = None,
 ) -> None:
     """Simulate a training run: failures, saves, restarts, stragglers and contention, N times."""
-    from ..errors import SpecError
     from ..simulate import simulate as run
     from ..simulate.render import rich_report
 
-    with steps_bar("simulate", quiet=json_out) as show:
-        sim = run(spec, runs=runs, seed=seed, days=days, catalog=catalog or (), progress=show)
-    doc = sim.to_dict()
-    if out is not None:
-        try:
-            out.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
-        except OSError as exc:
-            raise SpecError(f"--out {out}: cannot write it: {exc.strerror}") from exc
+    try:
+        with steps_bar("simulate", quiet=json_out) as show:
+            sim = run(
+                spec,
+                runs=runs,
+                seed=seed,
+                days=days,
+                catalog=catalog or (),
+                progress=show,
+                out=out,
+            )
+    except KeyboardInterrupt:
+        kept = f"; {out} is as it was" if out is not None and out.exists() else ""
+        stderr.print(f"interrupted: nothing was written{kept}", highlight=False)
+        raise typer.Exit(130) from None
     if json_out:
-        emit_json(doc)
+        emit_json(sim.to_dict())
     else:
         stdout.print(rich_report(sim))

@@ -37,6 +37,10 @@ CAUSES = (
 TIMELINE_MAX = 2000
 
 
+class TooManyFailures(Exception):
+    """A run passed its failure budget (simulate() says what to change)."""
+
+
 @dataclass
 class Tally:
     useful_s: float = 0.0  # nominal training seconds kept (the plan's step, no waits)
@@ -153,12 +157,16 @@ class _Job:
         return elapsed
 
 
-def _failures(env: simpy.Environment, fleet: Fleet, job: simpy.Process, state: _Job):
+def _failures(
+    env: simpy.Environment, fleet: Fleet, job: simpy.Process, state: _Job, max_failures: int
+):
     inp = state.inp
     while True:
         when, part = fleet.next_failure()
         if when >= inp.duration_s:
             return
+        if state.tally.failures >= max_failures:  # e.g. infant mortality feeding on its swaps
+            raise TooManyFailures(f"{max_failures:,} failures by {format_duration(env.now)}")
         yield env.timeout(when - env.now)
         state.tally.simpy_events += 2  # the timeout and the interrupt
         node = fleet.node_of(part)
@@ -231,7 +239,13 @@ def _failed(state: _Job, now: float, cause: tuple, detail: Callable[[], str]) ->
         state.log(now, "failure", f"{what} failed, {then}; {detail()}")
 
 
-def run_once(inp: Inputs, st: Stragglers, rng: np.random.Generator, timeline: bool) -> Tally:
+def run_once(
+    inp: Inputs,
+    st: Stragglers,
+    rng: np.random.Generator,
+    timeline: bool,
+    max_failures: int = 10**9,
+) -> Tally:
     tally = Tally(timeline=[] if timeline else None)
     state = _Job(inp, rng, tally, st)
     fleet = Fleet(
@@ -246,7 +260,7 @@ def run_once(inp: Inputs, st: Stragglers, rng: np.random.Generator, timeline: bo
         f"safe {format_duration(inp.in_flight_s)} later",
     )
     job = env.process(_job(env, state))
-    env.process(_failures(env, fleet, job, state))
+    env.process(_failures(env, fleet, job, state, max_failures))
     env.run(until=inp.duration_s)
     if state.phase == "train":
         state.end_stretch(inp.duration_s, failed=False)

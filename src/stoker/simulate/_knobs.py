@@ -26,10 +26,15 @@ NODE_REPLACE_SHARE = 0.47
 class SimulateKnobs(BaseModel):
     """``[simulate]``: failure shape, stragglers, contention; defaults in docs/simulate.md."""
 
-    model_config = ConfigDict(extra="forbid")
+    # strict: TOML has types, so "0.8", true or 1 where another type goes is a slip, not a value
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     failure_shape: float = Field(
-        default=1.0, gt=0, le=10, description="Weibull shape k per part; 1 = exponential"
+        # below 0.1 the mean's gamma factor overflows, and parts fail at once anyway
+        default=1.0,
+        ge=0.1,
+        le=10,
+        description="Weibull shape k per part; 1 = exponential",
     )
     gpu_failure_share: float = Field(
         default=GPU_FAILURE_SHARE, ge=0, le=1, description="share of failures that are a GPU's"

@@ -8,6 +8,7 @@ percentage points of goodput, the mean over runs (positive: the plan is that muc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,12 @@ class Simulation:
     simpy_events: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+
+    def save(self, path: str | Path) -> None:
+        """Write ``to_dict()`` to ``path`` as JSON, whole or not at all (``--out``)."""
+        from ._save import write_json
+
+        write_json(path, self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return {

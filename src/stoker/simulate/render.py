@@ -75,7 +75,8 @@ def misses(sim: Simulation) -> Table | Text:
 
 def rich_report(sim: Simulation) -> Group:
     head = Text(
-        f"stoker simulate: {sim.spec}, {sim.gpus:,} GPUs, {sim.days:,.1f} days, {sim.runs} runs "
+        f"stoker simulate: {sim.spec}, {sim.gpus:,} GPU{'s' if sim.gpus != 1 else ''}, "
+        f"{sim.days:,.1f} days, {sim.runs:,} run{'s' if sim.runs != 1 else ''} "
         f"from seed {sim.seed} ({sim.events:,} events in {sim.seconds:.2f} s, "
         f"{sim.events_per_second:,.0f}/s)",
         style="bold",

@@ -1,0 +1,53 @@
+"""The simulation's JSON on disk: the place checked before minutes of simulating, then written
+whole or not at all (a temporary file beside it, renamed over it), so a Ctrl-C, a full disk or a
+second run never leaves half a document where the last good one was."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+
+
+def check_out(path: str | Path) -> Path:
+    """``path`` if a file can be written there, else SpecError naming it and what to do."""
+    path = Path(path)
+    if path.is_dir():
+        raise SpecError(f"--out {path}: is a folder; give a file name, e.g. {path / 'sim.json'}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise SpecError(f"--out {path}: the folder {folder} does not exist; create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SpecError(f"--out {path}: the folder {folder} is not writable; pick another")
+    return path
+
+
+def write_json(path: str | Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` to ``path`` atomically; the file there before stays whole on any failure."""
+    path = check_out(path)
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    fd, tmp = -1, ""
+    try:
+        # os.open, not mkstemp: the file gets the umask's mode (0644), as a plain write would
+        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1  # the file object owns it now
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = ""
+    except OSError as exc:
+        raise SpecError(f"--out {path}: cannot write it: {exc.strerror or exc}") from exc
+    finally:  # also on KeyboardInterrupt: no partial file left behind
+        if fd >= 0:
+            os.close(fd)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
