@@ -171,6 +171,7 @@ def goodput_curve(plan: dict[str, Any]) -> Chart | None:
                    label="sooner: the previous save is not yet safe")
     ax.set_xscale("log")
     ax.xaxis.set_minor_locator(NullLocator())  # a log axis's minor labels cost a third here
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")  # 0.1, 1, 10: no mathtext to parse
     ax.set_xlabel("checkpoint interval (minutes, log scale)")
     ax.set_ylabel("goodput (%)")
     best = goodput(opt) * 100
