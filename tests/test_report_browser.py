@@ -14,7 +14,9 @@ from report_inputs import SIMULATION, checkpoint_record, ledger_record, plan_jso
 
 
 @pytest.fixture(scope="module")
-def full_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, stoker.ReportResult]:
+def full_report(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, stoker.report.ReportResult]:
     folder = tmp_path_factory.mktemp("report-browser")
     measured = [ledger_record(folder), checkpoint_record(folder)]
     out = folder / "report.html"
