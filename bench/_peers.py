@@ -136,7 +136,12 @@ def ensure_report_venv() -> Path:
     stamp = REPORT_VENV / ".bench-installed"
     if not stamp.exists():
         subprocess.run([sys.executable, "-m", "venv", str(REPORT_VENV)], check=True)
-        pip = [str(REPORT_VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+        pip = [
+            str(REPORT_VENV / "bin" / "pip"),
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]
         subprocess.run([*pip, *REPORT_PACKAGES], check=True)
         stamp.touch()
     return REPORT_VENV / "bin" / "python"
