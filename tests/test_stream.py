@@ -283,15 +283,15 @@ def test_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "elsewhere" / "raw").mkdir(parents=True)
     (tmp_path / "elsewhere" / "raw" / "a.jpg").write_bytes(b"jpg")
     with pytest.raises(StreamError, match=r"holds other files \('a.jpg', ...\): write"):
-        StreamingDataset(tmp_path / "elsewhere" / "raw").index
+        len(StreamingDataset(tmp_path / "elsewhere" / "raw"))
     with ShardWriter(tmp_path / "elsewhere" / "train") as writer:
         writer.write(b"x")
     with pytest.raises(StreamError, match="datasets below it: train: point at one of those"):
-        StreamingDataset(tmp_path / "elsewhere").index
+        len(StreamingDataset(tmp_path / "elsewhere"))
     shutil.rmtree(tmp_path / "elsewhere")
     (tmp_path / "index.json").write_text('{"format": "other"}')
     with pytest.raises(StreamError, match="is not 'stoker.shards/1'"):
-        StreamingDataset(tmp_path).index
+        len(StreamingDataset(tmp_path))
     with pytest.raises(StreamError, match="on_corrupt"):
         StreamingDataset(tmp_path, on_corrupt="ignore")
     for bad in ({"batch_size": 0}, {"block_shards": 0}, {"dtype": "int32"}):
@@ -433,3 +433,20 @@ def test_an_epoch_with_no_batch_says_why(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(list(StreamingLoader(padded, 4))) == 1
+
+
+def test_making_a_dataset_and_its_loader_opens_no_connection() -> None:
+    """The store is opened on first use: a job can make its datasets before the network or
+    its credentials are ready (it read index.json in the constructor)."""
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/devstoreaccount1/data/ds"
+        ds = StreamingDataset(url, "/nonexistent/cache", dp_rank=0, dp_size=2)
+        loader = StreamingLoader(ds, 4, num_workers=2)
+        assert (ds.tier, ds.in_place, loader.position) == ("http", False, 0)
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nobody called
