@@ -219,3 +219,22 @@ def test_a_plan_with_its_simulation_and_an_inference_plan(tmp_path):
     reading = _readings((tmp_path / "b.html").read_text())["cold-start"]
     chosen = plan["inference"]["chosen"]
     assert f"each from {chosen} in" in reading
+
+
+def test_a_data_stall_is_read_with_the_cheapest_tier_that_removes_it(inputs, tmp_path):
+    plan = json.loads(inputs["plan"].read_text())
+    step = plan["step"]
+    step["data_stall_s"] = step["total_s"] * 0.11 / 0.89  # the GPU waits 11 % of each step
+    step["total_s"] += step["data_stall_s"]
+    for option, (stall, price) in zip(plan["data"]["options"],
+                                      [(1.5, None), (0.0, 0.0), (0.0, 40.0), (0.0, 90.0),
+                                       (0.3, 20.0)], strict=False):
+        option.update(stall_per_step_s=stall, price_per_hour_usd=price, fits=True)
+    plan["data"]["options"][1]["fits"] = False  # NVMe cannot hold it
+    plan["data"]["chosen"] = plan["data"]["options"][0]  # Blob, which stalls
+    stoker.report(tmp_path / "r.html", plan=plan)
+    readings = _readings((tmp_path / "r.html").read_text())
+    lustre = plan["data"]["options"][2]["name"]
+    assert "waits 11.0 % on data" in readings["step-split"]
+    assert f"{lustre} removes the data wait" in readings["step-split"]
+    assert "stall 1.5 s a step; files would stall the GPU 300 ms a step" in readings["tier-options"]

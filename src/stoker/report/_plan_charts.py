@@ -132,8 +132,9 @@ def _tier_reading(data: dict[str, Any], options: list[dict[str, Any]]) -> str:
     text = (f"Chosen: {chosen.get('name', chosen.get('tier'))}, stall "
             f"{duration(chosen.get('stall_per_step_s') or 0)} a step"
             + (f" at {money(price)}/h" if price else ""))
-    worst = max(options, key=lambda o: o["stall_per_step_s"])
-    if worst["stall_per_step_s"] > 0 and worst["tier"] != chosen.get("tier"):
+    others = [o for o in options if o["tier"] != chosen.get("tier")]
+    worst = max(others, key=lambda o: o["stall_per_step_s"], default=None)
+    if worst is not None and worst["stall_per_step_s"] > 0:
         worst_s = duration(worst["stall_per_step_s"])
         text += f"; {worst['tier']} would stall the GPU {worst_s} a step"
     unknown = [o["tier"] for o in data.get("options") or [] if o.get("stall_per_step_s") is None]
