@@ -450,3 +450,19 @@ def test_making_a_dataset_and_its_loader_opens_no_connection() -> None:
         assert (ds.tier, ds.in_place, loader.position) == ("http", False, 0)
         with pytest.raises(BlockingIOError):
             server.accept()  # nobody called
+
+
+def test_the_loader_holds_the_position_and_another_epoch_starts_from_its_start(
+    tmp_path: Path,
+) -> None:
+    ds = StreamingDataset(_write(tmp_path / "ds"), seed=2)
+    loader = _loader(ds, batch=10)
+    for k, _ in enumerate(loader):
+        if k == 4:
+            break
+    assert (loader.position, len(loader), ds.epoch) == (50, N // 10 - 5, 0)
+    assert ds.batch_size == 1  # the loader's batch size is its own, not set on the dataset
+    ds.set_epoch(0)  # the epoch under way: it goes on
+    assert loader.position == 50
+    ds.set_epoch(3)  # another: from its start
+    assert (loader.position, len(loader), loader.state_dict()["epoch"]) == (0, N // 10, 3)
