@@ -55,12 +55,18 @@ def write(
     from ..stream import write_shards
 
     shown = shown_on_screen(out)  # a SAS in OUT must not reach the terminal or a log
+    from .._dist_env import torchrun_env
+    from ..errors import StreamError
+
+    job = torchrun_env(error=StreamError)  # under torchrun, every rank converts its share
     options = dict(
         kind=kind.value,
         keys=keys,
         shard_size=shard_size,
         compression=compression.value,
         workers=workers,
+        rank=job.rank,
+        world_size=job.world_size,
     )
     if json_out:
         index = write_shards(src, out, resume=resume, **options)  # type: ignore[arg-type]

@@ -50,17 +50,18 @@ def write_shards(
     compression: str | None = None,
     resume: bool = False,
     workers: int = 1,
-    rank: int | None = None,
-    world_size: int | None = None,
+    rank: int = 0,
+    world_size: int = 1,
     wait_s: float = 3600.0,
     progress: Callable[[int], None] | None = None,
 ) -> DatasetIndex:
     """Write ``src`` as shards to ``out`` (a folder or any stoker URL); returns the index.
 
-    ``workers``: processes on this node. ``rank`` / ``world_size`` (default: torchrun's RANK and
-    WORLD_SIZE): this process converts the parts ``p`` with ``p % world_size == rank``; rank 0
-    publishes the index once every rank's parts are recorded, and fails after ``wait_s`` seconds
-    without a new part from the others (run again with ``resume=True``)."""
+    ``workers``: processes on this node. ``rank`` / ``world_size``: when every rank of a job
+    calls this (``stoker shards write`` under torchrun passes RANK and WORLD_SIZE), this one
+    converts the parts ``p`` with ``p % world_size == rank``; rank 0 publishes the index once
+    every rank's parts are recorded, and fails after ``wait_s`` seconds without a new part from
+    the others (run again with ``resume=True``). By default the caller converts it all alone."""
     if kind not in KINDS:
         raise StreamError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
     if not isinstance(workers, int) or workers < 1:
@@ -68,7 +69,7 @@ def write_shards(
     size = int(parse_bytes(shard_size)) if isinstance(shard_size, str) else shard_size
     if size <= 0:
         raise StreamError(f"shard_size={shard_size!r}: give a positive size, e.g. '64MiB'")
-    rank, world_size = _rank(rank, world_size)
+    _check_rank(rank, world_size)
     codec = "pickle" if kind == "files" and keys else KINDS[kind]
     compression = None if compression == "none" else compression  # the CLI's spelling of None
     DatasetIndex(codec, compression)  # (checks the compression)
@@ -96,23 +97,17 @@ def write_shards(
             dest.publish(index, fingerprint, first, parts)
         else:  # rank 0 publishes (and forgets the records, which may go before we see them)
             index = dest.published(base, fingerprint, first, parts, done, wait_s)
-    _barrier()
+    if world_size > 1:
+        _barrier()
     return index
 
 
-def _rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is None or world_size is None:  # torchrun's (or a running process group's)
-        from .._dist_env import rank_and_world
-
-        job_rank, job_world = rank_and_world(error=StreamError)
-        rank = job_rank if rank is None else rank
-        world_size = job_world if world_size is None else world_size
+def _check_rank(rank: int, world_size: int) -> None:
     if not 0 <= rank < world_size:
         raise StreamError(
             f"rank {rank} of world_size {world_size}: a rank is a whole number from 0 to "
             "world_size - 1 (torchrun sets RANK and WORLD_SIZE)"
         )
-    return rank, world_size
 
 
 def _barrier() -> None:
