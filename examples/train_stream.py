@@ -4,6 +4,7 @@
     python examples/train_stream.py --source .demo/fast --emulator               # Blob (Azurite)
     python examples/train_stream.py ... --compute-ms 20                          # emulated GPU
     torchrun --nproc-per-node 2 examples/train_stream.py --source ... --emulator # two ranks
+    torchrun --nproc-per-node 4 examples/train_stream.py --source A --mix B --dp-size 2
 
 Writes SOURCE's files as shards to DATA (or to a container in a local Azurite started from
 node_modules), then trains a small model on them: each sample's first 256 bytes in, their
@@ -14,6 +15,11 @@ twice or missed, the loss, and where the time went (waiting for data vs. computi
 ``--compute-ms`` replaces the model with an emulated accelerator that sleeps that long per batch.
 Under torchrun (gloo), rank 0 writes the dataset and starts the emulator, every rank trains on
 its share of each global batch (DDP), and rank 0 checks the samples all ranks saw.
+``--mix B`` trains on a mixture of SOURCE and B (``--weights``, default 0.7,0.3; the epoch ends
+where SOURCE's share runs out) and prints each source's share. ``--dp-size N`` makes N
+data-parallel groups of the ranks (consecutive ranks share a model replica, as tensor-parallel
+ranks do): the ranks of a group must get identical batches, the groups together the epoch; each
+group's accelerator utilization is printed.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +40,24 @@ import torch.distributed as dist
 from torch import nn
 
 from stoker import Checkpointer, Ledger
-from stoker.stream import StreamingDataset, StreamingLoader, write_shards
+from stoker.stream import StreamingDataset, StreamingLoader, StreamingMixture, write_shards
 
 FEATURES = 256
 MARKER = ".made-by-train_stream"  # in a checkpoint folder this script may empty on its next run
 
 
-def collate(samples: list[bytes]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each sample's first 256 bytes as floats in, their mean out."""
+def tagged(source: int, sample: bytes) -> tuple[int, bytes]:
+    """A mixture's sample with the number of its source (to count each source's share)."""
+    return source, sample
+
+
+def collate(samples: list[Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each sample's first 256 bytes as floats in, their mean out; and each one's source."""
+    tags = torch.tensor([s[0] if isinstance(s, tuple) else 0 for s in samples])
+    samples = [s[1] if isinstance(s, tuple) else s for s in samples]
     x = torch.stack([torch.frombuffer(bytearray(s[:FEATURES]), dtype=torch.uint8) for s in samples])
     x = x.float() / 255
-    return x, x.mean(dim=1, keepdim=True)
+    return x, x.mean(dim=1, keepdim=True), tags
 
 
 def start_emulator() -> tuple[object, str]:
@@ -98,12 +113,13 @@ def run(
     stop_at: int | None,
     every: int,
     compute_s: float,
-    seen: list[bytes],
+    seen: list[tuple[int, bytes]],
     ledger: Ledger,
 ) -> float:
     loss_value = float("nan")
-    for step, (x, y) in enumerate(ledger.wrap(loader), start=first_step):
-        seen.extend(bytes(row.to(torch.uint8).tolist()) for row in (x * 255).round())
+    for step, (x, y, tags) in enumerate(ledger.wrap(loader), start=first_step):
+        rows = (bytes(row.to(torch.uint8).tolist()) for row in (x * 255).round())
+        seen.extend(zip(tags.tolist(), rows, strict=True))
         with ledger.compute():
             if model is None:
                 time.sleep(compute_s)  # the emulated accelerator
@@ -135,6 +151,9 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=3)
     parser.add_argument("--compute-ms", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--mix", type=Path, default=None, help="a second folder of files")
+    parser.add_argument("--weights", default="0.7,0.3", help="the two sources' shares")
+    parser.add_argument("--dp-size", type=int, default=None, help="data-parallel groups")
     parser.add_argument(
         "--record", type=Path, default=None,
         help="save each run's step ledger for stoker report: PATH, and PATH's stem + -resumed",
@@ -142,7 +161,10 @@ def main() -> None:
     args = parser.parse_args()
 
     rank, world = start_ranks()
-    server, data, index, ckpt_dir, cache = None, None, None, None, None
+    server, data, index, ckpt_dir, cache, data2 = None, None, None, None, None, None
+    dp = args.dp_size or world  # data-parallel groups; world // dp ranks share a replica
+    if world % dp:
+        raise SystemExit(f"--dp-size {dp} does not divide the {world} ranks")
     if rank == 0:  # one writer of the dataset, one emulator, one checkpoint folder and cache
         if args.emulator:
             server, data = start_emulator()
@@ -151,10 +173,14 @@ def main() -> None:
         # A dataset a previous run left at DATA is continued, not written again (nor deleted).
         index = write_shards(args.source, data, shard_size="4MiB", resume=True)
         print(f"{index.samples} samples in {len(index.shards)} shards at {data}")
+        if args.mix:
+            data2 = f"{data}-mix"
+            mixed = write_shards(args.mix, data2, shard_size="4MiB", resume=True)
+            print(f"{mixed.samples} samples in {len(mixed.shards)} shards at {data2}")
         ckpt_dir = fresh_checkpoint_folder(args.ckpt)
         cache = Path(tempfile.mkdtemp(prefix="stoker-cache-"))  # one node cache for all ranks
-    data, ckpt_dir, cache, credentials = from_rank_0(
-        data, ckpt_dir, cache, os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+    data, data2, ckpt_dir, cache, credentials = from_rank_0(
+        data, data2, ckpt_dir, cache, os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
     )
     if credentials:
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = credentials
@@ -162,7 +188,17 @@ def main() -> None:
 
     def fresh() -> tuple[StreamingLoader, nn.Module | None, torch.optim.Optimizer | None]:
         torch.manual_seed(0)
-        ds = StreamingDataset(data, cache, seed=7, block_shards=4)
+        groups = {"dp_rank": rank // (world // dp), "dp_size": dp} if args.dp_size else {}
+        ds: StreamingDataset | StreamingMixture
+        if data2 is None:
+            ds = StreamingDataset(data, cache, seed=7, block_shards=4, **groups)
+        else:  # each source its own node cache folder (their shards have the same names)
+            sources = [
+                StreamingDataset(where, cache / f"source-{s}", transform=partial(tagged, s))
+                for s, where in enumerate((data, data2))
+            ]
+            weights = [float(w) for w in args.weights.split(",")]
+            ds = StreamingMixture(sources, weights=weights, on_exhausted="stop", seed=7, **groups)
         loader = StreamingLoader(ds, args.batch, num_workers=args.workers, collate_fn=collate)
         model = (
             None if emulate else nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, 1))
@@ -171,11 +207,12 @@ def main() -> None:
             model = nn.parallel.DistributedDataParallel(model)
         return loader, model, None if model is None else torch.optim.Adam(model.parameters(), 1e-2)
 
-    seen: list[bytes] = []
+    seen: list[tuple[int, bytes]] = []  # (source, the sample's first bytes)
     ledgers = [Ledger(), Ledger()]  # the first run, and the resumed one
     try:
         with Checkpointer(ckpt_dir, keep_last=2) as ckpt:
             loader, model, optim = fresh()
+            epoch_samples = len(loader.dataset)  # (a mixture's: up to where a source runs out)
             half = len(loader) // 2
             run(
                 loader,
@@ -220,10 +257,14 @@ def main() -> None:
                 ledger=ledgers[1],
             )
             m = loader.metrics
-        if world > 1:  # every rank's samples, to rank 0
-            every: list[list[bytes]] = [[] for _ in range(world)]
-            dist.all_gather_object(every, seen)
-            seen = [sample for part in every for sample in part]
+        aus = [m.utilization]
+        if world > 1:  # every rank's samples and utilization, to rank 0
+            every: list[Any] = [None] * world
+            dist.all_gather_object(every, (seen, m.utilization))
+            per = world // dp  # the ranks of one replica: identical batches, or the model is wrong
+            same = all(every[r][0] == every[r - r % per][0] for r in range(world))
+            seen = [sample for g in range(dp) for sample in every[g * per][0]]
+            aus = [au for _, au in every]
             dist.barrier()  # every rank is done with the cache and the emulator
     finally:
         if rank == 0:
@@ -236,14 +277,27 @@ def main() -> None:
         return
 
     assert index is not None
-    expected = index.samples // (args.batch * world) * args.batch * world
-    ok = len(set(seen)) == len(seen) == expected
+    expected = epoch_samples // (args.batch * dp) * args.batch * dp
+    ok = len(set(seen)) == len(seen) == expected and (world == 1 or same)
     print(
         f"resumed from step {restored.step}: {len(seen)} samples consumed, {len(set(seen))} "
         f"distinct, {expected} expected -> {'ok' if ok else 'WRONG'}"
     )
     if model is not None:
         print(f"final training loss {loss:.5f}")
+    if data2 is not None:
+        count = Counter(source for source, _ in seen)
+        for s, (where, w) in enumerate(zip((data, data2), args.weights.split(","), strict=True)):
+            print(f"source {s} ({where}): {count[s] / len(seen):.1%} of the samples (weight {w})")
+    if args.dp_size:
+        per = world // dp
+        print(f"{dp} data-parallel groups of {per} ranks: a group's ranks got identical batches: "
+              f"{'yes' if world == 1 or same else 'NO'}")  # fmt: skip
+        for g in range(dp):
+            au = [a for a in aus[g * per : (g + 1) * per] if a is not None]
+            shown = f"{sum(au) / len(au):.1%}" if au else "n/a"
+            print(f"group {g} (ranks {g * per}-{(g + 1) * per - 1}): accelerator utilization "
+                  f"{shown} after the resume")  # fmt: skip
     for name, part in (("first run", first), ("after resume", m)):
         au = part.utilization
         print(
