@@ -63,8 +63,11 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/stoker checkpoint ls .demo/ckpt-nodes/node1 --durable .demo/ckpt-nodes/durable
 	@echo "--- doctor: is this node fit for GPU training? (says plainly what it lacks)"
 	-$(BIN)/stoker doctor
-	@echo "--- stream: the staged files as shards into an emulated accelerator (20 ms a batch); stop, resume"
-	$(BIN)/python examples/train_stream.py --source .demo/fast --data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20 --record .demo/stream-ledger.json
+	@echo "--- stream: the staged files and a second set as shards, mixed 0.7 / 0.3, into 4 ranks in 2 data-parallel groups (an emulated accelerator, 20 ms a batch); stop, resume"
+	$(BIN)/python examples/make_dataset.py .demo/cold-b --files 120 --mean-kib 64
+	$(BIN)/python -m torch.distributed.run --nproc-per-node 4 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:0 \
+		examples/train_stream.py --source .demo/fast --mix .demo/cold-b --dp-size 2 --workers 1 \
+		--data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20 --record .demo/stream-ledger.json
 	@echo "--- provision: the 2,048-VM plan as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
