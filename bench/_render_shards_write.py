@@ -21,14 +21,16 @@ ceiling of this machine for two processes: two independent one-process conversio
 files each, started together (nothing shared between them). Target: 2 processes >=
 {r["target"]}x one. Shards of {r["shard_size"]}, to the local disk; inputs in the page cache.
 
-| round | 1 process | 2 processes | 2 independent halves (ceiling) | load avg | others' CPU | same index |
+| round | 1 process | 2 processes | 2 independent halves (ceiling) | load avg | CPU busy | same index |
 |---|---:|---:|---:|---:|---:|---|
 {lines}
 
 Medians: 1 process {m["one_s"]:.2f} s, 2 processes {m["two_s"]:.2f} s
 (**{r["speedup"]:.2f}x**), the ceiling {m["pair_s"]:.2f} s (**{r["ceiling"]:.2f}x**). The
 machine has {r["cores"]} cores, shared with other jobs (load average {min(loads):.1f} to
-{max(loads):.1f}; other processes took {min(others):.0%} to {max(others):.0%} of the CPU): two
+{max(loads):.1f}; the CPU was {min(others):.0%} to {max(others):.0%} busy with processes other
+than the benchmark's own, the conversions' workers among them, as the fork server does not let it
+count them): two
 processes can only go as fast as the ceiling says, so the target is judged against it:
 {r["speedup"] / r["ceiling"]:.2f}x of the ceiling ({"met" if met else "not met"}: a target
 above the measured ceiling counts at >= 0.9x of it). Both runs write the same dataset (same
