@@ -14,6 +14,7 @@ Prometheus text or OpenMetrics, as the scraper asks (prometheus-client negotiate
 
 from __future__ import annotations
 
+import inspect
 import logging
 import socket
 from collections.abc import Iterator
@@ -67,7 +68,8 @@ class Collector:
         given = {"ledger": ledger, "loader": loader, "checkpointer": checkpointer, "stage": stage}
         for key, source in given.items():
             needs, what = SOURCES[key]
-            missing = [n for n in needs if source is not None and not hasattr(source, n)]
+            # getattr_static: a property is looked up, not read (reading it is the scrape's job)
+            missing = [n for n in needs if source is not None and not _has(source, n)]
             if missing:
                 raise StokerError(
                     f"serve({key}=...): the {type(source).__name__} given has no .{missing[0]}; "
@@ -114,6 +116,13 @@ class Collector:
     def close(self) -> None:
         if self.gpus is not None:
             self.gpus.stop()
+
+
+def _has(source: object, name: str) -> bool:
+    return inspect.getattr_static(source, name, _ABSENT) is not _ABSENT
+
+
+_ABSENT = object()
 
 
 def serve(port: int = m.DEFAULT_PORT, *, addr: str = "0.0.0.0", **sources: Any) -> Any:
