@@ -264,10 +264,17 @@ class Catalog(BaseModel):
         for section in ("fabric", "lustre_common", "reliability", "provision"):
             yield section, getattr(self, section)
 
+    def closest_entries(self, name: str, n: int = 3) -> list[str]:
+        """The entries spelt most like ``name`` (any case), for an error that names them."""
+        import difflib
+
+        by_lower = {where.lower(): where for where, _ in self.entries()}
+        return [by_lower[c] for c in difflib.get_close_matches(name.lower(), by_lower, n=n)]
+
     def figures(self, prefix: str = "") -> Iterator[dict[str, object]]:
         """Every figure with its source and date: the rows of ``stoker catalog --json``."""
         for where, entry in self.entries():
-            if prefix and not where.startswith(prefix):
+            if prefix and not where.lower().startswith(prefix.lower()):  # "Lustre" or "lustre"
                 continue
             for field, value in entry.figures():
                 key = entry.source_of(field)

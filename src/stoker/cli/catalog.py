@@ -88,8 +88,10 @@ def catalog(
     cat = load_catalog(catalog_files or ())
     rows = list(cat.figures(_entry_prefix(entry, cat)))
     if not rows:
+        close = cat.closest_entries(_entry_prefix(entry, cat))
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         known = ", ".join(where for where, _ in cat.entries())
-        raise CatalogError(f"--entry {entry}: no catalog entry starts so; entries: {known}")
+        raise CatalogError(f"--entry {entry}: no catalog entry starts so; {hint}entries: {known}")
     if json_out:
         emit_json({"catalog": cat.catalog.model_dump(mode="json"), "figures": rows})
         return

@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog import Catalog
-from ..catalog._schema import Source
+from ..catalog._schema import Source, vm_size_name
 from ..errors import SpecError
 from ..units import parse_rate
 
 SOURCE = "measured"
+MIN_RATE = 1e6  # bytes/s
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,11 @@ def _rate(value: Any, where: str) -> float:
         raise SpecError(f"{where}: {value!r} is not a rate (e.g. '20 GB/s')") from exc
     if not 0 < rate < math.inf:
         raise SpecError(f"{where}: {value!r} is not a rate above zero; measure it again")
+    if rate < MIN_RATE:  # a broken run (or bits for bytes): it would plan steps of centuries
+        raise SpecError(
+            f"{where}: {value!r} is below 1 MB/s, which no NVMe or GPU fabric runs at; "
+            "check the run and measure it again"
+        )
     return rate
 
 
@@ -152,7 +158,12 @@ def _allreduce(data: Any, where: str) -> tuple[float, str | None]:
     warning = None
     if _is_sweep(data):
         ranks, backend, device = data["world_size"], data.get("backend"), data.get("device")
-        if not _number(ranks) or ranks < 2:
+        if not _number(ranks):
+            raise SpecError(
+                f"{where}: world_size {ranks!r} is not a number of ranks; give the unedited "
+                "output of `stoker bench allreduce --json`"
+            )
+        if ranks < 2:
             raise SpecError(
                 f"{where}: measured on {ranks} rank(s), where an all-reduce moves nothing "
                 "(busbw 0); run it with one rank per GPU (torchrun --nproc-per-node 8)"
@@ -192,11 +203,14 @@ def calibrate(
 ) -> tuple[Catalog, list[Calibration]]:
     """The catalog with ``vm_size``'s figures replaced by the file's, and what was replaced."""
     data = read_measured(path)
-    vm_name = data.get("vm") or vm_size
-    if not isinstance(vm_name, str):
-        raise SpecError(f"--measured {path}: vm: {vm_name!r} is not a VM size name")
+    vm_name = vm_size if data.get("vm") is None else data["vm"]
+    if not isinstance(vm_name, str) or not vm_name.strip():
+        raise SpecError(
+            f"--measured {path}: vm: {vm_name!r} is not a VM size name; give the size the "
+            "figures were measured on (e.g. Standard_ND96isr_H100_v5), or leave vm out"
+        )
     # IMDS and the portal write "Standard_ND96isr_H100_v5"; the catalog drops the prefix.
-    if vm_name.lower().removeprefix("standard_") != vm_size.lower():
+    if vm_size_name(vm_name).lower() != vm_size.lower():
         raise SpecError(f"--measured {path} was taken on {vm_name}; the job runs on {vm_size}")
     vm = catalog.vm[vm_size]
     measured: dict[str, float] = {}

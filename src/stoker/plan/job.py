@@ -10,6 +10,7 @@ from ..catalog import Catalog, load_catalog
 from ..errors import SpecError
 from .model import make_plan
 from .result import Plan
+from .shape import unknown_vm_size
 from .spec import JobSpec, load_spec, parse_spec
 
 
@@ -38,7 +39,8 @@ def plan_job(
 
         key = cat.vm_key(job.cluster.vm_size)
         if key is None:
-            raise SpecError(f"cluster.vm_size: unknown VM size {job.cluster.vm_size!r}")
+            where = f"{spec}: " if isinstance(spec, str | Path) else ""
+            raise SpecError(f"{where}cluster.vm_size: {unknown_vm_size(job.cluster.vm_size, cat)}")
         cat, rows = calibrate(cat, key, measured)
     try:
         plan = make_plan(job, cat)

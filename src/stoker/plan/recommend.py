@@ -283,6 +283,11 @@ def _cut_short(plan: Plan) -> str:
     if run.asked_by == "workload.epochs" and d.dataset_bytes:
         epochs = run.steps * d.bytes_per_step / d.dataset_bytes
         done += f" ({epochs:.2g} of {d.epochs:g} epochs)"
+    if run.steps <= 0:  # not one step fits: no rate to scale the whole run by
+        return (
+            f"run.length {fd(run.wall_s)} fits none of the {run.steps_asked:,.0f} steps asked by "
+            f"{run.asked_by}: one step takes longer; raise or drop run.length, or add VMs"
+        )
     need = fd(run.wall_s * run.steps_asked / run.steps)
     return (
         f"run.length {fd(run.wall_s)} fits only {done}: the whole run needs about {need}; "

@@ -23,6 +23,19 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.0f}"
 
 
+def stall_unknown(plan: Plan) -> bool:
+    """The data tier has no published figure: the step is a lower bound, GPU busy an upper one."""
+    return plan.step is not None and plan.step.data_stall_s is None
+
+
+def wall_is_lower_bound(plan: Plan) -> bool:
+    """With the stall unknown, the wall clock (and what it costs) is at least the plan's, unless
+    run.length caps the run: then the length is known and the steps done are at most the plan's."""
+    run = plan.run
+    capped = run is not None and run.steps_asked is not None and run.steps < run.steps_asked
+    return stall_unknown(plan) and not capped
+
+
 def headline(plan: Plan) -> list[tuple[str, str]]:
     """The few numbers a reader wants first, as (label, value)."""
     rows = [
@@ -38,7 +51,9 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
             ),
             (
                 "run",
-                f"{plan.run.steps:,.0f} steps in {fd(plan.run.wall_s)} wall clock; "
+                f"{plan.run.steps:,.0f} steps in "
+                + ("at least " if wall_is_lower_bound(plan) else "")
+                + f"{fd(plan.run.wall_s)} wall clock; "
                 f"{100 * plan.run.effective_training_fraction:.1f} % useful",
             ),
         ]
@@ -56,7 +71,11 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
         )
     cost = plan.cost
     total = (
-        _usd(cost.total_usd)
+        (
+            f"at least {_usd(cost.total_usd)} (the data stall is unknown)"
+            if wall_is_lower_bound(plan)
+            else _usd(cost.total_usd)
+        )
         if cost.total_usd is not None
         else (f"at least ${cost.known_total_usd:,.0f} (unknown: {', '.join(cost.unknown)})")
     )
@@ -217,30 +236,46 @@ def _pct_or_dash(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 
 
+def _at_least(bound: bool, text: str) -> str:
+    return f">= {text}" if bound and text not in ("-", "unknown") else text
+
+
+def _at_most(bound: bool, text: str) -> str:
+    return f"<= {text}" if bound and text != "-" else text
+
+
+# With a data stall unknown, each figure it feeds is marked as the bound it is (>=, <=).
 COMPARE_ROWS: list[tuple[str, Callable[[Plan], str]]] = [
     ("cluster", lambda p: f"{p.nodes} x {p.vm_size}"),
     ("GPUs", lambda p: f"{p.gpus:,}"),
-    ("step", lambda p: fd(p.step.total_s) if p.step else "-"),
-    ("GPU busy", lambda p: _pct_or_dash(p.step.gpu_utilization if p.step else None)),
+    ("step", lambda p: _at_least(stall_unknown(p), fd(p.step.total_s)) if p.step else "-"),
+    (
+        "GPU busy",
+        lambda p: _at_most(
+            stall_unknown(p), _pct_or_dash(p.step.gpu_utilization if p.step else None)
+        ),
+    ),
     ("exposed comm", lambda p: fd(p.step.exposed_comm_s) if p.step else "-"),
     ("data stall", lambda p: _stall(p.step.data_stall_s) if p.step else "-"),
     ("data tier", lambda p: p.data.chosen.name if p.data else "-"),
     ("checkpoint every", lambda p: fd(p.checkpoints.interval_s) if p.checkpoints else "-"),
     (
         "useful share of wall clock",
-        lambda p: _pct_or_dash(p.run.effective_training_fraction if p.run else None),
+        lambda p: _at_most(
+            stall_unknown(p), _pct_or_dash(p.run.effective_training_fraction if p.run else None)
+        ),
     ),
-    ("wall clock", lambda p: fd(p.run.wall_s) if p.run else "-"),
-    ("GPU VM hours", lambda p: f"{p.cost.gpu_vm_hours:,.0f}"),
+    ("wall clock", lambda p: _at_least(wall_is_lower_bound(p), fd(p.run.wall_s)) if p.run else "-"),
+    ("GPU VM hours", lambda p: _at_least(wall_is_lower_bound(p), f"{p.cost.gpu_vm_hours:,.0f}")),
     (
         "cost",
         lambda p: (
-            _usd(p.cost.total_usd)
+            _at_least(wall_is_lower_bound(p), _usd(p.cost.total_usd))
             if p.cost.total_usd is not None
             else f">= ${p.cost.known_total_usd:,.0f}"
         ),
     ),
-    ("idle GPU cost", lambda p: _usd(p.cost.idle_gpu_usd)),
+    ("idle GPU cost", lambda p: _at_least(wall_is_lower_bound(p), _usd(p.cost.idle_gpu_usd))),
     ("warnings", lambda p: str(len(p.warnings))),
 ]
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 
 from ..catalog import Catalog, VmSize
+from ..catalog._schema import vm_size_name
 from ..errors import SpecError
 from .spec import JobSpec
 
@@ -27,14 +29,27 @@ def canonical(spec: JobSpec, cat: Catalog) -> JobSpec:
     so every later lookup finds it; SpecError naming the field when the catalog lacks it."""
     key = cat.vm_key(spec.cluster.vm_size)
     if key is None:
-        known = ", ".join(sorted(cat.vm))
-        raise SpecError(
-            f"cluster.vm_size: unknown VM size {spec.cluster.vm_size!r}; known (with or "
-            f"without Standard_): {known}"
-        )
+        raise SpecError(f"cluster.vm_size: {unknown_vm_size(spec.cluster.vm_size, cat)}")
     if key == spec.cluster.vm_size:
         return spec
     return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"vm_size": key})})
+
+
+def unknown_vm_size(name: str, cat: Catalog) -> str:
+    """Why ``name`` is not a catalog size, the closest sizes first (a typo is the usual cause)."""
+    if not name.strip():
+        return "empty; give a VM size such as ND96isr_H100_v5 (`stoker catalog prices` lists them)"
+    bare = vm_size_name(name.strip().replace(" ", "_").replace("-", "_")).lower()
+    by_lower = {key.lower(): key for key in cat.vm}
+    starts = [key for low, key in sorted(by_lower.items()) if low.startswith(bare)]
+    close = starts[:3] or [
+        by_lower[k] for k in difflib.get_close_matches(bare, by_lower, n=3, cutoff=0.6)
+    ]
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return (
+        f"unknown VM size {name!r}; {hint}known (with or without Standard_): "
+        f"{', '.join(sorted(cat.vm))}"
+    )
 
 
 def shape(spec: JobSpec, cat: Catalog) -> Shape:
@@ -58,6 +73,12 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
         raise SpecError(
             f"workload: dp x tp x pp = {dp} x {w.tp} x {w.pp} = {dp * w.tp * w.pp} "
             f"exceeds the job's {gpus} GPUs"
+        )
+    if w.ep > dp:
+        raise SpecError(
+            f"workload.ep: tp x pp x ep = {w.tp} x {w.pp} x {w.ep} = {w.tp * w.pp * w.ep} "
+            f"exceeds the job's {gpus} GPUs (the experts are spread over the dp = {dp} "
+            "data-parallel ranks); lower ep to a divisor of dp"
         )
     if w.ep > 1 and dp % w.ep:
         raise SpecError(

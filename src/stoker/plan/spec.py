@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -39,10 +40,46 @@ PRECISION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # Far past any Azure cluster: a bigger number is a typo, and would only overflow the arithmetic.
 MAX_VMS = 100_000
 MAX_GPUS = 1_000_000
+MAX_LAYERS = 10_000
+MAX_HIDDEN = 1_000_000
+MAX_TOP_K = 256
+
+
+def _share(value: object) -> object:
+    """A share as a number from 0 to 1; "90%" is answered with how to write it."""
+    if isinstance(value, bool):
+        raise ValueError(f"{str(value).lower()} is a boolean; write a number from 0 to 1")
+    if isinstance(value, str) and value.strip().endswith("%"):
+        raise ValueError(f"write the share as a number from 0 to 1 (0.9 for 90 %), not {value!r}")
+    return value
+
+
+def _has_parser(annotation: object) -> bool:
+    """Whether a type holds a quantity parser (``Bytes | None`` does): it reads bools itself."""
+    if get_origin(annotation) is Annotated:
+        return any(isinstance(m, BeforeValidator) for m in get_args(annotation)[1:])
+    return any(_has_parser(arg) for arg in get_args(annotation))
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # NaN and inf are no one's figure: refused here, named by field, not found later as an
+    # overflow in the plan.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: object, info: ValidationInfo) -> object:
+        # TOML's true is 1 to pydantic's lax int and float: `layers = true` must not plan 1 layer.
+        # Quantities (sizes, rates, ...) refuse it in their own parser, with their own words.
+        if not isinstance(value, bool):
+            return value
+        field = cls.model_fields[str(info.field_name)]
+        parsed = _has_parser(field.annotation) or any(
+            isinstance(m, BeforeValidator) for m in field.metadata
+        )
+        if field.annotation is not bool and not parsed:
+            raise ValueError(f"{str(value).lower()} is a boolean; write a number or a word here")
+        return value
 
 
 class Cluster(_Section):
@@ -88,11 +125,17 @@ class Workload(_Section):
     ep: int = Field(default=1, gt=0, description="expert-parallel degree (inside dp)")
     # The model's shape: with layers and hidden_size the plan models tp/pp/ep traffic; without
     # them it is taken to be inside the measured step_time / tokens_per_s_per_gpu.
-    layers: int | None = Field(default=None, gt=0, description="transformer layers")
-    hidden_size: int | None = Field(default=None, gt=0, description="model (embedding) width")
+    # The bounds are far past any model trained (hundreds of layers, widths in the tens of
+    # thousands, top-8 routing): a bigger number is a typo that would plan nonsense.
+    layers: int | None = Field(default=None, gt=0, le=MAX_LAYERS, description="transformer layers")
+    hidden_size: int | None = Field(
+        default=None, gt=0, le=MAX_HIDDEN, description="model (embedding) width"
+    )
     micro_batch: int = Field(default=1, gt=0, description="samples per micro-batch per replica")
-    experts_per_token: int = Field(default=2, gt=0, description="MoE routing top-k (with ep)")
-    au_target: float = Field(
+    experts_per_token: int = Field(
+        default=2, gt=0, le=MAX_TOP_K, description="MoE routing top-k (with ep)"
+    )
+    au_target: Annotated[float, BeforeValidator(_share)] = Field(
         default=0.90, gt=0, le=1, description="accelerator utilization the data path must allow"
     )
     dp: int | None = Field(default=None, gt=0, description="data-parallel degree (derived)")
@@ -119,6 +162,16 @@ class Workload(_Section):
             raise ValueError("the model's shape (layers, hidden_size) needs 'seq_len' too")
         if self.layers is not None and self.pp > self.layers:
             raise ValueError(f"pp = {self.pp} pipeline stages need at least as many layers")
+        if self.hidden_size is not None and self.hidden_size % self.tp:
+            raise ValueError(
+                f"hidden_size = {self.hidden_size} does not split over tp = {self.tp} GPUs "
+                "(tensor parallelism splits each layer's width evenly); make it a multiple of tp"
+            )
+        if self.micro_batch > self.global_batch:
+            raise ValueError(
+                f"micro_batch = {self.micro_batch} is more samples than global_batch = "
+                f"{self.global_batch} holds; lower micro_batch"
+            )
         return self
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ..catalog import Catalog, load_catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan, load_spec, parse_spec, plan_job
+from ..plan.shape import canonical
 from . import _ccws, _cloud_init, _readme, _template
 from ._cost import Bill, Line, bill
 from ._layout import Layout, layout
@@ -103,12 +104,25 @@ def _dumps(data: Any) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
+# ARM refuses a template of more resources (copies included), at validation, before any is made:
+# https://learn.microsoft.com/azure/azure-resource-manager/templates/best-practices#template-limits
+ARM_MAX_RESOURCES = 800
+
+
 def render(lay: Layout, cat: Catalog, plan: Plan) -> tuple[Bill, dict[str, str]]:
     """Every file's text, in memory: nothing is written until all of them exist."""
     facts = cat.provision
     the_bill = bill(lay, _template.network_lines(lay))
+    main = _template.template(lay, facts, the_bill)
+    if len(main["resources"]) > ARM_MAX_RESOURCES:
+        raise ProvisionError(
+            f"cluster.fabric_boundary_vms: {lay.nodes} VMs in scale sets of {lay.boundary_vms} "
+            f"make {len(lay.scale_sets)} scale sets and {len(main['resources'])} ARM resources; "
+            f"a template holds at most {ARM_MAX_RESOURCES}. Raise fabric_boundary_vms (or the "
+            "placement's), or split the job into several deployments"
+        )
     texts = {
-        "main.json": _dumps(_template.template(lay, facts, the_bill)),
+        "main.json": _dumps(main),
         "main.parameters.json": _dumps(_template.parameters(lay)),
         "cloud-init.yaml": _cloud_init.render(lay),
         "ccws.parameters.json": _dumps(_ccws.parameters(lay, facts)),
@@ -179,6 +193,7 @@ def provision(
         catalog = [catalog]
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
+    job = canonical(job, cat)  # "standard_nd96isr_h100_v5" as the catalog keys it, for lookups
     lay = layout(plan, job, cat, options, now=now)
     the_bill, texts = render(lay, cat, plan)
     deployment = Deployment(out, plan, lay, the_bill)
