@@ -164,7 +164,7 @@ def test_nothing_to_report_and_an_unwritable_out(tmp_path, inputs):
     with pytest.raises(ReportError, match="nothing to report"):
         stoker.report(tmp_path / "r.html")
     (tmp_path / "file").write_text("")
-    with pytest.raises(ReportError, match="cannot write the report"):
+    with pytest.raises(ReportError, match="is a file, not a folder"):
         stoker.report(tmp_path / "file" / "r.html", measured=inputs["ledger"])
 
 

@@ -42,6 +42,10 @@ def storage(
     from ..units import format_bytes, parse_bytes
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
+    if record is not None:
+        from ..report._files import check_out
+
+        check_out(record, "--record")  # before the tests, not after them
     with steps_bar(shown(target), quiet=json_out) as show:  # a SAS URL given by mistake
         results = bench_storage(
             target,
@@ -102,6 +106,10 @@ def loader(
     """Accelerator utilization (compute / total, first step excluded) as MLPerf Storage."""
     from ..measure import loader as lb
 
+    if record is not None:
+        from ..report._files import check_out
+
+        check_out(record, "--record")  # before the run, not after it
     if generate:
         with stderr.status(f"writing {generate} {workload} samples to {shown(data)}"):
             lb.generate(workload, data, generate)

@@ -9,6 +9,7 @@ import typer
 
 from ._bars import steps_bar
 from ._output import command, emit_json, stdout
+from .stage import interruptible
 
 
 @command
@@ -36,7 +37,8 @@ def report(
     """One self-contained HTML file (opens offline) of a plan, a simulation and measured runs."""
     from ..report import report as run
 
-    with steps_bar("report", quiet=json_out) as show:
+    kept = "no report written; a file already at --out is untouched"
+    with interruptible(kept=kept), steps_bar("report", quiet=json_out) as show:
         result = run(out, plan=plan, simulation=simulation, measured=measured or [], pdf=pdf,
                      png=png, progress=show)
     if json_out:

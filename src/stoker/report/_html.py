@@ -117,5 +117,7 @@ def _sim_facts(sim: dict[str, Any]) -> str:
 
 def _measured_facts(measured: list[Measured]) -> str:
     rows = [(m.name, f"{m.source}, recorded {m.recorded or '?'}"
-                     + (f", from {m.path}" if m.path else "")) for m in measured]
+                     + (f", from {m.path}" if m.path else "")
+                     + (f"; {m.dropped:,} values not finite or negative left out"
+                        if m.dropped else "")) for m in measured]
     return _rows(rows)

@@ -61,7 +61,9 @@ def storage_record(results: Iterable[Any], target: str) -> Measured:
 
 def stage_record(summary: Any, points: Sequence[tuple[float, ...]] = ()) -> Measured:
     """``points``: (t, bytes copied so far); a stage without points still has its totals."""
-    m = Measured("stage", f"{summary.src} -> {summary.dst}")
+    from .._redact import shown
+
+    m = Measured("stage", shown(f"{summary.src} -> {summary.dst}"))  # a SAS URL's token
     m.summary = {k: v for k, v in summary.to_dict().items() if isinstance(v, int | float)}
     m.summary["throughput_bps"] = summary.mb_per_s * 1e6
     for a, b in zip(points, points[1:], strict=False):

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReportError
+from .._redact import redact
 from ._figure import Chart
+from ._files import atomic, write_atomic
 from ._inputs import load_measured, load_plan, load_simulation
 
 
@@ -59,6 +61,11 @@ def report(
         if progress is not None:
             progress(what, done, steps)
 
+    from ._files import check_out
+
+    out = check_out(out, "--out")  # before minutes of planning and drawing
+    pdf = None if pdf is None else check_out(pdf, "--pdf")
+    png = None if png is None else check_out(png, "--png", folder=True)
     say("reading the inputs", 0)
     plan_d = None if plan is None else load_plan(plan)
     sim_d = None if simulation is None else load_simulation(simulation)
@@ -75,8 +82,8 @@ def report(
         say("drawing the charts", 1)
         sections = _charts(plan_d, sim_d, records)
         say("writing the page", 2)
-        html = page(sections, plan_d, sim_d, records, __version__)
-        path = _write(Path(out), html.encode())
+        html = redact(page(sections, plan_d, sim_d, records, __version__))  # a SAS in a name
+        path = write_atomic(Path(out), html.encode(), "--out")
         every = [c for cs in sections.values() for c in cs]
         if pdf or png:
             say("writing PDF and PNG", 3)
@@ -114,43 +121,24 @@ def _charts(
     return out
 
 
-def _write(path: Path, data: bytes) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)  # a reader never opens half a page
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the report ({exc.strerror}); choose another "
-                          "--out") from exc
-    return path
-
-
 def _pdf(path: Path, charts: list[Chart]) -> Path:
     from matplotlib.backends.backend_pdf import PdfPages
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with PdfPages(path) as pages:
-            for c in charts:
-                _titled(c)
-                pages.savefig(c.fig)
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write the PDF ({exc.strerror})") from exc
+    with atomic(path, "--pdf") as tmp, PdfPages(tmp) as pages:
+        for c in charts:
+            _titled(c)
+            pages.savefig(c.fig)
     return path
 
 
 def _png(folder: Path, charts: list[Chart]) -> list[Path]:
     out = []
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for c in charts:
-            _titled(c)
-            p = folder / f"{c.key}.png"
-            c.fig.savefig(p, dpi=150, bbox_inches="tight")
-            out.append(p)
-    except OSError as exc:
-        raise ReportError(f"{folder}: cannot write the PNG files ({exc.strerror})") from exc
+    for c in charts:
+        _titled(c)
+        p = folder / f"{c.key}.png"
+        with atomic(p, "--png") as tmp:
+            c.fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+        out.append(p)
     return out
 
 
