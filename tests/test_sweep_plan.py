@@ -251,3 +251,35 @@ def test_catalog_entry_section_in_any_case_and_a_typo_names_the_closest():
     typo = runner.invoke(app, ["catalog", "--entry", "ND96isr_H10_v5"])
     assert typo.exit_code == 2
     assert "did you mean vm.ND96isr_H100_v5" in typo.output
+
+
+def test_a_lustre_sku_in_any_case_and_a_typo_names_the_closest(cat):
+    lower = _with(LLAMA, "data", lustre_sku="amlfs-durable-premium-125", tier="lustre")
+    assert plan_job(lower, cat).data.chosen.sku == "AMLFS-Durable-Premium-125"
+    typo = _with(LLAMA, "data", lustre_sku="AMLFS-Premium-125", tier="lustre")
+    assert "did you mean AMLFS-Durable-Premium-125" in _refusal(typo, cat)
+
+
+def test_a_boolean_for_the_simulate_table_is_refused_as_not_a_table():
+    assert "simulate: Input should be a valid dictionary" in _refusal({**MOE, "simulate": True})
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {"nodes": 250, "fabric_boundary_vms": 100},  # islands of 100, 100 and 50 VMs
+        {"nodes": 250, "fabric_boundary_vms": 100, "vm_size": "NC96ads_A100_v4"},  # no IB
+        {"nodes": 128, "vm_size": "standard_nd96isr_h100_v5"},
+    ],
+)
+def test_provision_past_the_fabric_boundary_validates_strictly(cat, tmp_path, cluster):
+    from stoker.provision import validate
+
+    spec = copy.deepcopy(LLAMA)
+    spec["cluster"].pop("gpus")
+    spec["cluster"].update(cluster)
+    d = provision(spec, tmp_path / "out", cat)
+    sizes = [s.vms for s in d.layout.scale_sets]
+    assert sum(sizes) == cluster["nodes"] and max(sizes) <= cluster.get("fabric_boundary_vms", 300)
+    report = validate.check(tmp_path / "out", checkov=False)
+    assert report.schema_errors == [] and report.resources > 8

@@ -132,8 +132,12 @@ def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> Dat
     # Staging from Blob is bound by the same GETs as reading in place.
     blob_rate = dpth.blob_read_rate(cat, d.blob_tier, d.blob_accounts, need.request_bytes)
     if d.lustre_sku != "auto" and d.lustre_sku not in cat.lustre:
+        close = [w.removeprefix("lustre.") for w in cat.closest_entries(f"lustre.{d.lustre_sku}")]
+        close = [c for c in close if c in cat.lustre]
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise SpecError(
-            f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; known: auto, {', '.join(cat.lustre)}"
+            f"data.lustre_sku: unknown SKU {d.lustre_sku!r}; {hint}known: auto, "
+            f"{', '.join(cat.lustre)}"
         )
     # A Lustre that holds the data also holds the checkpoints kept, when there are any.
     extra = 0.0

@@ -30,9 +30,17 @@ def canonical(spec: JobSpec, cat: Catalog) -> JobSpec:
     key = cat.vm_key(spec.cluster.vm_size)
     if key is None:
         raise SpecError(f"cluster.vm_size: {unknown_vm_size(spec.cluster.vm_size, cat)}")
-    if key == spec.cluster.vm_size:
+    # A Lustre SKU in any case, as the VM size: "amlfs-durable-premium-125" is the catalog's.
+    sku = spec.data.lustre_sku
+    sku_key = next((k for k in cat.lustre if k.lower() == sku.strip().lower()), sku)
+    if key == spec.cluster.vm_size and sku_key == sku:
         return spec
-    return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"vm_size": key})})
+    return spec.model_copy(
+        update={
+            "cluster": spec.cluster.model_copy(update={"vm_size": key}),
+            "data": spec.data.model_copy(update={"lustre_sku": sku_key}),
+        }
+    )
 
 
 def unknown_vm_size(name: str, cat: Catalog) -> str:

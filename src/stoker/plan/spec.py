@@ -77,7 +77,7 @@ class _Section(BaseModel):
         parsed = _has_parser(field.annotation) or any(
             isinstance(m, BeforeValidator) for m in field.metadata
         )
-        if field.annotation is not bool and not parsed:
+        if field.annotation is not bool and get_origin(field.annotation) is not dict and not parsed:
             raise ValueError(f"{str(value).lower()} is a boolean; write a number or a word here")
         return value
 
