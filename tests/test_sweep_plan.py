@@ -283,3 +283,24 @@ def test_provision_past_the_fabric_boundary_validates_strictly(cat, tmp_path, cl
     assert sum(sizes) == cluster["nodes"] and max(sizes) <= cluster.get("fabric_boundary_vms", 300)
     report = validate.check(tmp_path / "out", checkov=False)
     assert report.schema_errors == [] and report.resources > 8
+
+
+@pytest.mark.parametrize(
+    "section,field,value,bound",
+    [
+        ("checkpoints", "bytes_per_param", 1e300, "1000"),  # was an OverflowError, exit 1
+        ("data", "blob_accounts", 10**30, "500"),
+        ("cluster", "fabric_boundary_vms", 10**30, "100000"),
+        ("workload", "tp", 10**30, "1000000"),
+    ],
+)
+def test_a_huge_count_is_refused_by_field(section, field, value, bound):
+    message = _refusal(_with(MOE, section, **{field: value}))
+    assert f"{section}.{field}: Input should be less than or equal to {bound}" in message
+
+
+def test_arithmetic_out_of_range_is_a_spec_error_not_a_traceback(cat):
+    # keep x size overflows to inf, and the Lustre size's rounding raised OverflowError.
+    spec = copy.deepcopy(LLAMA)
+    spec["checkpoints"].update(size="1e300 B", keep=10**9)
+    assert "out of range" in _refusal(spec, cat)

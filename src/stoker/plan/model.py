@@ -195,6 +195,19 @@ def _read_as(spec: JobSpec, request_bytes: float) -> str:
 
 def make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     """The whole plan for one job spec; raises SpecError naming the field when it cannot."""
+    try:
+        return _make_plan(spec, cat)
+    except (OverflowError, ZeroDivisionError) as exc:  # the arithmetic ran out of range
+        raise SpecError(f"plan: {OUT_OF_RANGE} ({exc})") from exc
+
+
+OUT_OF_RANGE = (
+    "some figure in the spec or catalog is out of range (a rate near zero, a huge size or "
+    "count); check the values it depends on"
+)
+
+
+def _make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     spec = canonical(spec, cat)
     s = shape(spec, cat)
     w = spec.workload
@@ -253,10 +266,7 @@ def _finish(spec: JobSpec, cat: Catalog, s: Shape, cost: CostPlan, **sections: o
 def _check_finite(value: object, where: str = "plan") -> None:
     """JSON has no Infinity or NaN: a figure that overflowed means an input out of range."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(
-            f"{where} comes out as {value}: some figure in the spec or catalog is out of "
-            "range (a rate near zero, a huge size or count); check the values it depends on"
-        )
+        raise SpecError(f"{where} comes out as {value}: {OUT_OF_RANGE}")
     if isinstance(value, dict):
         for key, item in value.items():
             _check_finite(item, f"{where}.{key}")

@@ -91,7 +91,10 @@ class Cluster(_Section):
     region: str = "eastus"
     placement: Placement = "scale_set"
     fabric_boundary_vms: int | None = Field(
-        default=None, gt=0, description="VMs that share one InfiniBand fabric; else placement's"
+        default=None,
+        gt=0,
+        le=MAX_VMS,
+        description="VMs that share one InfiniBand fabric; else placement's",
     )
     sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
     price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
@@ -120,9 +123,9 @@ class Workload(_Section):
     bytes_per_token: float = Field(default=4, gt=0, description="stored bytes per token")
     dataset_size: Bytes | None = None
     epochs: float = Field(default=1.0, gt=0)
-    tp: int = Field(default=1, gt=0, description="tensor-parallel degree")
-    pp: int = Field(default=1, gt=0, description="pipeline-parallel degree")
-    ep: int = Field(default=1, gt=0, description="expert-parallel degree (inside dp)")
+    tp: int = Field(default=1, gt=0, le=MAX_GPUS, description="tensor-parallel degree")
+    pp: int = Field(default=1, gt=0, le=MAX_GPUS, description="pipeline-parallel degree")
+    ep: int = Field(default=1, gt=0, le=MAX_GPUS, description="expert-parallel degree (inside dp)")
     # The model's shape: with layers and hidden_size the plan models tp/pp/ep traffic; without
     # them it is taken to be inside the measured step_time / tokens_per_s_per_gpu.
     # The bounds are far past any model trained (hundreds of layers, widths in the tens of
@@ -180,7 +183,8 @@ class Data(_Section):
     tier: DataTier = "auto"
     lustre_sku: str = "auto"
     blob_tier: Literal["standard", "premium"] = "standard"
-    blob_accounts: int = Field(default=1, gt=0)
+    # Azure's own limit is 250 accounts per region and subscription (500 on request).
+    blob_accounts: int = Field(default=1, gt=0, le=500)
     packed: bool = Field(
         default=True, description="samples packed into shards; false: one object per sample"
     )
@@ -193,7 +197,9 @@ def _duration_or_auto(value: object) -> object:
 
 class Checkpoints(_Section):
     size: Bytes | None = Field(default=None, description="whole checkpoint; else derived")
-    bytes_per_param: float = Field(default=14.0, gt=0, description="bf16 weights + fp32 Adam")
+    bytes_per_param: float = Field(
+        default=14.0, gt=0, le=1000, description="bf16 weights + fp32 Adam (a typo past 1000)"
+    )
     interval: Annotated[float | Literal["auto"], BeforeValidator(_duration_or_auto)] = "auto"
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
