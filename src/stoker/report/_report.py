@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReportError
 from .._redact import redact
+from ..errors import ReportError
 from ._figure import Chart
 from ._files import atomic, write_atomic
 from ._inputs import load_measured, load_plan, load_simulation
