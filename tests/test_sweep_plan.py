@@ -304,3 +304,12 @@ def test_arithmetic_out_of_range_is_a_spec_error_not_a_traceback(cat):
     spec = copy.deepcopy(LLAMA)
     spec["checkpoints"].update(size="1e300 B", keep=10**9)
     assert "out of range" in _refusal(spec, cat)
+
+
+def test_provision_of_a_run_past_the_year_9999_says_so(cat, tmp_path):
+    # The teardown-after tag's date overflowed: OverflowError, exit 1.
+    spec = copy.deepcopy(LLAMA)
+    spec["run"] = {"steps": 10**15}
+    with pytest.raises(ProvisionError, match="past any date the teardown-after tag can hold"):
+        provision(spec, tmp_path / "out", cat)
+    assert not (tmp_path / "out").exists()

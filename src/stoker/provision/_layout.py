@@ -209,9 +209,16 @@ def layout(
     wall_s = plan.run.wall_s if plan.run else (spec.run.length or 30 * 86400.0)
     staging_s = plan.data.chosen.staging_s if plan.data else 0.0
     now = now or dt.datetime.now(dt.UTC)
-    teardown = options.teardown_after or (
-        now + dt.timedelta(seconds=math.ceil((wall_s + staging_s) / 3600) * 3600)
-    )
+    try:
+        teardown = options.teardown_after or (
+            now + dt.timedelta(seconds=math.ceil((wall_s + staging_s) / 3600) * 3600)
+        )
+    except (OverflowError, ValueError) as exc:  # a run past the year 9999
+        raise ProvisionError(
+            f"run: the plan's run takes {wall_s / 86400 / 365.25:.3g} years, past any date the "
+            "teardown-after tag can hold; ask for less training (run.steps, run.tokens, "
+            "workload.epochs) or cap it with run.length, or give --teardown-after"
+        ) from exc
     # The bytes the plan's Blob line prices, by the container that holds them.
     stored = {
         "data": plan.data.dataset_bytes if plan.data else 0.0,
