@@ -181,3 +181,28 @@ def test_sources_on_different_tiers_mix(blob_env: str, sources: list[Path], tmp_
     seen = _seen(StreamingLoader(mix, 20, num_workers=2, collate_fn=list))
     assert Counter(s for s, _ in seen) == {0: 700, 1: 300}
     assert len({i for s, i in seen if s == 1}) == 300  # 300 distinct of its 400
+
+
+def test_a_mixture_under_torchrun_in_two_data_parallel_groups_of_two_ranks(tmp_path: Path) -> None:
+    """make demo's stream step, small: 4 ranks, 2 groups, a two-source mixture; it dies half way
+    and resumes from its checkpoint; the ranks of a group get identical batches."""
+    import subprocess
+    import sys
+
+    for name, n in (("a", 90), ("b", 60)):
+        for i in range(n):
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / f"{i:03d}.bin").write_bytes(bytes([i % 251, ord(name)]) * 200)
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_stream.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=4"]
+    cmd += ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:0", str(example)]
+    cmd += ["--source", str(tmp_path / "a"), "--mix", str(tmp_path / "b"), "--dp-size", "2"]
+    cmd += ["--batch", "4", "--every", "2", "--workers", "0"]
+    cmd += ["--data", str(tmp_path / "shards"), "--ckpt", str(tmp_path / "ckpt")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    # source a runs out at 0.7 of the epoch: 90 / 0.7 = 128 samples, 16 global batches of 8
+    assert "128 samples consumed, 128 distinct, 128 expected -> ok" in out.stdout, out.stdout
+    assert "source 0 " in out.stdout and "(weight 0.7)" in out.stdout
+    assert "a group's ranks got identical batches: yes" in out.stdout
+    assert "group 1 (ranks 2-3): accelerator utilization" in out.stdout
