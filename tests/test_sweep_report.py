@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,17 @@ def test_markup_is_escaped_and_secrets_never_reach_the_page(tmp_path):
     for png in (tmp_path / "png").iterdir():  # the name drawn into a PNG legend, redacted too
         assert b"SeCrEtSiGnAtUrE" not in png.read_bytes()
     assert stoker.report.read_measured(rec).name.startswith("<script>alert(1)</script> https://")
+
+
+def test_a_unicode_name_is_on_the_page_and_its_images_warn_nothing(tmp_path):
+    name = "训练 🚀 über"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stoker.report(tmp_path / "r.html", measured=[_record(tmp_path, name=name)],
+                      png=tmp_path / "png", pdf=tmp_path / "r.pdf")
+    assert name in (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert [str(w.message) for w in caught] == []
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_out_is_checked_before_any_work(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,10 @@ def report(
     from ._figure import style
     from ._html import page
 
-    with style():
+    with style(), warnings.catch_warnings():
+        # A name in CJK or emoji has no glyph in DejaVu: the page's SVG text shows it (the
+        # browser's fonts); a box in a PNG says nothing a warning per glyph would add.
+        warnings.filterwarnings("ignore", "Glyph .* missing")
         say("drawing the charts", 1)
         sections = _charts(plan_d, sim_d, records)
         say("writing the page", 2)
