@@ -6,7 +6,8 @@ kernel (above 128 KiB, its default), so the next group of samples faults in fres
 pages: on a VM that hands freed memory back to its host, a slow fault. A worker exists only to
 load data, so it keeps what it freed (and serves allocations up to ``MMAP_BYTES`` from the
 heap rather than from fresh maps). Measured on the drop-in path's own reads (resnet50 records,
-6,000 samples, warm, a loaded 2-core machine): 101-148 against 68-71 us of CPU per sample.
+6,000 samples, warm, a 2-core machine at load 16-19, 3 interleaved pairs): 115-144 against
+60-138 us of CPU per sample (two pairs halved, one within the noise).
 """
 
 from __future__ import annotations
