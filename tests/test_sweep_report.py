@@ -97,19 +97,20 @@ def test_not_finite_and_negative_values_are_left_out_and_counted(tmp_path):
     rec = tmp_path / "rec.json"  # json.dumps writes NaN and Infinity, as a careless writer would
     rec.write_text(json.dumps({
         "kind": "stoker.measured/1", "source": "stage", "name": "run",
-        "summary": {"throughput_bps": float("inf"), "seconds_s": -4.0, "files": 3},
+        "summary": {"throughput_bps": float("inf"), "seconds_s": -4.0, "files": 3,
+                    "bytes": 10**400},  # an integer past a float's range
         "series": {"throughput_bps": {"unit": "bytes/s", "t_s": [0, 1, 2, 3, float("nan")],
-                                      "values": [1e6, float("inf"), -5e6, 3e6, 2e6]}}}))
+                                      "values": [1e6, 10**400, -5e6, 3e6, 2e6]}}}))
     m = stoker.report.read_measured(rec)
-    assert m.summary == {"throughput_bps": None, "seconds_s": None, "files": 3}
+    assert m.summary == {"throughput_bps": None, "seconds_s": None, "files": 3, "bytes": None}
     assert m.series["throughput_bps"].t_s == [0, 1, 2, 3]
     assert m.series["throughput_bps"].values[0] == 1e6 and m.series["throughput_bps"].values[3]
     assert all(v != v for v in m.series["throughput_bps"].values[1:3])  # NaN: unknown
-    assert m.dropped == 5  # 2 summary figures, 2 values, 1 time
+    assert m.dropped == 6  # 3 summary figures, 2 values, 1 time
     out = tmp_path / "r.html"
     stoker.report(out, measured=[rec])
     html = out.read_text()
-    assert "5 values not finite or negative left out" in html
+    assert "6 values not finite or negative left out" in html
 
 
 def test_huge_and_one_and_no_points_still_make_a_page(tmp_path):

@@ -148,12 +148,25 @@ def _summary(summary: Any, p: str) -> tuple[dict[str, Any], int]:
         if figure and not (v is None or isinstance(v, int | float)):
             raise ReportError(f"{p}: summary.{k} should be a number or null, not {v!r:.40}")
         if isinstance(v, int | float) and not isinstance(v, bool):
-            if not math.isfinite(v) or (figure and v < 0):
+            finite = abs(v) < 1e308 if isinstance(v, int) else math.isfinite(v)  # 10**400
+            if not finite or (figure and v < 0):
                 v, dropped = None, dropped + 1
             out[k] = v
         elif v is None or isinstance(v, str):
             out[k] = v if v is None else v[:200]
     return out, dropped
+
+
+def _floats(xs: list[Any]) -> Any:
+    """A float array of ``xs``; an integer past a float's range (JSON allows 1e400 written
+    out) is infinite, so it is left out as the other values that are not finite."""
+    import numpy as np
+
+    try:
+        return np.asarray(xs, dtype=float)
+    except OverflowError:
+        big = [math.inf if isinstance(x, int) and abs(x) > 1e308 else x for x in xs]
+        return np.asarray(big, dtype=float)
 
 
 _FIGURE_SUFFIXES = ("_s", "_share", "_bps", "_iops", "_bytes")
@@ -164,8 +177,7 @@ def _series(unit: str, t: list[float], v: list[float | None]) -> tuple[Series, i
     finite or negative become unknown (NaN); then averaged down to MAX_POINTS."""
     import numpy as np
 
-    ts = np.asarray(t, dtype=float)
-    vs = np.asarray(v, dtype=float)  # None -> NaN
+    ts, vs = _floats(t), _floats(v)  # None -> NaN
     keep = np.isfinite(ts)
     with np.errstate(invalid="ignore"):
         bad = np.isinf(vs) | (vs < 0)  # NaN stays as it is: unknown, as null
