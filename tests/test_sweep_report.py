@@ -187,6 +187,18 @@ def test_out_is_checked_before_any_work(tmp_path):
     assert (tmp_path / "afile").read_text() == "keep"
 
 
+def test_an_output_that_is_an_input_is_refused(tmp_path):
+    rec = _record(tmp_path)
+    kept = rec.read_bytes()
+    for flag in ("--out", "--pdf"):
+        args = ["--out", str(tmp_path / "r.html")] if flag == "--pdf" else []
+        res = _report(*args, flag, str(rec), "--measured", str(rec))
+        _one_line_error(res, flag, "is also an input")
+    res = _report("--out", str(tmp_path / "." / "rec.json"), "--measured", str(rec))
+    _one_line_error(res, "--out", "is also an input")
+    assert rec.read_bytes() == kept and not (tmp_path / "r.html").exists()
+
+
 def test_out_in_a_missing_folder_is_made(tmp_path):
     out = tmp_path / "new" / "deeper" / "r.html"
     res = _report("--out", str(out), "--measured", str(_record(tmp_path)), "--png",

@@ -66,6 +66,7 @@ def report(
 
     out = check_out(out, "--out")  # before minutes of planning and drawing
     pdf = None if pdf is None else check_out(pdf, "--pdf")
+    _not_an_input({"--out": out, "--pdf": pdf}, [plan, simulation, *_listed(measured)])
     png = None if png is None else check_out(png, "--png", folder=True)
     say("reading the inputs", 0)
     plan_d = None if plan is None else load_plan(plan)
@@ -105,6 +106,20 @@ def report(
         pdf_path,
         pngs,
     )
+
+
+def _listed(measured: Any) -> list[Any]:
+    return list(measured) if isinstance(measured, list | tuple) else [measured]
+
+
+def _not_an_input(outputs: dict[str, Path | None], inputs: list[Any]) -> None:
+    """An output that is one of the inputs (``--out rec.json --measured rec.json``) would
+    replace what was measured with the page: refused before anything is written."""
+    given = [Path(i) for i in inputs if isinstance(i, str | os.PathLike) and Path(i).exists()]
+    for flag, out in outputs.items():
+        if out is not None and out.exists() and any(out.samefile(i) for i in given):
+            raise ReportError(f"{flag} {out}: is also an input; writing it would replace it, "
+                              "choose another path")
 
 
 def _charts(
