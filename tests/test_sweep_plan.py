@@ -313,3 +313,13 @@ def test_provision_of_a_run_past_the_year_9999_says_so(cat, tmp_path):
     with pytest.raises(ProvisionError, match="past any date the teardown-after tag can hold"):
         provision(spec, tmp_path / "out", cat)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_shape_given_in_part_says_what_is_unused(cat):
+    spec = copy.deepcopy(MOE)
+    del spec["workload"]["layers"], spec["workload"]["hidden_size"]
+    note = plan_job(spec, cat).interconnect.model_parallel.note
+    assert "workload.experts_per_token and workload.micro_batch are unused without them" in note
+    del spec["workload"]["experts_per_token"]
+    note = plan_job(spec, cat).interconnect.model_parallel.note
+    assert note.endswith("workload.micro_batch is unused without them")

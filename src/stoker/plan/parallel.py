@@ -57,6 +57,13 @@ def model_parallel_plan(
 ) -> ModelParallelPlan:
     w = spec.workload
     if w.layers is None or w.hidden_size is None or w.seq_len is None:
+        # A shape given in part: say which fields wait for layers and hidden_size.
+        unused = sorted({"micro_batch", "experts_per_token"} & w.model_fields_set)
+        if unused:
+            fields = " and ".join(f"workload.{name}" for name in unused)
+            verb = "is" if len(unused) == 1 else "are"
+            note = f"{NOT_MODELLED}; {fields} {verb} unused without them"
+            return ModelParallelPlan(False, note=note)
         return ModelParallelPlan(False, note=NOT_MODELLED)
     act = w.micro_batch * w.seq_len * w.hidden_size * max(2, PRECISION_BYTES[w.precision])
     m = max(1, math.ceil(w.global_batch / (s.dp * w.micro_batch)))
