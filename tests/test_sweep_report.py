@@ -232,6 +232,10 @@ def test_record_is_checked_before_the_run(tmp_path):
                               str(READ_ONLY / "stage.json")])
     _one_line_error(res, "--record", "not writable")
     assert not (tmp_path / "dst").exists()  # nothing copied for a record that cannot be kept
+    res = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst"), "--json", "--record",
+                              str(READ_ONLY / "stage.json")])
+    last = json.loads(res.stdout.strip().splitlines()[-1])  # --json's reader learns why
+    assert res.exit_code == 2 and last["fatal"] and "--record" in last["message"]
     res = runner.invoke(app, ["bench", "storage", str(tmp_path), "--size", "1MiB", "--record",
                               str(tmp_path / "src")])
     _one_line_error(res, "--record", "is a folder")

@@ -240,13 +240,15 @@ def stage(
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
     if record is not None:
-        from ..report._files import check_out
         from ..report._records import RecordingReporter
 
-        check_out(record, "--record")  # before the copy, not after it
         reporter = RecordingReporter(reporter)
     # (the lines' reader learns why they stopped)
     with user_errors(json_lines=json_out), interruptible(json_out):
+        if record is not None:
+            from ..report._files import check_out
+
+            check_out(record, "--record")  # before the copy, not after it
         summary = run_stage(
             src,
             dst,
