@@ -423,3 +423,19 @@ def test_watch_port_in_use_is_one_line() -> None:
         port = s.getsockname()[1]
         line = one_error(runner.invoke(app, ["watch", "--port", str(port)]))
     assert f"cannot serve on port {port} (Address already in use)" in line
+
+
+def test_watch_on_a_privileged_port_without_root_is_one_line() -> None:
+    """Port 80 as an ordinary user (nobody, where the tests run as root): exit 2, one line."""
+    code = "import sys\nfrom stoker.cli import main\nsys.argv[0] = 'stoker'\nmain()\n"
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    command = [*(as_nobody if os.geteuid() == 0 else []), sys.executable, "-c", code]
+    done = subprocess.run(
+        [*command, "watch", "--port", "80"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: cannot serve on port 80 (Permission denied; ports below 1024 need root): pick "
+        "another port (--port; 0 picks a free one)"
+    ], done.stderr

@@ -143,9 +143,9 @@ def serve(port: int = m.DEFAULT_PORT, *, addr: str = "0.0.0.0", **sources: Any) 
         server, _ = start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:  # in use, or a privileged port without the right
         collector.close()
-        root = " (ports below 1024 need root)" if 0 < port < 1024 else ""
+        root = "; ports below 1024 need root" if 0 < port < 1024 else ""
         raise StokerError(
-            f"cannot serve on port {port} ({exc.strerror or exc}){root}: pick another port "
+            f"cannot serve on port {port} ({exc.strerror or exc}{root}): pick another port "
             f"(--port; 0 picks a free one)"
         ) from exc
     stop = server.shutdown
