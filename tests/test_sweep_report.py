@@ -89,6 +89,28 @@ def test_a_plan_spec_that_fails_to_plan_names_its_file(tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("edit", "key"),
+    [
+        (lambda p: p.update(run="x"), "run should be an object"),
+        (lambda p: p.update(warnings=-1.0), "warnings should be a list"),
+        (lambda p: p["step"].update(compute_s="x"), "step.compute_s"),
+        (lambda p: p["checkpoints"].update(interval_s=-1.0), "checkpoints.interval_s"),
+        (lambda p: p["data"].update(options=[1]), "every item of data.options"),
+        (lambda p: p["cost"].update(items="x"), "cost.items should be a list"),
+        (lambda p: p["cost"].update(idle_gpu_usd=float("nan")), "cost.idle_gpu_usd"),
+    ],
+)
+def test_a_plan_edited_by_hand_is_one_line_naming_the_key(tmp_path, edit, key):
+    from report_inputs import SPEC_2048
+
+    plan = stoker.plan_job(SPEC_2048).to_dict()
+    edit(plan)
+    bad = tmp_path / "plan.json"
+    bad.write_text(json.dumps(plan))
+    _one_line_error(_report("--out", str(tmp_path / "r.html"), "--plan", str(bad)), str(bad), key)
+
+
 def test_nothing_to_report_is_one_line(tmp_path):
     _one_line_error(_report("--out", str(tmp_path / "r.html")), "nothing to report")
 

@@ -4,6 +4,7 @@ is one ReportError line naming the file and the key."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,53 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
         raise ReportError(f"{where}: not a plan (schema should be {PLAN_SCHEMA!r}); give a job "
                           "spec (.toml) or the output of stoker plan --json")
-    for key in ("step", "data", "checkpoints", "cost"):
+    for key in ("step", "data", "checkpoints", "cost", "run", "inference"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ReportError(f"{where}: {key} should be an object (docs/plan-json.md)")
+    shapes = [("warnings", doc.get("warnings"), list),
+              ("data.chosen", (doc.get("data") or {}).get("chosen"), dict),
+              ("data.options", (doc.get("data") or {}).get("options"), list),
+              ("cost.items", (doc.get("cost") or {}).get("items"), list)]
+    for key, value, kind in shapes:
+        if value is not None and not isinstance(value, kind):
+            what = "a list" if kind is list else "an object"
+            raise ReportError(f"{where}: {key} should be {what} (docs/plan-json.md)")
+    for key in ("data.options", "cost.items"):
+        if any(not isinstance(x, dict) for x in _at(doc, key) or []):
+            raise ReportError(f"{where}: every item of {key} should be an object")
+    _check_figures(doc, where, "")
     return doc
+
+
+# A plan's figures carry their unit in their name; each is a finite number >= 0 or null (a plan
+# edited by hand: "x" or -1 there would draw nonsense or stop a chart midway).
+_UNITS = ("_s", "_usd", "_bps", "_bytes", "_hours", "_share", "_fraction", "_goodput", "_au",
+          "_utilization")
+
+
+def _check_figures(doc: Any, where: str, path: str) -> None:
+    if isinstance(doc, list):
+        for i, x in enumerate(doc):
+            _check_figures(x, where, f"{path}[{i}]")
+    elif isinstance(doc, dict):
+        for k, v in doc.items():
+            key = f"{path}.{k}" if path else str(k)
+            if isinstance(v, dict | list):
+                _check_figures(v, where, key)
+            elif str(k).endswith(_UNITS) and v is not None and not _figure(v):
+                raise ReportError(f"{where}: {key} should be a finite number >= 0 or null, not "
+                                  f"{v!r:.40}; give the output of stoker plan --json")
+
+
+def _figure(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return v >= 0 and (abs(v) < 1e308 if isinstance(v, int) else math.isfinite(v))
+
+
+def _at(doc: dict[str, Any], dotted: str) -> Any:
+    a, b = dotted.split(".")
+    return (doc.get(a) or {}).get(b)
 
 
 def load_simulation(sim: Any) -> dict[str, Any]:
