@@ -185,6 +185,17 @@ def test_out_is_checked_before_simulating(tmp_path: Path) -> None:
         assert f"--out {out}" in line and words in line
 
 
+def test_out_naming_an_input_is_refused_and_the_input_kept(tmp_path: Path) -> None:
+    path = spec(tmp_path)
+    before = Path(path).read_text()
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text("")
+    for out in (path, str(tmp_path / "." / "job.toml"), str(catalog)):
+        args = ["simulate", path, "-n", "1", "--catalog", str(catalog), "--out", out]
+        assert "is an input" in one_error(runner.invoke(app, args))
+    assert Path(path).read_text() == before and catalog.read_text() == ""
+
+
 def test_json_and_out_write_the_same_document(tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
     out.write_text("old")

@@ -8,15 +8,23 @@ import contextlib
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 
 
-def check_out(path: str | Path) -> Path:
-    """``path`` if a file can be written there, else SpecError naming it and what to do."""
+def check_out(path: str | Path, inputs: Iterable[object] = ()) -> Path:
+    """``path`` if a file can be written there, else SpecError naming it and what to do.
+    ``inputs`` (the spec, catalog files): an out naming one would replace it with the JSON."""
     path = Path(path)
+    for given in inputs:
+        if isinstance(given, str | Path) and _same(path, Path(given)):
+            raise SpecError(
+                f"--out {path}: is an input ({given}); writing the JSON there would replace it, "
+                "so give another file"
+            )
     if path.is_dir():
         raise SpecError(f"--out {path}: is a folder; give a file name, e.g. {path / 'sim.json'}")
     folder = path.parent
@@ -25,6 +33,13 @@ def check_out(path: str | Path) -> Path:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise SpecError(f"--out {path}: the folder {folder} is not writable; pick another")
     return path
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def write_json(path: str | Path, doc: dict[str, Any]) -> None:

@@ -69,11 +69,13 @@ def simulate(
     all).
     """
     check_arguments(runs, seed, days)
-    if out is not None:
-        check_out(out)
-    job, kn, source = load_job(spec, knobs)
     if isinstance(catalog, str | Path):
         catalog = [catalog]
+    elif not isinstance(catalog, Catalog):
+        catalog = list(catalog)  # read twice below: a generator would be empty the second time
+    if out is not None:
+        check_out(out, [spec, *(() if isinstance(catalog, Catalog) else catalog)])
+    job, kn, source = load_job(spec, knobs)
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     if job.workload.kind not in ("pretrain", "fine-tune"):
         raise SpecError(
