@@ -95,6 +95,7 @@ def test_a_plan_spec_that_fails_to_plan_names_its_file(tmp_path):
         (lambda p: p.update(run="x"), "run should be an object"),
         (lambda p: p.update(warnings=-1.0), "warnings should be a list"),
         (lambda p: p["step"].update(compute_s="x"), "step.compute_s"),
+        (lambda p: p["step"].update(total_s=[1]), "step.total_s"),
         (lambda p: p["checkpoints"].update(interval_s=-1.0), "checkpoints.interval_s"),
         (lambda p: p["data"].update(options=[1]), "every item of data.options"),
         (lambda p: p["cost"].update(items="x"), "cost.items should be a list"),

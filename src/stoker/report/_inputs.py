@@ -71,8 +71,8 @@ def _check_figures(doc: Any, where: str, path: str) -> None:
     elif isinstance(doc, dict):
         for k, v in doc.items():
             key = f"{path}.{k}" if path else str(k)
-            if isinstance(v, dict | list):
-                _check_figures(v, where, key)
+            if isinstance(v, dict) or (isinstance(v, list) and not str(k).endswith(_UNITS)):
+                _check_figures(v, where, key)  # (inference.cold_start_s: a figure per source)
             elif str(k).endswith(_UNITS) and v is not None and not _figure(v):
                 raise ReportError(f"{where}: {key} should be a finite number >= 0 or null, not "
                                   f"{v!r:.40}; give the output of stoker plan --json")
