@@ -100,6 +100,7 @@ def test_a_plan_spec_that_fails_to_plan_names_its_file(tmp_path):
         (lambda p: p["data"].update(options=[1]), "every item of data.options"),
         (lambda p: p["cost"].update(items="x"), "cost.items should be a list"),
         (lambda p: p["cost"].update(idle_gpu_usd=float("nan")), "cost.idle_gpu_usd"),
+        (lambda p: p["cost"].update(unknown=[1]), "cost.unknown"),
     ],
 )
 def test_a_plan_edited_by_hand_is_one_line_naming_the_key(tmp_path, edit, key):

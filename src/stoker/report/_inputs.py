@@ -46,7 +46,8 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     shapes = [("warnings", doc.get("warnings"), list),
               ("data.chosen", (doc.get("data") or {}).get("chosen"), dict),
               ("data.options", (doc.get("data") or {}).get("options"), list),
-              ("cost.items", (doc.get("cost") or {}).get("items"), list)]
+              ("cost.items", (doc.get("cost") or {}).get("items"), list),
+              ("cost.unknown", (doc.get("cost") or {}).get("unknown"), list)]
     for key, value, kind in shapes:
         if value is not None and not isinstance(value, kind):
             what = "a list" if kind is list else "an object"
@@ -54,6 +55,8 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     for key in ("data.options", "cost.items"):
         if any(not isinstance(x, dict) for x in _at(doc, key) or []):
             raise ReportError(f"{where}: every item of {key} should be an object")
+    if any(not isinstance(x, str) for x in _at(doc, "cost.unknown") or []):
+        raise ReportError(f"{where}: cost.unknown should be a list of the unpriced items' names")
     _check_figures(doc, where, "")
     return doc
 
