@@ -25,6 +25,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
 import _results  # noqa: E402
 from _machine import cpu_mark, others_cpu_share  # noqa: E402
 from _markdown import publish  # noqa: E402
+
 from fake_nvml import FakeNvml  # noqa: E402
 
 TARGET_MS = 10.0

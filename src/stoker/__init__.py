@@ -142,8 +142,15 @@ if TYPE_CHECKING:
     )
     from .measure.ledger import Ledger
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
-    from .provision import Deployment, provision
-    from .provision import Guard, GuardPolicy, TeardownReport, expired, teardown
+    from .provision import (
+        Deployment,
+        Guard,
+        GuardPolicy,
+        TeardownReport,
+        expired,
+        provision,
+        teardown,
+    )
     from .report import Measured, report
     from .simulate import Simulation, simulate
     from .stage import (
