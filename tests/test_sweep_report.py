@@ -101,6 +101,10 @@ def test_a_plan_spec_that_fails_to_plan_names_its_file(tmp_path):
         (lambda p: p["cost"].update(items="x"), "cost.items should be a list"),
         (lambda p: p["cost"].update(idle_gpu_usd=float("nan")), "cost.idle_gpu_usd"),
         (lambda p: p["cost"].update(unknown=[1]), "cost.unknown"),
+        (lambda p: p["cost"]["items"][0].update(usd="x"), "cost.items[0].usd"),
+        (lambda p: p["data"]["options"][0].update(tier=5), "data.options[0].tier should be text"),
+        (lambda p: p["data"]["options"][0].update(stall_per_step_s={}),
+         "data.options[0].stall_per_step_s"),
     ],
 )
 def test_a_plan_edited_by_hand_is_one_line_naming_the_key(tmp_path, edit, key):

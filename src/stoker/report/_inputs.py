@@ -67,6 +67,10 @@ _UNITS = ("_s", "_usd", "_bps", "_bytes", "_hours", "_share", "_fraction", "_goo
           "_utilization")
 
 
+_FIGURE_MAPS = ("inference.cold_start_s",)  # a figure per model source
+_TEXT = ("tier", "name", "item", "kind", "region", "vm_size")  # drawn as labels
+
+
 def _check_figures(doc: Any, where: str, path: str) -> None:
     if isinstance(doc, list):
         for i, x in enumerate(doc):
@@ -74,9 +78,12 @@ def _check_figures(doc: Any, where: str, path: str) -> None:
     elif isinstance(doc, dict):
         for k, v in doc.items():
             key = f"{path}.{k}" if path else str(k)
-            if isinstance(v, dict) or (isinstance(v, list) and not str(k).endswith(_UNITS)):
-                _check_figures(v, where, key)  # (inference.cold_start_s: a figure per source)
-            elif str(k).endswith(_UNITS) and v is not None and not _figure(v):
+            figure = str(k).endswith(_UNITS) or k in ("usd", "hours")
+            if isinstance(v, list | dict) and (not figure or key in _FIGURE_MAPS):
+                _check_figures(v, where, key)
+            elif k in _TEXT and v is not None and not isinstance(v, str):
+                raise ReportError(f"{where}: {key} should be text, not {v!r:.40}")
+            elif figure and v is not None and not _figure(v):
                 raise ReportError(f"{where}: {key} should be a finite number >= 0 or null, not "
                                   f"{v!r:.40}; give the output of stoker plan --json")
 
