@@ -57,16 +57,18 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
             raise ReportError(f"{where}: every item of {key} should be an object")
     if any(not isinstance(x, str) for x in _at(doc, "cost.unknown") or []):
         raise ReportError(f"{where}: cost.unknown should be a list of the unpriced items' names")
-    _check_figures(doc, where, "")
+    _check_figures({k: v for k, v in doc.items() if k != "simulation"}, where, "")  # its own
     return doc
 
 
-# A plan's figures carry their unit in their name; each is a finite number >= 0 or null (a plan
-# edited by hand: "x" or -1 there would draw nonsense or stop a chart midway).
+# A plan's figures carry their unit in their name; each is a finite number or null (a plan
+# edited by hand: "x" or NaN there would draw nonsense or stop a chart midway).
 _UNITS = ("_s", "_usd", "_bps", "_bytes", "_hours", "_share", "_fraction", "_goodput", "_au",
           "_utilization")
 
 
+# Daly's optimum and the goodput curve take a square root and divide by these.
+_POSITIVE = ("checkpoints.interval_s", "checkpoints.optimal_interval_s")
 _FIGURE_MAPS = ("inference.cold_start_s",)  # a figure per model source
 _TEXT = ("tier", "name", "item", "kind", "region", "vm_size")  # drawn as labels
 
@@ -83,15 +85,17 @@ def _check_figures(doc: Any, where: str, path: str) -> None:
                 _check_figures(v, where, key)
             elif k in _TEXT and v is not None and not isinstance(v, str):
                 raise ReportError(f"{where}: {key} should be text, not {v!r:.40}")
-            elif figure and v is not None and not _figure(v):
-                raise ReportError(f"{where}: {key} should be a finite number >= 0 or null, not "
-                                  f"{v!r:.40}; give the output of stoker plan --json")
+            elif figure and v is not None and not _figure(v, key in _POSITIVE):
+                least = "> 0 " if key in _POSITIVE else ""
+                raise ReportError(f"{where}: {key} should be a finite number {least}or null, "
+                                  f"not {v!r:.40}; give the output of stoker plan --json")
 
 
-def _figure(v: Any) -> bool:
+def _figure(v: Any, positive: bool) -> bool:
     if isinstance(v, bool) or not isinstance(v, int | float):
         return False
-    return v >= 0 and (abs(v) < 1e308 if isinstance(v, int) else math.isfinite(v))
+    finite = abs(v) < 1e308 if isinstance(v, int) else math.isfinite(v)
+    return finite and (v > 0 or not positive)
 
 
 def _at(doc: dict[str, Any], dotted: str) -> Any:
