@@ -55,6 +55,9 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     for key in ("data.options", "cost.items"):
         if any(not isinstance(x, dict) for x in _at(doc, key) or []):
             raise ReportError(f"{where}: every item of {key} should be an object")
+    for i, option in enumerate(_at(doc, "data.options") or []):
+        if not isinstance(option.get("tier"), str):  # each is drawn by its tier's name
+            raise ReportError(f"{where}: data.options[{i}].tier should be the tier's name")
     if any(not isinstance(x, str) for x in _at(doc, "cost.unknown") or []):
         raise ReportError(f"{where}: cost.unknown should be a list of the unpriced items' names")
     _check_figures({k: v for k, v in doc.items() if k != "simulation"}, where, "")  # its own
@@ -81,10 +84,10 @@ def _check_figures(doc: Any, where: str, path: str) -> None:
         for k, v in doc.items():
             key = f"{path}.{k}" if path else str(k)
             figure = str(k).endswith(_UNITS) or k in ("usd", "hours")
+            if k in _TEXT and v is not None and not isinstance(v, str):
+                raise ReportError(f"{where}: {key} should be text, not {v!r:.40}")
             if isinstance(v, list | dict) and (not figure or key in _FIGURE_MAPS):
                 _check_figures(v, where, key)
-            elif k in _TEXT and v is not None and not isinstance(v, str):
-                raise ReportError(f"{where}: {key} should be text, not {v!r:.40}")
             elif figure and v is not None and not _figure(v, key in _POSITIVE):
                 least = "> 0 " if key in _POSITIVE else ""
                 raise ReportError(f"{where}: {key} should be a finite number {least}or null, "
