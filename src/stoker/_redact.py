@@ -27,3 +27,31 @@ def shown(text: str) -> str:
 
 def remember(*secrets: str | None) -> None:
     _SECRETS.update(s for s in secrets if s and len(s) >= 8)
+
+
+class RedactFilter:
+    """A logging filter that redacts each record's message: urllib3 logs every request's
+    path and query at DEBUG, SAS signature included, where azure-core's own logging policy
+    would have redacted it."""
+
+    def filter(self, record: object) -> bool:
+        import logging
+
+        assert isinstance(record, logging.LogRecord)
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+_FILTER = RedactFilter()
+
+
+def redact_logger(name: str) -> None:
+    """Redact every record the logger ``name`` emits (idempotent)."""
+    import logging
+
+    logger = logging.getLogger(name)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)

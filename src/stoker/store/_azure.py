@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from .._redact import redact_logger
 from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
 from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
 from ._base import ObjectInfo, Store
@@ -114,6 +115,7 @@ class BlobStore(Store):
             elif not self.auth.sas:  # (a SAS is in the URL)
                 credential = self._credential()
                 policies.append(AsyncBearerTokenCredentialPolicy(credential, STORAGE_SCOPE))
+            redact_logger("urllib3.connectionpool")  # the transport's DEBUG lines carry the SAS
             self._lister = AsyncPipelineClient(
                 self.auth.endpoint, policies=policies, transport=AsyncioRequestsTransport()
             )
