@@ -34,8 +34,8 @@ from ._array import ArrayLayout
 from ._format import encode_shard
 from ._index import INDEX, DatasetIndex, ShardInfo
 from ._parts import Part, environment, plan_parts, read_part
+from ._sources import KINDS
 
-KINDS = {"files": "bytes", "jsonl": "json", "npy": "array", "parquet": "pickle"}
 RECORDS = ".stoker-convert"
 POLL_S = 0.5
 
