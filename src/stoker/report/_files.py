@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+from .._atomic import replaced, write_whole
 from ..errors import ReportError
 
 
@@ -35,11 +35,11 @@ def check_out(path: str | os.PathLike[str], flag: str, *, folder: bool = False) 
 
 def write_atomic(path: Path, data: bytes, flag: str) -> Path:
     """Write ``data`` to ``path`` whole; the file there before stays whole on any failure."""
-    with atomic(path, flag) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, data)
+    except OSError as exc:
+        raise _cannot(path, flag, exc) from exc
     return path
 
 
@@ -47,14 +47,15 @@ def write_atomic(path: Path, data: bytes, flag: str) -> Path:
 def atomic(path: Path, flag: str) -> Iterator[Path]:
     """A temporary path beside ``path``, of this writer alone, renamed over ``path`` when the
     block ends; removed on any error, Ctrl-C included. OSError becomes one ReportError line."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        yield tmp
-        os.replace(tmp, path)
+        with replaced(path) as tmp:
+            yield tmp
     except OSError as exc:
-        raise ReportError(f"{flag} {path}: cannot write it ({exc.strerror or exc}); choose "
-                          "another path") from exc
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()  # gone already after a rename
+        raise _cannot(path, flag, exc) from exc
+
+
+def _cannot(path: Path, flag: str, exc: OSError) -> ReportError:
+    return ReportError(
+        f"{flag} {path}: cannot write it ({exc.strerror or exc}); choose another path"
+    )

@@ -4,14 +4,13 @@ second run never leaves half a document where the last good one was."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_whole
 from ..errors import SpecError
 
 
@@ -46,23 +45,7 @@ def write_json(path: str | Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` to ``path`` atomically; the file there before stays whole on any failure."""
     path = check_out(path)
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
-    fd, tmp = -1, ""
     try:
-        # os.open, not mkstemp: the file gets the umask's mode (0644), as a plain write would
-        tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            fd = -1  # the file object owns it now
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = ""
+        write_whole(path, text.encode("utf-8"))
     except OSError as exc:
         raise SpecError(f"--out {path}: cannot write it: {exc.strerror or exc}") from exc
-    finally:  # also on KeyboardInterrupt: no partial file left behind
-        if fd >= 0:
-            os.close(fd)
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
