@@ -114,3 +114,15 @@ def test_storage_reads_from_the_host_cache_are_those_past_a_jump_in_speed() -> N
     # one read slowed by other work is still the device's: no cut below the slowest quarter
     assert host_cache_cut([186, *device]) is None
     assert host_cache_cut([186, *device, *host]) == 1499
+
+
+def test_every_section_of_benchmarks_md_is_rendered_from_a_results_file() -> None:
+    """No hand-written numbers: each ``## NAME:`` section ends with the line render.py adds,
+    naming its results file, and that file is in bench/results/."""
+    text = (Path(__file__).resolve().parents[1] / "BENCHMARKS.md").read_text()
+    sections = text.split("\n## ")[1:]
+    assert sections
+    for section in sections:
+        found = re.search(r"_Rendered from `bench/results/([\w.-]+\.json)`", section)
+        assert found, f"BENCHMARKS.md '## {section.splitlines()[0][:60]}' is not rendered"
+        assert (_results.RESULTS / found.group(1)).exists(), found.group(1)
