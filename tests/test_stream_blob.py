@@ -307,3 +307,21 @@ def test_shards_written_into_a_missing_container_create_it(blob_env: str, tmp_pa
             w.write(bytes([i]) * 1000)
     ds = StreamingDataset(url, tmp_path / "cache", shuffle=False)
     assert [ds[i][0] for i in range(10)] == list(range(10))
+
+
+def test_a_worker_whose_environment_lacks_the_account_reads_the_dataset(
+    blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork server's workers get the environment of when the server started, not the one
+    the dataset was made in (a notebook sets os.environ after its first DataLoader): they
+    could not name the account of an az://CONTAINER/PATH dataset. The dataset carries it."""
+    url = f"{blob_env}/elsewhere"
+    _write(url)
+    ds = StreamingDataset(url, tmp_path / "cache")
+    len(ds)  # the index, read here
+    for key in [k for k in os.environ if k.startswith("AZURE_")]:
+        monkeypatch.delenv(key)  # the workers below start without them
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=10, num_workers=1, multiprocessing_context="spawn", collate_fn=list
+    )
+    assert sorted(_ids(loader)) == list(range(N))

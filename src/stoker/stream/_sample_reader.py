@@ -20,6 +20,7 @@ import torch
 
 from ..errors import StreamWarning
 from ..store import parse_url
+from ..store._env import store_environment
 from ._counters import Counters
 from ._format import CorruptSample, ShardReader
 from ._index import DatasetIndex
@@ -48,6 +49,7 @@ class SampleReader:
         self._index = index
         self.remote = index.remote
         loc = parse_url(self.remote)  # (no network: the store opens on the first read)
+        self.store_env = store_environment()  # for workers: see store/_env.py
         self.in_place = not loc.is_remote
         self.tier = "posix" if self.in_place else self.remote.split("://", 1)[0]
         if local is None and not self.in_place:

@@ -17,6 +17,7 @@ import torch.utils.data
 from ..errors import AccessDeniedError, NoContainerError, StokerError, StreamError
 from ..store import open_store
 from ..store._download import download
+from ..store._env import adopt
 from ..store._loop import IOLoop
 from ..store._retry import retry_budget_s
 from ._cache import ShardCache
@@ -41,6 +42,7 @@ class ShardAccess:
         self.cache = None if owner.in_place else ShardCache(owner.local, owner.cache_limit)  # type: ignore[arg-type]
         if self.cache is not None:
             self.io = IOLoop("stoker-stream-io")
+            adopt(owner.store_env)  # a fork server's worker lacks what was set since it began
             self.store = open_store(owner.remote)
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="stoker-prefetch")
         self._read_pool: ThreadPoolExecutor | None = None
