@@ -150,3 +150,28 @@ def test_watch_on_a_port_in_use_says_so() -> None:
     assert out.exit_code == 2, out.output
     assert f"cannot serve on port {port}" in out.output
     assert "pick another port (--port" in out.output
+
+
+def test_checkpoint_counters_keep_counting_past_what_saves_remembers(tmp_path) -> None:
+    """Counters never go down: ``Checkpointer.saves`` forgets its oldest (maxlen), the running
+    totals do not."""
+    from collections import deque
+
+    import torch
+
+    import stoker
+
+    ckpt = stoker.Checkpointer(tmp_path / "fast")
+    ckpt.saves = deque(maxlen=1)
+    try:
+        for step in (1, 2, 3):
+            ckpt.save(step, {"w": torch.zeros(8)})
+            ckpt.wait()
+        lines = _scrape(checkpointer=ckpt)
+    finally:
+        ckpt.close()
+    assert (
+        next(v for k, v in lines.items() if k.startswith("stoker_checkpoint_saves_total")) == "3.0"
+    )
+    last = next(v for k, v in lines.items() if k.startswith("stoker_checkpoint_last_step"))
+    assert last == "3.0"

@@ -101,6 +101,9 @@ class Checkpointer:
             self._lock.take()
         self.last_save: SaveStats | None = None
         self.saves: deque[SaveStats] = deque(maxlen=10_000)  # this run's, for save_json
+        # Running totals for the exporter's counters, which must never go down (``saves``
+        # forgets its oldest past 10,000).
+        self.totals = {"saves": 0, "bytes": 0, "blocking_s": 0.0}
         self._started = time.perf_counter()
         self._snapshot: Snapshot | None = None
         self._pipeline = SavePipeline(
@@ -155,6 +158,9 @@ class Checkpointer:
         stats.blocking_s = time.perf_counter() - stats.started
         self.last_save = stats
         self.saves.append(stats)
+        self.totals["saves"] += 1
+        self.totals["bytes"] += stats.bytes
+        self.totals["blocking_s"] += stats.blocking_s
         self._pipeline.write(stats, self._snapshot)
         return stats
 

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 SOURCES = {
     "ledger": (("snapshot",), "a stoker Ledger (stoker.measure.ledger)"),
     "loader": (("metrics",), "a StreamingLoader (stoker.stream), whose .metrics it reads"),
-    "checkpointer": (("saves",), "a stoker Checkpointer"),
+    "checkpointer": (("totals", "last_save"), "a stoker Checkpointer"),
     "stage": (("bytes_done", "files_done", "bytes_planned"), "a StageMeter (stage's reporter)"),
 }
 

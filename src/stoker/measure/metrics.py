@@ -203,11 +203,10 @@ def loader_families(m: Any, labels: dict[str, str]) -> Iterator[Any]:
 
 
 def checkpoint_families(ckpt: Any, labels: dict[str, str]) -> Iterator[Any]:
-    saves = list(ckpt.saves)
-    last = saves[-1] if saves else None
-    yield one(CHECKPOINT["stoker_checkpoint_saves_total"], labels, len(saves))
-    yield one(CHECKPOINT["stoker_checkpoint_bytes_total"], labels, sum(s.bytes for s in saves))
-    blocking = sum(s.blocking_s for s in saves)
+    totals, last = ckpt.totals, ckpt.last_save
+    yield one(CHECKPOINT["stoker_checkpoint_saves_total"], labels, totals["saves"])
+    yield one(CHECKPOINT["stoker_checkpoint_bytes_total"], labels, totals["bytes"])
+    blocking = totals["blocking_s"]
     yield one(CHECKPOINT["stoker_checkpoint_blocking_seconds_total"], labels, blocking)
     yield one(
         CHECKPOINT["stoker_checkpoint_last_blocking_seconds"],
