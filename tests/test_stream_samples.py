@@ -3,6 +3,7 @@ group at a time on the reader threads (stream/_samples.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +79,41 @@ def test_a_group_holds_a_batch_of_small_samples_and_few_large_ones() -> None:
 
 def test_a_worker_keeps_the_memory_it_freed() -> None:
     assert keep_freed_memory() is True  # glibc (Linux): mallopt took both settings
+
+
+def _evict(root: Path) -> None:
+    for shard in root.glob("*.stk"):
+        fd = os.open(shard, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def test_warm_samples_are_read_on_the_callers_thread_and_cold_ones_on_reader_threads(
+    tmp_path: Path,
+) -> None:
+    """The page cache decides: a copy from it costs less than a hand-off to a reader thread,
+    a read from the disk is better waited for on several threads at once."""
+    root = _write(tmp_path / "ds")
+    ids = np.random.default_rng(5).permutation(N)
+    warm = StreamingDataset(root)
+    assert list(one_by_one(warm.reader, ids)) == [_payload(int(i)) for i in ids]
+    assert warm.reader.access()._read_pool is None  # every group was in the page cache
+    _evict(root)
+    cold = StreamingDataset(root)
+    assert list(one_by_one(cold.reader, ids)) == [_payload(int(i)) for i in ids]
+    assert cold.reader.access()._read_pool is not None
+
+
+def test_a_corrupt_sample_is_caught_on_the_callers_thread_too(tmp_path: Path) -> None:
+    root = _write(tmp_path / "ds")
+    ds = StreamingDataset(root, shuffle=False)
+    shard = root / ds.index.shards[2].name
+    data = bytearray(shard.read_bytes())
+    data[-5] ^= 0x01
+    shard.write_bytes(bytes(data))  # (written: in the page cache, so read inline)
+    with pytest.raises(CorruptSample, match=r"shard shard-000002.stk"):
+        list(one_by_one(ds.reader, np.arange(N)))
+    assert ds.reader.access()._read_pool is None

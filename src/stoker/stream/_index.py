@@ -56,6 +56,7 @@ class DatasetIndex:
         if self.compression not in (None, "zstd"):
             raise StreamError(f"compression {self.compression!r}: use None or 'zstd'")
         self._starts = [0, *accumulate(s.samples for s in self.shards)]
+        self._starts_array = np.asarray(self._starts)
 
     @property
     def samples(self) -> int:
@@ -89,7 +90,9 @@ class DatasetIndex:
 
     def locate_all(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``locate`` for an array of global ids: (shard numbers, indexes in their shards)."""
-        starts = np.asarray(self._starts)
+        if len(self._starts_array) != len(self._starts):  # (made once, not per call)
+            self._starts_array = np.asarray(self._starts)
+        starts = self._starts_array
         shards = np.searchsorted(starts, samples, side="right") - 1
         return shards, samples - starts[shards]
 
