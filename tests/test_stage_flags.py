@@ -336,6 +336,41 @@ def test_another_account_is_copied_by_the_service_block_by_block(
         server.close()
 
 
+@pytest.mark.skipif(not NEWER_AZURITE.exists(), reason=f"needs Azurite 3.37+ at {NEWER_AZURITE}")
+def test_a_block_copy_of_many_files_keeps_to_the_runs_requests_in_flight(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--concurrency counts Put Block From URL requests across every file, not per file (two
+    files of 32 blocks each in flight had the emulator time out)."""
+    from azure.storage.blob.aio import BlobClient
+
+    server = _two_accounts(monkeypatch, tmp_path, NEWER_AZURITE)
+    try:
+        src = server.container()
+        files = {f"f{i}.bin": os.urandom(4 * MiB + i) for i in range(4)}
+        for key, data in files.items():
+            src.upload_blob(key, data)
+        dst, dst_url = _other_container(server, "gated")
+        real = BlobClient.stage_block_from_url
+        now, most = [0], [0]
+
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+            try:
+                return await real(self, *args, **kwargs)
+            finally:
+                now[0] -= 1
+
+        monkeypatch.setattr(BlobClient, "stage_block_from_url", counted)
+        summary = stage(f"az://{src.container_name}", dst_url, block_size=MiB, concurrency=3)
+        assert summary.ok, summary.failed
+        assert blob_tree(dst) == files
+        assert 1 < most[0] <= 3, f"{most[0]} blocks in flight with --concurrency 3"
+    finally:
+        server.close()
+
+
 def test_a_service_without_put_block_from_url_relays_through_a_spool(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

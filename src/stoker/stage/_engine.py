@@ -333,9 +333,8 @@ class Engine:
             self.reporter.advance(size)
             return digest
         if self.dst.copies_from(self.src):  # the service copies it: no byte comes here
-            try:
-                async with self.requests:
-                    digest = await self.dst.copy_from(self.src, key, etag, md5, size)
+            try:  # (each block's request takes a slot of the run's requests, not the file)
+                digest = await self.dst.copy_from(self.src, key, etag, md5, size, self.requests)
             except NotImplementedError:  # it cannot after all (see _blob_copy): relayed
                 pass
             else:

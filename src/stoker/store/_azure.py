@@ -308,12 +308,18 @@ class BlobStore(Store):
         )
 
     async def copy_from(
-        self, src: Store, key: str, etag: str, md5: str | None, size: int | None = None
+        self,
+        src: Store,
+        key: str,
+        etag: str,
+        md5: str | None,
+        size: int | None = None,
+        gate: asyncio.Semaphore | None = None,
     ) -> str | None:
         from ._blob_copy import copy_blob
 
         assert isinstance(src, BlobStore)
-        return await copy_blob(src, self, key, etag, md5, size)
+        return await copy_blob(src, self, key, etag, md5, size, gate)
 
     async def delete(self, key: str) -> None:
         import obstore

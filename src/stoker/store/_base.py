@@ -7,6 +7,7 @@ listing of ten million objects never sits in memory at once.
 from __future__ import annotations
 
 import abc
+import asyncio
 import hashlib
 import tempfile
 from collections.abc import AsyncIterator
@@ -86,10 +87,17 @@ class Store(abc.ABC):
         return False
 
     async def copy_from(
-        self, src: Store, key: str, etag: str, md5: str | None, size: int | None = None
+        self,
+        src: Store,
+        key: str,
+        etag: str,
+        md5: str | None,
+        size: int | None = None,
+        gate: asyncio.Semaphore | None = None,
     ) -> str | None:
         """Have the service copy ``src``'s ``key`` (version ``etag``, ``size`` bytes when known)
-        to ``key`` here; returns the MD5 the copy carries. Only where ``copies_from(src)``."""
+        to ``key`` here; returns the MD5 the copy carries. Only where ``copies_from(src)``.
+        Each request the copy makes holds a slot of ``gate`` (shared by every file of a run)."""
         raise NotImplementedError(f"{self} cannot copy from {src} itself")
 
     @abc.abstractmethod

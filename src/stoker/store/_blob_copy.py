@@ -18,6 +18,7 @@ it, which is what a server-side copy avoids).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from ..errors import ChecksumError, SourceChangedError, StoreError
@@ -52,11 +53,22 @@ async def copy_blob(
     etag: str,
     md5: str | None,
     size: int | None = None,
+    gate: asyncio.Semaphore | None = None,
 ) -> str | None:
     """Copy ``src``'s ``key`` (version ``etag``) to ``dst``'s ``key``; returns the copy's MD5.
-    Between accounts (``size`` known), block by block (Put Block From URL); else Copy Blob."""
+    Between accounts (``size`` known), block by block (Put Block From URL); else Copy Blob.
+    Each request holds a slot of ``gate``: the blocks of every file in a run share its slots,
+    so two files do not put twice the requests in flight (the emulator timed out under that)."""
     if size is not None and not same_account(src, dst) and copies_by_blocks(src, dst):
-        return await copy_by_blocks(src, dst, key, size, etag, md5)
+        return await copy_by_blocks(src, dst, key, size, etag, md5, gate)
+    async with gate or contextlib.nullcontext():
+        return await _copy_whole(src, dst, key, etag, md5)
+
+
+async def _copy_whole(
+    src: BlobStore, dst: BlobStore, key: str, etag: str, md5: str | None
+) -> str | None:
+    """Copy Blob, waited for (see copy_blob)."""
     if not same_account(src, dst) and not src.auth.sas:  # (a source Copy Blob cannot read)
         raise NotImplementedError(f"{dst} cannot copy from {src} itself")
     from azure.core import MatchConditions
@@ -101,7 +113,13 @@ async def copy_blob(
 
 
 async def copy_by_blocks(
-    src: BlobStore, dst: BlobStore, key: str, size: int, etag: str, md5: str | None
+    src: BlobStore,
+    dst: BlobStore,
+    key: str,
+    size: int,
+    etag: str,
+    md5: str | None,
+    gate: asyncio.Semaphore | None = None,
 ) -> str | None:
     """Put Block From URL for each block, then Put Block List (see _blocks.copy_blocks)."""
     from azure.core.exceptions import HttpResponseError, ResourceModifiedError
@@ -111,7 +129,7 @@ async def copy_by_blocks(
     where = f"copying {src}/{key} to {dst}/{key}"
     with translated(where):
         try:
-            copied, _ = await copy_blocks(src, dst, key, size, etag, md5)
+            copied, _ = await copy_blocks(src, dst, key, size, etag, md5, gate=gate)
             return copied
         except HttpResponseError as exc:
             if isinstance(exc, ResourceModifiedError) or exc.status_code == 412:

@@ -17,6 +17,7 @@ sent (a copy by the service moves no byte here and takes nothing).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import mimetypes
 import os
@@ -276,9 +277,11 @@ async def copy_blocks(
     etag: str,
     md5: str | None,
     on_block: Callable[[int], Awaitable[None] | None] | None = None,
+    gate: asyncio.Semaphore | None = None,
 ) -> tuple[str | None, Sent]:
     """Have ``dst``'s service copy ``src``'s ``key`` (version ``etag``) block by block with
-    Put Block From URL, ``dst.concurrency`` blocks in flight, each read from the source only
+    Put Block From URL, ``dst.concurrency`` blocks in flight (each also holding a slot of
+    ``gate``, when given: the run's requests), each read from the source only
     while it still has that ETag; blocks an earlier run staged are not copied again. The
     commit carries the source's Content-MD5. Returns it, and what was copied and resumed."""
     blob = dst._sdk().get_blob_client(dst.loc.prefix + key)
@@ -292,15 +295,16 @@ async def copy_blocks(
     carried = props.content_settings.content_type
 
     async def put(bid: str, offset: int, length: int) -> None:
-        await blob.stage_block_from_url(
-            bid,
-            url,
-            source_offset=offset,
-            source_length=length,
-            # (the SDK takes no source condition here: the header is the REST API's own)
-            headers={"x-ms-source-if-match": f'"{etag}"'},
-            **auth,
-        )
+        async with gate or contextlib.nullcontext():
+            await blob.stage_block_from_url(
+                bid,
+                url,
+                source_offset=offset,
+                source_length=length,
+                # (the SDK takes no source condition here: the header is the REST API's own)
+                headers={"x-ms-source-if-match": f'"{etag}"'},
+                **auth,
+            )
         sent.sent += length
         if on_block is not None:
             outcome = on_block(length)
