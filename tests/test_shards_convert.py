@@ -48,6 +48,25 @@ def test_two_processes_write_the_dataset_one_writes(tmp_path: Path) -> None:
     assert [ds[i] for i in range(300)] == data  # sorted path order, as one process reads it
 
 
+def test_files_come_in_path_order_folder_by_folder_without_hidden_ones(tmp_path: Path) -> None:
+    """Sample i is the i-th file in ``Path`` order (a folder's files before "a-b/", which a
+    string sort would put first), hidden files and folders left out, linked files followed."""
+    src = tmp_path / "src"
+    names = ["a/x", "a/y/z", "a-b/x", "a.c", "b", ".hidden/h", "a/.h", "c/.stoker/m"]
+    for name in names:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(name.encode())
+    (src / "d").symlink_to(src / "b")
+    index = write_shards(src, tmp_path / "out", shard_size="1KiB", keys=True)
+    expect = sorted(
+        p for p in src.rglob("*") if p.is_file() and not any(n[0] == "." for n in p.parts[-3:])
+    )
+    ds = StreamingDataset(tmp_path / "out", shuffle=False)
+    got = [ds[i]["key"] for i in range(index.samples)]
+    assert got == [p.relative_to(src).as_posix() for p in expect]
+    assert got == ["a/x", "a/y/z", "a-b/x", "a.c", "b", "d"]
+
+
 def test_jsonl_and_parquet_cut_inside_a_file_keep_every_row_in_order(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -47,12 +47,14 @@ def plan_parts(
 ) -> tuple[list[Part], str]:
     """The parts of ``src`` after its first ``skip`` samples (a dataset being added to), and a
     fingerprint of the input and the plan (paths, sizes, modification times, cuts)."""
-    paths = _paths(src, SUFFIX[kind])
-    plan = {"files": _plan_files, "jsonl": _plan_jsonl, "npy": _plan_npy, "parquet": _plan_parquet}
-    parts = plan[kind](src, paths, shard_size, keys, skip)
+    listing = _paths(src, SUFFIX[kind])
+    if kind == "files":
+        parts = _plan_files(src, listing, shard_size, keys, skip)
+    else:
+        plan = {"jsonl": _plan_jsonl, "npy": _plan_npy, "parquet": _plan_parquet}
+        parts = plan[kind](src, [Path(path) for path, _ in listing], shard_size, keys, skip)
     digest = hashlib.blake2b(digest_size=8)
-    for path in paths:
-        st = path.stat()
+    for path, st in listing:
         digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     digest.update(json.dumps([kind, keys, shard_size, skip]).encode())
     for part in parts:
@@ -76,10 +78,13 @@ def _cut(sizes: list[int], shard_size: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _plan_files(src: Path, paths: list[Path], shard_size: int, keys: bool, skip: int) -> list[Part]:
-    paths = paths[skip:]
+def _plan_files(
+    src: Path, listing: list[tuple[str, os.stat_result]], shard_size: int, keys: bool, skip: int
+) -> list[Part]:
+    listing = listing[skip:]
+    paths = [path for path, _ in listing]
     # keyed samples are pickled {"key", "data"}: the key and ~60 bytes of pickle beside the data
-    sizes = [p.stat().st_size + (len(_key(src, p)) + 64 if keys else 0) for p in paths]
+    sizes = [st.st_size + (len(_key(src, Path(p))) + 64 if keys else 0) for p, st in listing]
     return [
         Part(n, tuple(str(p) for p in paths[i:j]))
         for n, (i, j) in enumerate(_cut(sizes, shard_size))

@@ -12,6 +12,7 @@ readers' errors named by file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,23 +22,34 @@ from ..errors import StreamError
 KINDS = {"files": "bytes", "jsonl": "json", "npy": "array", "parquet": "pickle"}
 
 
-def _paths(src: Path, suffix: str | None) -> list[Path]:
+def _paths(src: Path, suffix: str | None) -> list[tuple[str, os.stat_result]]:
+    """The input files under ``src`` (or ``src`` itself) with their ``stat``, in path order
+    (``Path``'s: folder by folder). One ``stat`` a file, hidden files and folders never
+    entered, and paths as strings: ``rglob`` with ``is_file``, two more ``stat`` calls and a
+    ``Path`` a file took 0.55 s of 20,000 files before any process could start converting."""
     if src.is_file():
-        return [src]
+        return [(str(src), src.stat())]
     if not src.is_dir():
         raise StreamError(f"{src} is neither a file nor a folder")
-    found = sorted(
-        p
-        for p in src.rglob("*")
-        if p.is_file()
-        and (suffix is None or p.suffix == suffix)
-        and not any(part.startswith(".") for part in p.relative_to(src).parts)  # .stoker etc.
-    )
+    found: list[tuple[tuple[str, ...], os.DirEntry[str]]] = []
+
+    def walk(folder: str, parts: tuple[str, ...]) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):  # .stoker etc.
+                    continue
+                if entry.is_dir(follow_symlinks=False):  # (as rglob: not into linked folders)
+                    walk(entry.path, (*parts, entry.name))
+                elif entry.is_file() and (suffix is None or Path(entry.name).suffix == suffix):
+                    found.append(((*parts, entry.name), entry))
+
+    walk(str(src), ())
     if not found:
         raise StreamError(
             f"{src} holds no {'files' if suffix is None else '*' + suffix + ' files'}"
         )
-    return found
+    found.sort(key=lambda item: item[0])
+    return [(entry.path, entry.stat()) for _, entry in found]
 
 
 @contextmanager
