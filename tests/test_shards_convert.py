@@ -232,3 +232,17 @@ def test_jsonl_and_parquet_are_streamed_not_loaded_whole(tmp_path: Path, kind: s
     grown = int(out.stdout)
     assert StreamingDataset(tmp_path / "o").index.samples == rows
     assert grown < src.stat().st_size / 2, f"peak memory grew {grown:,} B for {kind}"
+
+
+def test_workers_are_forked_unless_the_object_store_client_is_loaded() -> None:
+    """A fork starts a worker at once; after obstore (whose runtime hangs in a forked child),
+    a fork server."""
+    code = (
+        "import sys\n"
+        "from stoker.stream._convert import _process_context\n"
+        "before = _process_context().get_start_method()\n"
+        "import obstore\n"
+        "print(before, _process_context().get_start_method())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["fork", "forkserver"]
