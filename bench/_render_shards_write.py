@@ -29,9 +29,9 @@ Medians: 1 process {m["one_s"]:.2f} s, 2 processes {m["two_s"]:.2f} s
 (**{r["speedup"]:.2f}x**), the ceiling {m["pair_s"]:.2f} s (**{r["ceiling"]:.2f}x**). The
 machine has {r["cores"]} cores, shared with other jobs (load average {min(loads):.1f} to
 {max(loads):.1f}; the CPU was {min(others):.0%} to {max(others):.0%} busy with processes other
-than the benchmark's own, the conversions' workers among them, as the fork server does not let it
-count them): two
-processes can only go as fast as the ceiling says, so the target is judged against it:
+than the benchmark's own, which may count the conversions' workers): the two halves share the
+memory, the page cache and the disk they write and make durable, so two processes can only go
+as fast as the ceiling says, and the target is judged against it:
 {r["speedup"] / r["ceiling"]:.2f}x of the ceiling ({"met" if met else "not met"}: a target
 above the measured ceiling counts at >= 0.9x of it). Both runs write the same dataset (same
 index, byte for byte).
