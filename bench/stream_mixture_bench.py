@@ -33,7 +33,7 @@ from _results import save  # noqa: E402
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, StreamingMixture  # noqa: E402
 
 WEIGHTS = (0.5, 0.3, 0.2)
-SHAPES = {"resnet50": (114_660, 3_000), "small": (2_048, 40_000)}  # (bytes, samples an epoch)
+SHAPES = {"resnet50": (114_660, 12_000), "small": (2_048, 160_000)}  # (bytes, samples an epoch)
 BATCH = 64
 
 

@@ -96,14 +96,19 @@ def test_warm_samples_are_read_on_the_callers_thread_and_cold_ones_on_reader_thr
 ) -> None:
     """The page cache decides: a copy from it costs less than a hand-off to a reader thread,
     a read from the disk is better waited for on several threads at once."""
-    root = _write(tmp_path / "ds")
-    ids = np.random.default_rng(5).permutation(N)
+    n = 2_000  # samples of 0.5-4.5 KiB in 1 MiB shards: a shard's tables are not its samples' pages
+    with ShardWriter(tmp_path / "ds", shard_size="1MiB", codec="bytes") as w:
+        for i in range(n):
+            w.write(_payload(i) * 10)
+    root = tmp_path / "ds"
+    ids = np.random.default_rng(5).permutation(n)
+    want = [_payload(int(i)) * 10 for i in ids]
     warm = StreamingDataset(root)
-    assert list(one_by_one(warm.reader, ids)) == [_payload(int(i)) for i in ids]
+    assert list(one_by_one(warm.reader, ids)) == want
     assert warm.reader.access()._read_pool is None  # every group was in the page cache
     _evict(root)
     cold = StreamingDataset(root)
-    assert list(one_by_one(cold.reader, ids)) == [_payload(int(i)) for i in ids]
+    assert list(one_by_one(cold.reader, ids)) == want
     assert cold.reader.access()._read_pool is not None
 
 

@@ -19,8 +19,11 @@ class Counters:
 
     def add(self, **counts: int) -> None:
         with self._shared.get_lock():
+            # The plain array under the lock: each item of the synchronized one took the lock
+            # again (19 us an add of three counts, against ~3).
+            values = self._shared.get_obj()
             for name, n in counts.items():
-                self._shared[NAMES.index(name)] += n
+                values[NAMES.index(name)] += n
 
     def snapshot(self) -> dict[str, int]:
         return dict(zip(NAMES, self._shared[:], strict=True))

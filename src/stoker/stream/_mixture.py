@@ -133,6 +133,9 @@ class StreamingMixture(torch.utils.data.IterableDataset):
         worker, workers = this_worker()
         batches = self.source.batches(self.group, self.batch_size, worker=worker, workers=workers)
         ids = batches.reshape(-1)
+        if all(0 < r.index.largest_sample < PIECE for r in self.reader.readers):
+            yield from one_by_one(self.reader, ids)  # a group across the sources at a time
+            return
         offsets = self.source.offsets
         which = np.searchsorted(offsets, ids, side="right") - 1
         each = {

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import StreamError
-from ._format import CorruptSample, ShardReader
+from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache
 from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
@@ -250,7 +250,13 @@ def _read_and_check(
                 except CorruptSample as exc:
                     bad[j] = exc
 
-    list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
+    step = max(1, len(samples) // WARM_PROBES)
+    probes = [(r.fd, offset, size) for r, _, offset, size in samples[::step]]
+    warm = not maps and not remote and in_page_cache(probes)
+    if warm:  # copies from the page cache, on this thread (see in_page_cache)
+        read(pieces)
+    else:
+        list(pool.map(read, _split(pieces, threads, lambda p: len(p[2]))))
     return bad
 
 
