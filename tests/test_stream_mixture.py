@@ -13,6 +13,7 @@ import torch
 
 from stoker.errors import StreamError
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, StreamingMixture
+from stoker.stream._format import CorruptSample
 from stoker.stream._mixture_order import apportion, interleave
 
 SIZES = (3000, 1000, 500)
@@ -206,3 +207,43 @@ def test_a_mixture_under_torchrun_in_two_data_parallel_groups_of_two_ranks(tmp_p
     assert "source 0 " in out.stdout and "(weight 0.7)" in out.stdout
     assert "a group's ranks got identical batches: yes" in out.stdout
     assert "group 1 (ranks 2-3): accelerator utilization" in out.stdout
+
+
+def _records(root: Path, tag: int, n: int) -> Path:
+    with ShardWriter(root, shard_size="1KiB", codec="array") as w:
+        for i in range(n):
+            w.write(np.array([tag, i, i * 7, -i], dtype=np.int32))
+    return root
+
+
+@pytest.mark.parametrize("drop_in", [False, True])
+def test_a_corrupt_sample_in_a_mixed_batch_is_raised_or_skipped_by_its_source(
+    tmp_path: Path, drop_in: bool
+) -> None:
+    """Tensors of several sources read into one batch (or sample by sample): a damaged
+    sample is raised, or skipped, as its own source says; the rest arrive whole."""
+    a, b = _records(tmp_path / "a", 1, 200), _records(tmp_path / "b", 2, 200)
+    ds_b = StreamingDataset(b, dtype=torch.int32, shuffle=False)
+    shard = b / ds_b.index.shards[1].name
+    data = bytearray(shard.read_bytes())
+    data[-2] ^= 0xFF  # the shard's last sample
+    shard.write_bytes(bytes(data))
+    bad = ds_b.index.first(2) - 1
+
+    def read(on_corrupt: str) -> list[tuple[int, int]]:
+        parts = [
+            StreamingDataset(a, dtype=torch.int32),
+            StreamingDataset(b, dtype=torch.int32, on_corrupt=on_corrupt),
+        ]
+        mix = StreamingMixture(parts, weights=[0.5, 0.5], seed=1)
+        loader = (
+            torch.utils.data.DataLoader(mix, batch_size=16) if drop_in else StreamingLoader(mix, 16)
+        )
+        rows = [row for batch in loader for row in batch]
+        assert all(r[2] == 7 * r[1] and r[3] == -r[1] for r in rows)  # whole, unchanged
+        return [(int(r[0]), int(r[1])) for r in rows]
+
+    with pytest.raises(CorruptSample, match=r"shard shard-000001.stk: sample \d+"):
+        read("raise")
+    got = read("skip")
+    assert (2, bad) not in got and len(got) == len(set(got)) == 399

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ._sample_reader import SampleReader
+from ._tensors import BatchPart, read_rows
 
 
 class MixtureReader:
@@ -50,25 +51,20 @@ class MixtureReader:
         if len(split) == 1:
             s, ids = split[0]
             return self.readers[s].tensor_batch(ids)
-        reader = self.readers[0]
-        row = int(np.prod(reader.sample_shape)) * reader.dtype.itemsize  # type: ignore[union-attr]
-        if row <= 0:  # samples of any size (no fixed shape): each source's, then joined
-            return _joined([self.readers[s].tensor_batch(ids) for s, ids in split])
-        # Every source reads straight into its rows of one batch buffer: joining the parts
-        # afterwards was a copy of every batch (and torch.cat's threads, on a busy machine,
-        # took longer than the reads).
         access = self.access()
-        flat = access.sources[split[0][0]].alloc(row * len(batch))
-        parts, in_place, at = [], True, 0
-        for s, ids in split:
-            rows = flat[at : at + row * len(ids)]
-            got = _read_into(self.readers[s], access.sources[s], ids, rows)
-            in_place &= isinstance(got, torch.Tensor) and got.data_ptr() == rows.data_ptr()
-            parts.append(got)
-            at += row * len(ids)
-        if in_place and sum(len(p) for p in parts) == len(batch):
-            return flat.view(reader.dtype).view(len(batch), *reader.sample_shape)
-        return _joined(parts)  # a source skipped a corrupt sample, or read samples of own sizes
+        parts = [BatchPart.of(self.readers[s], access.sources[s], ids) for s, ids in split]
+        sizes = {size for part in parts for *_, size in part.samples}
+        if len(sizes) != 1 or 0 in sizes:  # samples of own sizes: each source's, then joined
+            return _joined([self.readers[s].tensor_batch(ids) for s, ids in split])
+        # Every source's samples read straight into their rows of one batch buffer, in one
+        # read: joining the parts afterwards was a copy of every batch.
+        row = sizes.pop()
+        flat = parts[0].proc.alloc(row * len(batch))
+        got = read_rows(parts, flat, row)
+        if sum(len(g) for g in got) == len(batch):
+            reader = self.readers[split[0][0]]
+            return flat.view(reader.dtype).view(len(batch), *reader.sample_shape)  # type: ignore[arg-type]
+        return _joined(got)  # a source skipped a corrupt sample
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"_access": None}
@@ -93,18 +89,6 @@ class _MixtureAccess:
     def start_downloads(self) -> None:
         for access in self.sources:
             access.start_downloads()
-
-
-def _read_into(reader: SampleReader, access: Any, ids: np.ndarray, rows: torch.Tensor) -> Any:
-    """``reader``'s batch of ``ids``, read into ``rows`` (its rows of the mixture's batch) where
-    it can: its shard access is handed ``rows`` as the one buffer a batch of same-sized samples
-    allocates (the reading happens on this thread, so the swap is seen by this read alone)."""
-    own = access.alloc
-    access.alloc = lambda nbytes: rows if nbytes == rows.numel() else own(nbytes)
-    try:
-        return reader.tensor_batch(ids)
-    finally:
-        access.alloc = own
 
 
 def _joined(parts: list[Any]) -> Any:

@@ -128,17 +128,52 @@ def as_dtype(data: bytes | bytearray, dtype: torch.dtype, where: str) -> torch.T
     return torch.frombuffer(bytearray(data), dtype=dtype)
 
 
+@dataclass
+class BatchPart:
+    """One reader's samples of a batch: where each lies (its shard's reader, the index in
+    the shard, the offset and size in the file), checked to be whole ``dtype`` items."""
+
+    ds: SampleReader
+    proc: ShardAccess
+    places: list[tuple[int, int]]
+    samples: list[tuple[ShardReader, int, int, int]]
+
+    @classmethod
+    def of(cls, ds: SampleReader, proc: ShardAccess, ids: np.ndarray) -> BatchPart:
+        assert ds.dtype is not None
+        places = [ds.index.locate(int(g)) for g in ids]
+        readers = proc.batch_readers(places)
+        samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
+        for reader, i, _, size in samples:
+            check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
+        return cls(ds, proc, places, samples)
+
+    def finish(self, batch: Any, views: list, maps: dict, bad: dict[int, CorruptSample]) -> Any:
+        """``batch`` once read: bad samples fetched again, then raised or skipped as
+        ``on_corrupt`` says; the counters told."""
+        ds, samples = self.ds, self.samples
+        for j in set(bad) & set(maps):  # read again into a buffer, never into a map of a bad file
+            tensor = self.proc.alloc(samples[j][3])
+            views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
+        if bad:
+            _read_again_from_fresh_copies(self.proc, self.places, samples, views, bad)
+        if bad and ds.on_corrupt == "raise":
+            raise bad[min(bad)]
+        if bad:
+            keep = [j for j in range(len(samples)) if j not in bad]
+            batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
+        nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
+        ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
+        return batch
+
+
 def read_batch(
     ds: SampleReader, proc: ShardAccess, ids: np.ndarray
 ) -> torch.Tensor | list[torch.Tensor]:
     """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
-    assert ds.dtype is not None
-    places = [ds.index.locate(int(g)) for g in ids]
-    readers = proc.batch_readers(places)
-    samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
+    part = BatchPart.of(ds, proc, ids)
+    samples = part.samples
     sizes = {size for *_, size in samples}
-    for reader, i, _, size in samples:
-        check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
     alloc = proc.alloc
     if sizes == {0}:  # empty samples: nothing to read, and a 0-byte buffer has no dtype view
         ds.counters.add(samples=len(samples))
@@ -148,8 +183,7 @@ def read_batch(
     if len(sizes) == 1:
         size = sizes.pop()
         flat = alloc(size * len(samples))
-        rows = flat.numpy().reshape(len(samples), size)
-        views = [memoryview(rows[j]) for j in range(len(samples))]
+        views = _row_views(flat, size, len(samples))
         batch: Any = flat.view(ds.dtype).view(len(samples), *ds.sample_shape)
     else:
         if proc.may_map:
@@ -161,19 +195,32 @@ def read_batch(
         views = [memoryview(t.numpy()) for t in tensors]
         batch = [t.view(ds.dtype) for t in tensors]
     bad = _read_and_check(proc.read_pool(), ds.read_threads, samples, views, maps)
-    for j in set(bad) & set(maps):  # read again into a buffer, never into a map of a bad file
-        tensor = alloc(samples[j][3])
-        views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
-    if bad:
-        _read_again_from_fresh_copies(proc, places, samples, views, bad)
-    if bad and ds.on_corrupt == "raise":
-        raise bad[min(bad)]
-    if bad:
-        keep = [j for j in range(len(samples)) if j not in bad]
-        batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
-    nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
-    ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
-    return batch
+    return part.finish(batch, views, maps, bad)
+
+
+def read_rows(parts: list[BatchPart], flat: torch.Tensor, row: int) -> list[Any]:
+    """Several readers' samples, every one ``row`` bytes, into consecutive rows of ``flat``
+    in one read (a mixture's batch: one judgement of the page cache, one hand-out to the
+    threads, where a read per source paid each once: 8.7 against 6.2 us a 2 KiB sample);
+    each part then finished by its own reader. Returns each part's rows (fewer where a
+    corrupt sample was skipped)."""
+    samples = [s for part in parts for s in part.samples]
+    views = _row_views(flat, row, len(samples))
+    threads = max(part.ds.read_threads for part in parts)
+    bad = _read_and_check(parts[0].proc.read_pool(), threads, samples, views, {})
+    out, at = [], 0
+    for part in parts:
+        n, ds = len(part.samples), part.ds
+        rows = flat[at * row : (at + n) * row].view(ds.dtype).view(n, *ds.sample_shape)  # type: ignore[arg-type]
+        mine = {j - at: err for j, err in bad.items() if at <= j < at + n}
+        out.append(part.finish(rows, views[at : at + n], {}, mine))
+        at += n
+    return out
+
+
+def _row_views(flat: torch.Tensor, row: int, n: int) -> list[memoryview]:
+    rows = flat.numpy().reshape(n, row)
+    return [memoryview(rows[j]) for j in range(n)]
 
 
 def _read_again_from_fresh_copies(
