@@ -48,12 +48,13 @@ The share error is the largest difference, over the rounds, between a source's s
 samples the epoch delivered (counted from the samples themselves) and its weight. Ceiling (one
 process reading the one dataset's shard files with `os.pread`, warm): {ceilings}. Target
 {"met in every row" if met else "not met in every row"}: the lowest median is {min(worst):.3f}x. The
-machine: {r.get("cores", doc["machine"]["cores"])} cores shared with seven other engineers' jobs
-(load average {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the
-range shown, so only the medians of alternating rounds are compared. A mixture's batch is each
-source's part read one after the other, with the reader threads shared out by weight (4 / 2 / 2
-of 8): a likely reason why, on this overloaded machine, a mixture of large records comes out
-ahead of one dataset (fewer threads contend per read); with small records each batch pays each
-source's per-read costs (thread hand-offs, lookups, counters), measured at ~30 vs ~20 CPU us a
-sample in one process.
+machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs (load average
+{min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
+only the medians of alternating rounds are compared. How a mixture reads: sample by sample, a
+group of the next 64 samples of its order, each source's part looked up by that source, the
+page cache judged once for the group; as tensors, every source's samples of a batch in one read
+into one buffer, each part then checked and counted by its source. What mixing still costs is
+per sample, not per read: three datasets' shards are three sets of files, and each sample's
+lookup goes through its source (in one process, warm, small records: ~9 against ~7 CPU us a
+sample as tensors).
 """
