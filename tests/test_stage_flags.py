@@ -223,6 +223,39 @@ def test_an_interrupted_upload_resumes_its_staged_blocks(
     assert bytes(props.content_settings.content_md5).hex() == hashlib.md5(data).hexdigest()
 
 
+def test_block_uploads_of_many_files_keep_to_the_runs_requests_in_flight(
+    azurite: Azurite, blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--concurrency counts the blocks in flight across every file, not per file (two files
+    of 32 blocks of 8 MiB each held 875 MiB), and each file still lands whole with its MD5."""
+    from azure.storage.blob.aio import BlobClient
+
+    block = 64 << 10
+    files = {f"f{i}.bin": os.urandom(6 * block + i) for i in range(4)}
+    src = _write(tmp_path / "src", files)
+    container = azurite.container()
+    real = BlobClient.stage_block
+    now, most = [0], [0]
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        now[0] += 1
+        most[0] = max(most[0], now[0])
+        try:
+            return await real(self, *args, **kwargs)
+        finally:
+            now[0] -= 1
+
+    monkeypatch.setattr(BlobClient, "stage_block", counted)
+    url = f"az://{container.container_name}/up"
+    summary = stage(str(src), url, block_size=block, concurrency=3)
+    assert summary.ok, summary.failed
+    assert blob_tree(container, "up/") == files
+    assert 1 < most[0] <= 3, f"{most[0]} blocks in flight with --concurrency 3"
+    for key, data in files.items():
+        props = container.get_blob_client(f"up/{key}").get_blob_properties()
+        assert bytes(props.content_settings.content_md5).hex() == hashlib.md5(data).hexdigest()
+
+
 def test_block_ids_name_the_block_and_the_source_version() -> None:
     """Blocks staged for an older version of a file are never taken for the new one."""
     from stoker.store._blocks import block_id

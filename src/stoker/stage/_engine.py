@@ -308,9 +308,9 @@ class Engine:
                     resumed = 0
                     async with self.requests:
                         await self.dst.write_bytes(key, data)
-                else:  # in blocks: the store hashes the file as it sends it
-                    async with self.requests:
-                        digest = await self.dst.write_file(key, path, size)
+                else:  # in blocks: the store hashes the file as it sends it; each block
+                    # takes a slot of the run's requests (not the file: see upload_file)
+                    digest = await self.dst.write_file(key, path, size, gate=self.requests)
                     digest = digest if self.hash_files else None
                     resumed = take_resumed(self.dst, key)  # (blocks an earlier run sent)
             except FileNotFoundError:

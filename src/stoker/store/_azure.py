@@ -7,6 +7,7 @@ SDK signs: no call reaches into the SDK's private clients."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -257,18 +258,26 @@ class BlobStore(Store):
                 yield chunk
 
     async def write_file(
-        self, key: str, source: Path, size: int, md5: str | None = None
+        self,
+        key: str,
+        source: Path,
+        size: int,
+        md5: str | None = None,
+        *,
+        gate: asyncio.Semaphore | None = None,
     ) -> str | None:
         """One Put Blob up to ``block_size`` (the service records its Content-MD5); above it,
         blocks, ``concurrency`` in flight, read and MD5-hashed in one pass as they go, resumable
         block by block, committed with the Content-MD5 (see _blocks.upload_file). Returns the
         MD5 set on a block upload."""
         if size <= self.block_size:
-            await self.write_bytes(key, await asyncio.to_thread(source.read_bytes))
+            data = await asyncio.to_thread(source.read_bytes)
+            async with gate or contextlib.nullcontext():
+                await self.write_bytes(key, data)
             return None
         from ._blocks import upload_file
 
-        md5, _ = await upload_file(self, key, source, size, md5)
+        md5, _ = await upload_file(self, key, source, size, md5, gate=gate)
         return md5
 
     async def write_bytes(self, key: str, data: bytes) -> None:

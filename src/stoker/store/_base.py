@@ -63,11 +63,18 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def write_file(
-        self, key: str, source: Path, size: int, md5: str | None = None
+        self,
+        key: str,
+        source: Path,
+        size: int,
+        md5: str | None = None,
+        *,
+        gate: asyncio.Semaphore | None = None,
     ) -> str | None:
         """Upload a local file as the object ``key`` (atomic: readers see old or new). ``md5``:
         the file's MD5 if the caller knows it. Returns the MD5 the object now carries, when the
-        store computed or set one (None when the service computed its own, or keeps none)."""
+        store computed or set one (None when the service computed its own, or keeps none).
+        Each request holds a slot of ``gate`` (a run's requests, shared by its files)."""
 
     async def write_bytes(self, key: str, data: bytes) -> None:
         """Store a small object (a manifest, a pointer) as ``key``, atomically."""

@@ -3,6 +3,8 @@ come for free with the client; stoker is Azure-first and tests them only by cons
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -60,17 +62,26 @@ class ObjectStore(Store):
         except Exception as exc:
             raise translate(exc, f"reading {self}/{key}") from exc
 
-    async def write_file(self, key: str, source: Path, size: int, md5: str | None = None) -> None:
+    async def write_file(
+        self,
+        key: str,
+        source: Path,
+        size: int,
+        md5: str | None = None,
+        *,
+        gate: asyncio.Semaphore | None = None,
+    ) -> None:
         import obstore
 
         try:
-            await obstore.put_async(
-                self._store,
-                key,
-                source,
-                chunk_size=self.block_size,
-                max_concurrency=self.concurrency,
-            )
+            async with gate or contextlib.nullcontext():  # (one slot: obstore's parts are its own)
+                await obstore.put_async(
+                    self._store,
+                    key,
+                    source,
+                    chunk_size=self.block_size,
+                    max_concurrency=self.concurrency,
+                )
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 
