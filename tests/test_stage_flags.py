@@ -223,6 +223,23 @@ def test_an_interrupted_upload_resumes_its_staged_blocks(
     assert bytes(props.content_settings.content_md5).hex() == hashlib.md5(data).hexdigest()
 
 
+def _most_in_flight(monkeypatch: pytest.MonkeyPatch, cls: type, method: str) -> list[int]:
+    """Count the calls of ``cls.method`` under way at once; ``[0]``: the most there were."""
+    real = getattr(cls, method)
+    now, most = [0], [0]
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        now[0] += 1
+        most[0] = max(most[0], now[0])
+        try:
+            return await real(self, *args, **kwargs)
+        finally:
+            now[0] -= 1
+
+    monkeypatch.setattr(cls, method, counted)
+    return most
+
+
 def test_block_uploads_of_many_files_keep_to_the_runs_requests_in_flight(
     azurite: Azurite, blob_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -234,18 +251,7 @@ def test_block_uploads_of_many_files_keep_to_the_runs_requests_in_flight(
     files = {f"f{i}.bin": os.urandom(6 * block + i) for i in range(4)}
     src = _write(tmp_path / "src", files)
     container = azurite.container()
-    real = BlobClient.stage_block
-    now, most = [0], [0]
-
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        now[0] += 1
-        most[0] = max(most[0], now[0])
-        try:
-            return await real(self, *args, **kwargs)
-        finally:
-            now[0] -= 1
-
-    monkeypatch.setattr(BlobClient, "stage_block", counted)
+    most = _most_in_flight(monkeypatch, BlobClient, "stage_block")
     url = f"az://{container.container_name}/up"
     summary = stage(str(src), url, block_size=block, concurrency=3)
     assert summary.ok, summary.failed
@@ -384,18 +390,7 @@ def test_a_block_copy_of_many_files_keeps_to_the_runs_requests_in_flight(
         for key, data in files.items():
             src.upload_blob(key, data)
         dst, dst_url = _other_container(server, "gated")
-        real = BlobClient.stage_block_from_url
-        now, most = [0], [0]
-
-        async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-            now[0] += 1
-            most[0] = max(most[0], now[0])
-            try:
-                return await real(self, *args, **kwargs)
-            finally:
-                now[0] -= 1
-
-        monkeypatch.setattr(BlobClient, "stage_block_from_url", counted)
+        most = _most_in_flight(monkeypatch, BlobClient, "stage_block_from_url")
         summary = stage(f"az://{src.container_name}", dst_url, block_size=MiB, concurrency=3)
         assert summary.ok, summary.failed
         assert blob_tree(dst) == files

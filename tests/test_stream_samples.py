@@ -3,13 +3,13 @@ group at a time on the reader threads (stream/_samples.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch.utils.data
 
+from stoker.measure.storage import evict
 from stoker.stream import ShardWriter, StreamingDataset
 from stoker.stream._format import CorruptSample
 from stoker.stream._order import epoch_order
@@ -83,12 +83,7 @@ def test_a_worker_keeps_the_memory_it_freed() -> None:
 
 def _evict(root: Path) -> None:
     for shard in root.glob("*.stk"):
-        fd = os.open(shard, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(shard)
 
 
 def test_warm_samples_are_read_on_the_callers_thread_and_cold_ones_on_reader_threads(
