@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 
 from ..errors import StoreError
 from ._small import named
@@ -33,7 +34,6 @@ class FileHasher:
         self.finished: set[int] = set()
         self.reading_back = False
         self.slow = hasher.name == "md5"
-        self.buffer: bytearray | None = None  # the read-back's, made on first use
 
     def chunk(self, offset: int, data: bytes | memoryview) -> None:
         # MD5 is read back on a thread instead (an A/B of 2,000 ~1 MiB files: 8 % faster).
@@ -57,12 +57,11 @@ class FileHasher:
 
     def _read_back_block(self) -> None:
         """Hash from ``pos`` to the end of its (finished) block, reading it from the file into
-        one buffer the hasher keeps: a fresh 1 MiB bytes per read was a fresh mapping whose
-        pages the kernel faulted in and zeroed each time. (Only one read-back runs at a time.)"""
+        this thread's buffer: a fresh 1 MiB buffer per read, or per file, was a fresh mapping
+        whose pages the kernel faulted in and zeroed each time. (A read-back runs within one
+        call on one thread, so the thread's buffer is never shared.)"""
         end = min(self.size, (self.pos // self.block_size + 1) * self.block_size)
-        if self.buffer is None:
-            self.buffer = bytearray(min(READ_BACK, self.size))
-        view = memoryview(self.buffer)
+        view = _thread_buffer()
         while self.pos < end:
             want = min(len(view), end - self.pos)
             got = _read_into(self.fd, view[:want], self.pos)
@@ -73,6 +72,16 @@ class FileHasher:
 
     def hexdigest(self) -> str:
         return named(self.hasher)
+
+
+_BUFFERS = threading.local()
+
+
+def _thread_buffer() -> memoryview:
+    """This thread's read-back buffer, made on its first read-back."""
+    if not hasattr(_BUFFERS, "view"):
+        _BUFFERS.view = memoryview(bytearray(READ_BACK))
+    return _BUFFERS.view
 
 
 def _read_into(fd: int, view: memoryview, pos: int) -> int:
