@@ -242,8 +242,11 @@ def test_ctrl_c_mid_run_is_one_line_130_and_out_untouched(tmp_path: Path) -> Non
         "main()\n"
     )
     args = ["simulate", spec(tmp_path), "--runs", "10000", "--out", str(out)]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", slowed, *args], stderr=subprocess.PIPE, text=True
+    proc = subprocess.Popen(  # (Ctrl-C heard, even where the test runner ignores it)
+        [sys.executable, "-c", slowed, *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stderr is not None

@@ -61,6 +61,10 @@ def interruptible(
 
     def on_term(signum: int, frame: Any) -> None:
         terminated.append(signum)  # then stop as Ctrl-C stops (the event loop's own handler)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # Started with Ctrl-C ignored (`nohup stoker stage ... &` from a script): no
+            # handler would see the SIGINT, and SIGTERM must still stop the run.
+            raise KeyboardInterrupt
         os.kill(os.getpid(), signal.SIGINT)
 
     try:
