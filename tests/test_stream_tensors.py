@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from stoker.errors import StreamError
+from stoker.measure.storage import evict_fd
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _tensors
 from stoker.stream._format import CorruptSample, ShardReader, page_cached
 
@@ -347,8 +348,7 @@ def test_large_samples_are_maps_of_their_shards(
         real = _tensors._mapped
 
         def evicted_then_mapped(reader, *place):  # noqa: ANN001, ANN002, ANN202
-            os.fsync(reader.fd)  # (only clean pages leave the page cache; mapped ones stay)
-            os.posix_fadvise(reader.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            evict_fd(reader.fd)  # (mapped pages stay)
             uncached.append(not page_cached(reader.fd, place[1]))
             return real(reader, *place)
 

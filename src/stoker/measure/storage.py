@@ -72,10 +72,27 @@ def evict(path: Path) -> None:
     """Drop the file's pages from the page cache, so the next read comes from the device."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict_fd(fd)
     finally:
         os.close(fd)
+
+
+def evict_fd(fd: int) -> None:
+    """``evict`` of an open file. Written back first (only clean pages leave), then dropped
+    from each CPU in turn: Linux moves only the calling CPU's batch of new pages onto the LRU
+    lists before it drops a file's pages, so pages another CPU had just written stayed
+    cached (a cold read that was partly warm, now and then)."""
+    os.fsync(fd)
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else set()
+    try:
+        for cpu in sorted(cpus):
+            os.sched_setaffinity(0, {cpu})  # (this thread only)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    if not cpus:  # (no affinity to set: this CPU's part only)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def _run(
