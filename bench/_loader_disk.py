@@ -45,13 +45,11 @@ def data_files(path: Path) -> list[Path]:
 
 def evict(*paths: Path) -> None:
     """Drop these files' pages from the page cache (theirs only: the machine is shared)."""
+    from stoker.measure.storage import evict as evict_one
+
     for root in paths:
         for p in data_files(root):
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+            evict_one(Path(p))
 
 
 def disk_read_mbps(path: Path) -> float:

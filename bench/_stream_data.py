@@ -97,14 +97,12 @@ def write_stoker(samples: int, files: Path, root: Path) -> list[int]:
 
 # --------------------------------------------------------------------------------- page cache
 def evict(paths: list[str]) -> None:
-    """Drop these files from the page cache (clean pages only: ``sync`` first)."""
-    os.sync()
+    """Drop these files from the page cache (stoker's own eviction: written back, then
+    dropped from every CPU)."""
+    from stoker.measure.storage import evict as evict_one
+
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict_one(Path(path))
 
 
 def prime(paths: list[str]) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from stoker.measure.storage import evict_fd
 from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _shard_access
 from stoker.stream._format import ShardReader
 
@@ -81,8 +82,7 @@ def test_large_samples_and_cached_pages_are_not_advised(
     fd = os.open(root / warm.index.shards[0].name, os.O_RDONLY)
     try:
         assert _shard_access.page_cached(fd, 100)
-        os.fsync(fd)  # (DONTNEED drops clean pages only)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        evict_fd(fd)
         assert not _shard_access.page_cached(fd, 100)
     finally:
         os.close(fd)
