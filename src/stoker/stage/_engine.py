@@ -334,7 +334,9 @@ class Engine:
             return digest
         if self.dst.copies_from(self.src):  # the service copies it: no byte comes here
             try:  # (each block's request takes a slot of the run's requests, not the file)
-                digest = await self.dst.copy_from(self.src, key, etag, md5, size, self.requests)
+                digest = await self.dst.copy_from(
+                    self.src, key, etag, md5, size, gate=self.requests
+                )
             except NotImplementedError:  # it cannot after all (see _blob_copy): relayed
                 pass
             else:

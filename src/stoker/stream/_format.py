@@ -155,9 +155,14 @@ def page_cached(fd: int, offset: int) -> bool:
         return False
 
 
+def spread(items: list, count: int) -> list:
+    """About ``count`` of ``items``, spread over them (the probes of ``in_page_cache``)."""
+    return items[:: max(1, len(items) // max(1, count))]
+
+
 def in_page_cache(spans: list[tuple[int, int, int]]) -> bool:
     """Whether the samples at ``spans`` (fd, offset, length) are in the page cache, judged by
-    their middle pages: callers pass a few samples (``WARM_PROBES``) spread over a read. Warm
+    their middle pages: callers pass a few samples spread over a read (``spread``). Warm
     samples are read on the caller's thread: a hand-off to a reader thread costs more CPU than
     a copy from the page cache (resnet50 records, warm, one process: 68 against 22 us a
     sample)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import StreamError
 from ._array import ArrayLayout, native
-from ._sources import _paths, _reading  # the input listing and its error naming
+from ._sources import _listing, _reading  # the input listing and its error naming
 
 SUFFIX = {"files": None, "jsonl": ".jsonl", "npy": ".npy", "parquet": ".parquet"}
 PARQUET_BATCH_ROWS = 1024  # rows per record batch: a row group is never converted to Python whole
@@ -47,7 +47,7 @@ def plan_parts(
 ) -> tuple[list[Part], str]:
     """The parts of ``src`` after its first ``skip`` samples (a dataset being added to), and a
     fingerprint of the input and the plan (paths, sizes, modification times, cuts)."""
-    listing = _paths(src, SUFFIX[kind])
+    listing = _listing(src, SUFFIX[kind])
     if kind == "files":
         parts = _plan_files(src, listing, shard_size, keys, skip)
     else:
@@ -85,10 +85,7 @@ def _plan_files(
     paths = [path for path, _ in listing]
     # keyed samples are pickled {"key", "data"}: the key and ~60 bytes of pickle beside the data
     sizes = [st.st_size + (len(_key(src, Path(p))) + 64 if keys else 0) for p, st in listing]
-    return [
-        Part(n, tuple(str(p) for p in paths[i:j]))
-        for n, (i, j) in enumerate(_cut(sizes, shard_size))
-    ]
+    return [Part(n, tuple(paths[i:j])) for n, (i, j) in enumerate(_cut(sizes, shard_size))]
 
 
 def _plan_jsonl(src: Path, paths: list[Path], shard_size: int, keys: bool, skip: int) -> list[Part]:

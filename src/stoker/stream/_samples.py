@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.utils.data
 
-from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache
+from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache, spread
 from ._remote import RemoteShard, fetch_samples
-from ._worker_memory import freeze_inherited_objects, keep_freed_memory
+from ._worker_memory import keep_freed_memory
 
 if TYPE_CHECKING:
     from ._mixture_reader import MixtureReader
@@ -57,7 +57,6 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
         return
     if torch.utils.data.get_worker_info() is not None:
         keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
-        freeze_inherited_objects()
     access = reader.access()
     access.plan_prefetch(ids)
     pending = make(reader, groups[0])
@@ -97,8 +96,9 @@ class _Group:
         in_page_cache); none of a group read by range."""
         if self.remote:
             return [(-1, 0, 0)]  # (never cached: a descriptor no file has)
-        step = max(1, len(self.places) // max(1, count))
-        return [(self.readers[s].fd, *self.readers[s].span(i)) for s, i in self.places[::step]]
+        return [
+            (self.readers[s].fd, *self.readers[s].span(i)) for s, i in spread(self.places, count)
+        ]
 
     def start(self, warm: bool) -> None:
         """Warm: read on this thread as they are handed over (nothing to wait for); else the

@@ -22,7 +22,7 @@ from ..errors import StreamError
 KINDS = {"files": "bytes", "jsonl": "json", "npy": "array", "parquet": "pickle"}
 
 
-def _paths(src: Path, suffix: str | None) -> list[tuple[str, os.stat_result]]:
+def _listing(src: Path, suffix: str | None) -> list[tuple[str, os.stat_result]]:
     """The input files under ``src`` (or ``src`` itself) with their ``stat``, in path order
     (``Path``'s: folder by folder). One ``stat`` a file, hidden files and folders never
     entered, and paths as strings: ``rglob`` with ``is_file``, two more ``stat`` calls and a

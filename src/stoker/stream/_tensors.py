@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import StreamError
-from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache
+from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache, spread
 from ._remote import RemoteShard, fetch_into
 
 if TYPE_CHECKING:
@@ -297,9 +297,13 @@ def _read_and_check(
                 except CorruptSample as exc:
                     bad[j] = exc
 
-    step = max(1, len(samples) // WARM_PROBES)
-    probes = [(r.fd, offset, size) for r, _, offset, size in samples[::step]]
-    warm = not maps and not remote and in_page_cache(probes)
+    warm = (
+        not maps
+        and not remote
+        and in_page_cache(
+            [(r.fd, offset, size) for r, _, offset, size in spread(samples, WARM_PROBES)]
+        )
+    )
     if warm:  # copies from the page cache, on this thread (see in_page_cache)
         read(pieces)
     else:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import gc
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 KEEP_BYTES = 256 << 20  # free memory at an arena's top kept, not returned to the kernel
@@ -31,12 +30,3 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) and bool(
         mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
     )
-
-
-@functools.cache
-def freeze_inherited_objects() -> None:
-    """Leave what this worker inherited from its parent out of its garbage collections
-    (``gc.freeze``): the modules, the dataset and the training process's own objects never
-    become garbage here, yet each full collection walked them all, and writing to their
-    headers copied their pages (copy-on-write after the fork)."""
-    gc.freeze()
