@@ -148,6 +148,11 @@ class SampleReader:
             and collate is torch.utils.data.default_collate
         )
 
+    @property
+    def as_stored(self) -> bool:
+        """Whether a sample is handed over as the bytes read (no decoding at all)."""
+        return self.dtype is None and self.transform is None and self.index.codec == "bytes"
+
     def decode(self, data: bytes) -> Any:
         if self.dtype is not None:
             shape = self.sample_shape  # (first: it refuses a codec whose bytes are no values)
