@@ -25,10 +25,18 @@ class MixtureReader:
         """(source, its own ids) for each source ``ids`` draws on, in source order."""
         offsets = self._offsets
         sources = np.searchsorted(offsets, ids, side="right") - 1
-        if len(sources) and (sources == sources[0]).all():  # one source: no masks to build
+        if not len(sources):
+            return []
+        if (sources == sources[0]).all():  # one source: no sort to do
             s = int(sources[0])
             return [(s, ids - offsets[s])]
-        return [(int(s), ids[sources == s] - offsets[s]) for s in np.unique(sources)]
+        # One stable sort and slices of it, not a mask per source (np.unique and three masks
+        # cost ~40 us a batch: a 2 KiB sample's read is ~6 us)
+        order = np.argsort(sources, kind="stable")
+        local = (ids - offsets[sources])[order]
+        ends = np.cumsum(np.bincount(sources)).tolist()
+        starts = [0, *ends[:-1]]
+        return [(s, local[a:b]) for s, (a, b) in enumerate(zip(starts, ends, strict=True)) if b > a]
 
     def access(self) -> _MixtureAccess:
         # Per process, as each source's own: a forked DataLoader worker makes its own.

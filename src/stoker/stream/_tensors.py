@@ -141,17 +141,24 @@ class BatchPart:
     @classmethod
     def of(cls, ds: SampleReader, proc: ShardAccess, ids: np.ndarray) -> BatchPart:
         assert ds.dtype is not None
-        places = [ds.index.locate(int(g)) for g in ids]
+        # ids are the epoch order's (or a mixture's split of them): one search a batch
+        shards, within = ds.index.locate_all(ids)
+        places = list(zip(shards.tolist(), within.tolist(), strict=True))
         readers = proc.batch_readers(places)
         samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
+        itemsize = ds.dtype.itemsize
         for reader, i, _, size in samples:
-            check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
+            if size % itemsize:  # (the message is made only for a sample that fails)
+                check_items(size, ds.dtype, f"shard {reader.name}: sample {i}")
         return cls(ds, proc, places, samples)
 
     def finish(self, batch: Any, views: list, maps: dict, bad: dict[int, CorruptSample]) -> Any:
         """``batch`` once read: bad samples fetched again, then raised or skipped as
         ``on_corrupt`` says; the counters told."""
         ds, samples = self.ds, self.samples
+        if not bad:  # (the usual case, first: a mixture finishes a part per source a batch)
+            ds.counters.add(bytes_read=sum([s[3] for s in samples]), samples=len(samples))
+            return batch
         for j in set(bad) & set(maps):  # read again into a buffer, never into a map of a bad file
             tensor = self.proc.alloc(samples[j][3])
             views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
