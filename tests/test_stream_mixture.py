@@ -150,6 +150,23 @@ def test_tensor_sources_give_one_tensor_a_batch(tmp_path: Path) -> None:
     assert (values >= 1000).sum().item() == 100  # a quarter from the second source
 
 
+def test_a_batch_splits_into_each_sources_own_ids_in_their_order() -> None:
+    from stoker.stream._mixture_reader import MixtureReader
+
+    offsets = np.array([0, 3000, 4000, 4500])  # three sources of 3000, 1000 and 500
+    reader = MixtureReader([], offsets)  # (split needs the offsets alone)
+    ids = np.random.default_rng(5).permutation(4500)[:64]
+    got = reader.split(ids)
+    sources = np.searchsorted(offsets, ids, side="right") - 1
+    want = [(s, ids[sources == s] - offsets[s]) for s in range(3) if (sources == s).any()]
+    assert [s for s, _ in got] == [s for s, _ in want]
+    for (_, mine), (_, theirs) in zip(got, want, strict=True):
+        assert mine.tolist() == theirs.tolist()  # each source's ids, local, in batch order
+    only_second = np.array([3999, 3000, 3500])
+    assert [(s, ids.tolist()) for s, ids in reader.split(only_second)] == [(1, [999, 0, 500])]
+    assert reader.split(np.array([], dtype=np.int64)) == []
+
+
 def test_bad_shares_are_named(sources: list[Path]) -> None:
     ds = [StreamingDataset(p) for p in sources]
     for options, message in [
