@@ -44,6 +44,9 @@ def test_a_cli_verb_against_a_dead_endpoint_fails_at_once(tmp_path: Path, verb: 
 def test_a_dataset_on_a_dead_endpoint_fails_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # This process remembers the endpoints that answered; the free port may be one an earlier
+    # test's emulator answered on (the fresh-clone run retried it for 120 s and failed).
+    monkeypatch.setattr(_reach, "_answered", set())
     monkeypatch.setenv(
         "AZURE_STORAGE_CONNECTION_STRING",
         _connection_string(f"http://127.0.0.1:{free_port()}/{ACCOUNT}"),
