@@ -310,7 +310,10 @@ class PosixStore(Store):
                 elif entry.is_file(follow_symlinks=False) and not entry.name.endswith(
                     PARTIAL_SUFFIX
                 ):
-                    st = entry.stat(follow_symlinks=False)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # removed since the folder was read (a rank
+                        continue  # pruning a checkpoint that another rank lists)
                     etag = f"{st.st_mtime_ns}:{st.st_size}"
                     files.append(ObjectInfo(prefix + entry.name, st.st_size, etag))
         folders.sort()
