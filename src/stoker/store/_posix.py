@@ -312,8 +312,8 @@ class PosixStore(Store):
                 ):
                     try:
                         st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:  # removed since the folder was read (a rank
-                        continue  # pruning a checkpoint that another rank lists)
+                    except FileNotFoundError:  # removed since the folder was read (pruned)
+                        continue
                     etag = f"{st.st_mtime_ns}:{st.st_size}"
                     files.append(ObjectInfo(prefix + entry.name, st.st_size, etag))
         folders.sort()
