@@ -19,7 +19,7 @@ import torch
 
 from stoker.errors import StreamError
 from stoker.measure.storage import evict_fd
-from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _tensors
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _buffers, _tensors
 from stoker.stream._format import CorruptSample, ShardReader, page_cached
 
 N, WIDTH = 300, 256  # int32 items per record
@@ -87,7 +87,7 @@ def test_samples_of_different_sizes_read_for_several_epochs(tmp_path: Path) -> N
 def test_a_free_buffer_serves_any_smaller_sample() -> None:
     """Buffers were reused for their exact size only: with samples of varied sizes every one
     faulted in new memory, each epoch (a warm unet3d epoch read at 1.0-3.1 GB/s, now 3.6-4.8)."""
-    pool = _tensors.BufferPool()
+    pool = _buffers.BufferPool()
     big = pool.tensor(1000)
     where = big.data_ptr()
     del big  # the loop is done with it: back to the pool
@@ -259,7 +259,7 @@ def test_npy_edge_cases_byte_orders_records_and_empty_rows(tmp_path: Path) -> No
 def test_a_large_buffer_is_made_at_the_largest_sample_size() -> None:
     """A buffer made for a 30 MB unet3d sample left the next 140 MB one to fault in new memory;
     now any later sample fits it. Small samples keep their exact sizes."""
-    pool = _tensors.BufferPool(capacity=5 * _tensors.PIECE)
+    pool = _buffers.BufferPool(capacity=5 * _tensors.PIECE)
     first = pool.tensor(_tensors.PIECE)
     where = first.data_ptr()
     assert first.numel() == _tensors.PIECE  # the view is the size asked
@@ -303,6 +303,7 @@ def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
     """A shuffled epoch of samples of varied sizes, all "large": every buffer the training
     process makes for them can hold any sample of the dataset, so a free one always fits."""
     monkeypatch.setattr(_tensors, "PIECE", 64)
+    monkeypatch.setattr(_buffers, "PIECE", 64)  # (the pool's rule for large samples)
     monkeypatch.setattr(_tensors, "_mapped", lambda *a: None)  # as on a file system without maps
     root = _write(tmp_path / "ds", sizes=True)
     ds = StreamingDataset(root, shuffle=True, seed=3, dtype=torch.int32)
@@ -310,11 +311,11 @@ def test_the_training_process_makes_large_buffers_at_the_largest_sample_size(
     real_empty = np.empty
 
     def empty(n, dtype):  # noqa: ANN001, ANN202 - the pool's new buffers
-        if sys._getframe(1).f_code is _tensors.BufferPool.tensor.__code__ and n >= 64:
+        if sys._getframe(1).f_code is _buffers.BufferPool.tensor.__code__ and n >= 64:
             made.append(n)
         return real_empty(n, dtype)
 
-    monkeypatch.setattr(_tensors.np, "empty", empty)
+    monkeypatch.setattr(_buffers.np, "empty", empty)
     seen = sum(len(batch) for batch in StreamingLoader(ds, 2))
     monkeypatch.undo()
     assert seen == N

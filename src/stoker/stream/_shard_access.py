@@ -20,11 +20,12 @@ from ..store._download import download
 from ..store._env import adopt
 from ..store._loop import IOLoop
 from ..store._retry import retry_budget_s
+from ._buffers import BufferPool, shared_tensor
 from ._cache import ShardCache
 from ._format import ShardReader, page_cached
 from ._index import INDEX
 from ._remote import RemoteShard, open_remote
-from ._tensors import PIECE, BufferPool, shared_tensor
+from ._tensors import PIECE
 
 if TYPE_CHECKING:
     from ._sample_reader import SampleReader

@@ -3,10 +3,8 @@
 Each sample is its stored bytes seen as a 1-D tensor of ``dtype`` (of the arrays' shape, for
 codec "array"); a batch of samples of one size is one ``(batch, ...)`` tensor, else a list. The
 batch is allocated once and every sample is pread into its row: one copy from the page cache,
-where bytes objects and a collate function make two. In a DataLoader worker the batch lives
-in shared memory, so it reaches the training process by file descriptor, without another copy.
-In the training process (``num_workers=0``) batch buffers are recycled once nothing refers to a
-batch any more, so the steady state allocates nothing and takes no page faults. A batch is read
+where bytes objects and a collate function make two. Where the batch lives (shared memory in a
+DataLoader worker, recycled buffers in the training process) is _buffers.py's. A batch is read
 by a few threads (pread and XXH3 release the GIL), which keeps several requests in flight on a
 cold disk; a sample larger than ``PIECE`` is read in pieces by several threads. In the training
 process, a sample of ``PIECE`` or more in a batch of several sizes is not copied at all: its
@@ -19,7 +17,6 @@ from __future__ import annotations
 import errno
 import mmap
 import threading
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,51 +35,6 @@ if TYPE_CHECKING:
 
 PIECE = 8 << 20
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # (Linux 5.14; Python has no name)
-
-
-class BufferPool:
-    """The training process's batch buffers, each reused once every tensor on it is gone. A
-    request takes the smallest free buffer that holds it (a view of the size asked): samples of
-    varied sizes (unet3d's 8-150 MB) then reuse each other's buffers, where a buffer kept for its
-    exact size alone was almost never asked for again, and every sample faulted in new memory.
-
-    A new buffer for a large sample (``PIECE`` or more) is made as large as the dataset's
-    largest sample (``capacity``), so that any later sample fits it. Pages never written cost
-    nothing (the kernel maps a page when it is first written), and a buffer made for a 30 MB
-    sample no longer leaves a 140 MB one to fault in a buffer of its own. (Large samples are
-    now mapped where they can be, see ``_mapped``; this serves the rest: the first batch of a
-    remote job, file systems that cannot map. Measured before mapping:) unet3d warm, one epoch
-    per fresh process, interleaved: 2,820 vs 1,908 MB/s median (6 pairs), 3,053 vs 2,029 (5
-    more), with 268 huge pages faulted in against 339; cold, bound by the disk: 1,191 vs 1,213.
-    Small samples keep exact sizes: a batch of many would reserve a huge page each."""
-
-    def __init__(self, keep: int = 4, capacity: int = 0) -> None:
-        self.keep, self.capacity, self.lock = keep, capacity, threading.Lock()
-        self.free: list[np.ndarray] = []
-
-    def tensor(self, nbytes: int) -> torch.Tensor:
-        with self.lock:
-            fits = [i for i, b in enumerate(self.free) if b.nbytes >= nbytes]
-            # By position: list.remove would compare arrays with ==, element by element.
-            at = min(fits, key=lambda i: self.free[i].nbytes, default=None)
-            found = self.free.pop(at) if at is not None else None
-        size = max(nbytes, self.capacity) if nbytes >= PIECE else nbytes
-        base = found if found is not None else np.empty(size, np.uint8)
-        # The tensor's storage holds `view` (not `base`) until its last view is freed.
-        view = base[:nbytes]
-        weakref.finalize(view, self._release, base)
-        return torch.from_numpy(view)
-
-    def _release(self, base: np.ndarray) -> None:
-        with self.lock:
-            self.free.append(base)
-            del self.free[: -self.keep]
-
-
-def shared_tensor(nbytes: int) -> torch.Tensor:
-    """A uint8 tensor in shared memory, as DataLoader workers send batches without a copy."""
-    storage = torch.UntypedStorage._new_shared(nbytes)
-    return torch.empty(0, dtype=torch.uint8).set_(storage)
 
 
 def sample_shape(index: DatasetIndex, dtype: torch.dtype, where: str) -> tuple[int, ...]:
@@ -156,20 +108,18 @@ class BatchPart:
         """``batch`` once read: bad samples fetched again, then raised or skipped as
         ``on_corrupt`` says; the counters told."""
         ds, samples = self.ds, self.samples
-        if not bad:  # (the usual case, first: a mixture finishes a part per source a batch)
-            ds.counters.add(bytes_read=sum([s[3] for s in samples]), samples=len(samples))
-            return batch
-        for j in set(bad) & set(maps):  # read again into a buffer, never into a map of a bad file
-            tensor = self.proc.alloc(samples[j][3])
-            views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
-        if bad:
+        if bad:  # read again into a buffer, never into a map of a bad file
+            for j in set(bad) & set(maps):
+                tensor = self.proc.alloc(samples[j][3])
+                views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
             _read_again_from_fresh_copies(self.proc, self.places, samples, views, bad)
         if bad and ds.on_corrupt == "raise":
             raise bad[min(bad)]
         if bad:
             keep = [j for j in range(len(samples)) if j not in bad]
             batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
-        nbytes = sum(samples[j][3] for j in range(len(samples)) if j not in bad)
+        # (one sum of every size: a mixture finishes a part per source, every batch)
+        nbytes = sum([s[3] for s in samples]) - sum(samples[j][3] for j in bad)
         ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
         return batch
 
