@@ -52,7 +52,11 @@ def executable() -> str:
 
 def open_page(url: str, screenshot: Path | None = None, width: int = 1000) -> PageView:
     """Load ``url`` in a fresh headless Chromium and report what a person would have seen."""
-    with tempfile.TemporaryDirectory(prefix="stoker-chromium-") as profile:
+    # Chromium's helper processes may still write to the profile as the browser is stopped: a
+    # fresh-clone run failed its cleanup ("Directory not empty"); the profile is scratch.
+    with tempfile.TemporaryDirectory(
+        prefix="stoker-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         proc = subprocess.Popen(
             [executable(), "--headless=new", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--no-default-browser-check", "--disable-extensions",
