@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stoker.measure.storage import evict_fd
-from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _shard_access
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, _shard_access, _tensors
 from stoker.stream._format import ShardReader
 
 N, RECORD = 240, 3000  # bytes
@@ -63,12 +63,31 @@ def test_each_batch_but_the_first_is_asked_of_the_disk_once(
     ds = StreamingDataset(_write(tmp_path / "ds"), seed=1, dtype=torch.uint8, batch_size=16)
     batches = ds.my_batches()
     assert len(batches) == N // 16
-    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)  # as if cold
+    _as_if_cold(monkeypatch)
     calls = _advised(monkeypatch)
     _epoch(ds)
     assert len(calls) == len(set(calls)), "a sample was advised twice"
     assert set(calls) == _spans(ds, batches[1:])
     assert not set(calls) & _spans(ds, batches[:1])
+
+
+def _as_if_cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every page as if not cached: to the advice's probe, and to the reads' judgement."""
+    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
+    monkeypatch.setattr(_tensors, "in_page_cache", lambda spans: False)
+
+
+def test_while_batches_are_read_warm_nothing_is_advised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads judge every batch warm (the shards were just written): the advice is not
+    searched for at all, even where its own probe would call a page cold."""
+    root = _write(tmp_path / "ds")
+    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
+    calls = _advised(monkeypatch)
+    ids = _epoch(StreamingDataset(root, seed=1, dtype=torch.uint8))
+    assert len(set(ids)) == len(ids) == N // 16 * 16
+    assert calls == []
 
 
 def test_large_samples_and_cached_pages_are_not_advised(
@@ -87,7 +106,7 @@ def test_large_samples_and_cached_pages_are_not_advised(
     finally:
         os.close(fd)
 
-    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
+    _as_if_cold(monkeypatch)
     monkeypatch.setattr(_shard_access, "PIECE", RECORD)  # every sample is a large one now
     _epoch(StreamingDataset(root, seed=1, dtype=torch.uint8))
     assert calls == []
@@ -97,7 +116,7 @@ def test_advised_epochs_deliver_every_sample_once_with_workers_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _write(tmp_path / "ds")
-    monkeypatch.setattr(_shard_access, "page_cached", lambda fd, offset: False)
+    _as_if_cold(monkeypatch)
     for workers in (0, 2):
         ids = _epoch(StreamingDataset(root, seed=2, dtype=torch.uint8), workers)
         assert len(set(ids)) == len(ids) == N // 16 * 16

@@ -404,7 +404,7 @@ def test_a_shard_cut_short_under_a_map_is_named_not_a_crash(
     mapped = real(reader, i, *spans[i])
     os.truncate(shard, 0)
     with ThreadPoolExecutor(2) as pool:
-        bad = _tensors._read_and_check(
+        bad, _ = _tensors._read_and_check(
             pool, 2, [(reader, i, *spans[i])], [memoryview(mapped.array)], {0: mapped}
         )
     reader.close()

@@ -69,7 +69,7 @@ class MixtureReader:
         row = sizes.pop()
         flat = parts[0].proc.alloc(row * len(batch))
         got = read_rows(parts, flat, row)
-        if sum(len(g) for g in got) == len(batch):
+        if got is None or sum(len(g) for g in got) == len(batch):
             reader = self.readers[split[0][0]]
             return flat.view(reader.dtype).view(len(batch), *reader.sample_shape)  # type: ignore[arg-type]
         return _joined(got)  # a source skipped a corrupt sample
@@ -91,6 +91,8 @@ class _MixtureAccess:
             self.sources[s].plan_prefetch(ids)
 
     def advise(self, samples: np.ndarray) -> None:
+        if all(access.reads_warm for access in self.sources):  # (no split for nothing)
+            return
         for s, ids in self.reader.split(np.asarray(samples).reshape(-1)):
             self.sources[s].advise(ids)
 
