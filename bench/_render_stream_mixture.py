@@ -51,11 +51,14 @@ process reading the one dataset's shard files with `os.pread`, warm): {ceilings}
 machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs (load average
 {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
 only the medians of alternating rounds are compared. How a mixture reads: sample by sample, a
-group of the next 64 samples of its order, each source's part looked up by that source, the
-page cache judged once for the group; as tensors, every source's samples of a batch in one read
-into one buffer, each part then checked and counted by its source. What mixing still costs is
-each source's share of the batch's work (in one process, warm, small records, timed per phase:
-~110 us more a batch of 64 than one dataset's ~420, that is ~1.7 against ~6.5 us a sample:
-splitting the batch by source ~30, setting up each source's part ~35, finishing each part
-~45); with the DataLoader's own cost per batch on top, that is the ~5-8 % the rows show.
+group of 64 samples per source of its order (192 for three sources, within 16 MiB), each
+source's part looked up by that source, the page cache judged once for the group; as tensors,
+every source's samples of a batch in one read into one buffer, each part then checked and
+counted by its source; no advice is searched for while batches read warm. What mixing costs in
+one process (small records, warm, thread CPU time of alternating slices of 40 batches, 60
+pairs, 2026-12-03): as tensors 1.14x one dataset's per batch (1.28x before the changes of that
+day: advice searched per source for every batch, a tensor made per source); sample by sample,
+under cProfile over 600 batches, 1.01-1.10x (1.15-1.50x with groups of 64 across the sources).
+End to end the rows show more than that, which these runs could not pin on one cause: the
+machine's speed drifted by up to 1.5x between runs of the same code.
 """
