@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import stoker.store._posix as posix
+import stoker.store._posix_tree as posix_tree
 from stoker.errors import StoreError
 from stoker.stage import JsonReporter, stage
 from stoker.store import PosixStore
@@ -28,7 +28,7 @@ def sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     src.mkdir()
     for i, key in enumerate(keys):
         (src / key).write_bytes(os.urandom(1000 + i))
-    monkeypatch.setattr(posix, "LIST_BATCH", BATCH)
+    monkeypatch.setattr(posix_tree, "LIST_BATCH", BATCH)
     return src, dst, keys
 
 
@@ -141,7 +141,7 @@ def test_a_file_removed_while_its_folder_is_listed_is_left_out(
                     os.unlink(entry.path)  # after the folder was read, before its stat
                 yield entry
 
-    monkeypatch.setattr(posix.os, "scandir", RemovedOnTheWay)
+    monkeypatch.setattr(posix_tree.os, "scandir", RemovedOnTheWay)
 
     async def keys() -> list[str]:
         return [info.key async for batch in PosixStore(tmp_path).list() for info in batch]
