@@ -79,6 +79,7 @@ def test_a_group_holds_a_batch_of_small_samples_and_few_large_ones() -> None:
     assert group_size(2048, sources=3) == 3 * GROUP_SAMPLES
     assert group_size(114_660, sources=3) == (16 << 20) // 114_660
     assert group_size(64 << 20, sources=3) == 1
+    assert group_size(2048, sources=20) == 4 * GROUP_SAMPLES  # (a remote first group's GETs)
 
 
 def test_a_worker_keeps_the_memory_it_freed() -> None:

@@ -43,8 +43,11 @@ def group_size(largest_sample: int, sources: int = 1) -> int:
     of it is then about one dataset's group, and what a part costs whatever its size (a search,
     its readers, a counter update) is paid per ~64 samples, as one dataset pays it. (2 KiB
     samples, one process: groups of 64 across 3 sources cost 1.16x one dataset's per sample;
-    of 192, 1.03x.)"""
-    return max(1, min(GROUP_SAMPLES * sources, GROUP_BYTES // max(1, largest_sample)))
+    of 192, 1.03x.) At most 4 groups' worth, whatever the sources: a remote mixture's first
+    group is fetched by range, every sample's GET at once, before its first sample is handed
+    over."""
+    samples = GROUP_SAMPLES * min(sources, 4)
+    return max(1, min(samples, GROUP_BYTES // max(1, largest_sample)))
 
 
 def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[Any]:
