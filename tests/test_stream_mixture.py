@@ -167,6 +167,26 @@ def test_a_batch_splits_into_each_sources_own_ids_in_their_order() -> None:
     assert reader.split(np.array([], dtype=np.int64)) == []
 
 
+def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
+    sources: list[Path],
+) -> None:
+    """One search of every source's shards (the tensor path) finds each sample where its own
+    source's index does, grouped by source in the order of the batch."""
+    mix = _mix(sources)
+    reader, total = mix.reader, int(mix.source.offsets[-1])
+    rng = np.random.default_rng(7)
+    for ids in (rng.permutation(total)[:64], np.array([3999, 3000, 3500]), np.array([4499])):
+        got = reader.locate(ids)
+        want = []
+        for s, local in reader.split(ids):
+            shards, within = reader.readers[s].index.locate_all(local)
+            want.append((s, list(zip(shards.tolist(), within.tolist(), strict=True))))
+        assert got == want
+    assert reader.locate(np.array([], dtype=np.int64)) == []
+    every = reader.locate(np.arange(total))  # each source's samples, every shard of it
+    assert [(s, len(places)) for s, places in every] == list(enumerate(SIZES))
+
+
 def test_bad_shares_are_named(sources: list[Path]) -> None:
     ds = [StreamingDataset(p) for p in sources]
     for options, message in [

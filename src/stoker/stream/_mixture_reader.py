@@ -20,6 +20,35 @@ class MixtureReader:
     def __init__(self, readers: list[SampleReader], offsets: np.ndarray) -> None:
         self.readers, self._offsets = readers, offsets
         self._access: _MixtureAccess | None = None
+        self._shards: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def shard_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every source's shards as one table, made on first use (the indexes are read then):
+        where each starts among the mixture's ids, its source, its number in that source."""
+        if self._shards is None:
+            starts, source, number = [], [], []
+            for s, reader in enumerate(self.readers):
+                sizes = reader.index.shard_sizes
+                starts.append(self._offsets[s] + np.cumsum([0, *sizes[:-1]], dtype=np.int64))
+                source.append(np.full(len(sizes), s))
+                number.append(np.arange(len(sizes)))
+            self._shards = (np.concatenate(starts), np.concatenate(source), np.concatenate(number))
+        return self._shards
+
+    def locate(self, ids: np.ndarray) -> list[tuple[int, list[tuple[int, int]]]]:
+        """(source, the (shard, index in the shard) of each of its samples) for each source
+        ``ids`` draws on, in source order, each in the order of ``ids``: one search of every
+        source's shards, not a split then a search per source (a numpy call costs ~2 us just
+        after a batch's reads, and that was ~30 of them a batch)."""
+        if not len(ids):
+            return []
+        starts, source, number = self.shard_table()
+        at = np.searchsorted(starts, ids, side="right") - 1
+        sources = source[at]
+        order = np.argsort(sources, kind="stable")
+        at = at[order]
+        places = list(zip(number[at].tolist(), (ids[order] - starts[at]).tolist(), strict=True))
+        return [(s, places[a:b]) for s, a, b in _runs(sources)]
 
     def split(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(source, its own ids) for each source ``ids`` draws on, in source order."""
@@ -32,11 +61,8 @@ class MixtureReader:
             return [(s, ids - offsets[s])]
         # One stable sort and slices of it, not a mask per source (np.unique and three masks
         # cost ~40 us a batch: a 2 KiB sample's read is ~6 us)
-        order = np.argsort(sources, kind="stable")
-        local = (ids - offsets[sources])[order]
-        ends = np.cumsum(np.bincount(sources)).tolist()
-        starts = [0, *ends[:-1]]
-        return [(s, local[a:b]) for s, (a, b) in enumerate(zip(starts, ends, strict=True)) if b > a]
+        local = (ids - offsets[sources])[np.argsort(sources, kind="stable")]
+        return [(s, local[a:b]) for s, a, b in _runs(sources)]
 
     def access(self) -> _MixtureAccess:
         # Per process, as each source's own: a forked DataLoader worker makes its own.
@@ -55,27 +81,27 @@ class MixtureReader:
         return out
 
     def tensor_batch(self, batch: np.ndarray) -> Any:
-        split = self.split(batch)
-        if len(split) == 1:
-            s, ids = split[0]
-            return self.readers[s].tensor_batch(ids)
+        located = self.locate(batch)
+        if len(located) == 1:
+            s = located[0][0]
+            return self.readers[s].tensor_batch(batch - self._offsets[s])
         access = self.access()
-        parts = [BatchPart.of(self.readers[s], access.sources[s], ids) for s, ids in split]
+        parts = [BatchPart.at(self.readers[s], access.sources[s], at) for s, at in located]
         sizes = {size for part in parts for *_, size in part.samples}
         if len(sizes) != 1 or 0 in sizes:  # samples of own sizes: each source's, then joined
-            return _joined([self.readers[s].tensor_batch(ids) for s, ids in split])
+            return _joined([self.readers[s].tensor_batch(ids) for s, ids in self.split(batch)])
         # Every source's samples read straight into their rows of one batch buffer, in one
         # read: joining the parts afterwards was a copy of every batch.
         row = sizes.pop()
         flat = parts[0].proc.alloc(row * len(batch))
         got = read_rows(parts, flat, row)
         if got is None or sum(len(g) for g in got) == len(batch):
-            reader = self.readers[split[0][0]]
+            reader = self.readers[located[0][0]]
             return flat.view(reader.dtype).view(len(batch), *reader.sample_shape)  # type: ignore[arg-type]
         return _joined(got)  # a source skipped a corrupt sample
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__ | {"_access": None}
+        return self.__dict__ | {"_access": None, "_shards": None}
 
 
 class _MixtureAccess:
@@ -99,6 +125,12 @@ class _MixtureAccess:
     def start_downloads(self) -> None:
         for access in self.sources:
             access.start_downloads()
+
+
+def _runs(sources: np.ndarray) -> list[tuple[int, int, int]]:
+    """(source, start, end) of each source's run in ``sources`` once sorted (stably)."""
+    ends = np.cumsum(np.bincount(sources)).tolist()
+    return [(s, a, b) for s, (a, b) in enumerate(zip([0, *ends[:-1]], ends, strict=True)) if b > a]
 
 
 def _joined(parts: list[Any]) -> Any:

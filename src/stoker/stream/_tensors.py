@@ -92,10 +92,15 @@ class BatchPart:
 
     @classmethod
     def of(cls, ds: SampleReader, proc: ShardAccess, ids: np.ndarray) -> BatchPart:
-        assert ds.dtype is not None
-        # ids are the epoch order's (or a mixture's split of them): one search a batch
+        # ids are the epoch order's: one search a batch
         shards, within = ds.index.locate_all(ids)
-        places = list(zip(shards.tolist(), within.tolist(), strict=True))
+        return cls.at(ds, proc, list(zip(shards.tolist(), within.tolist(), strict=True)))
+
+    @classmethod
+    def at(cls, ds: SampleReader, proc: ShardAccess, places: list[tuple[int, int]]) -> BatchPart:
+        """The part of the samples at ``places`` (shard, index in the shard), already located
+        (a mixture locates every source's part of a batch in one search)."""
+        assert ds.dtype is not None
         readers = proc.batch_readers(places)
         samples = [(readers[shard], i, *readers[shard].span(i)) for shard, i in places]
         itemsize = ds.dtype.itemsize
