@@ -181,10 +181,13 @@ def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
         for s, local in reader.split(ids):
             shards, within = reader.readers[s].index.locate_all(local)
             want.append((s, list(zip(shards.tolist(), within.tolist(), strict=True))))
-        assert got == want
+        assert [(s, places) for s, places, _ in got] == want
+        positions = np.concatenate([at for *_, at in got])  # where each came from in the batch
+        assert sorted(positions.tolist()) == list(range(len(ids)))
+        assert all(reader.split(ids[at])[0][0] == s for s, _, at in got)
     assert reader.locate(np.array([], dtype=np.int64)) == []
     every = reader.locate(np.arange(total))  # each source's samples, every shard of it
-    assert [(s, len(places)) for s, places in every] == list(enumerate(SIZES))
+    assert [(s, len(places)) for s, places, _ in every] == list(enumerate(SIZES))
 
 
 def test_bad_shares_are_named(sources: list[Path]) -> None:

@@ -35,9 +35,10 @@ class MixtureReader:
             self._shards = (np.concatenate(starts), np.concatenate(source), np.concatenate(number))
         return self._shards
 
-    def locate(self, ids: np.ndarray) -> list[tuple[int, list[tuple[int, int]]]]:
-        """(source, the (shard, index in the shard) of each of its samples) for each source
-        ``ids`` draws on, in source order, each in the order of ``ids``: one search of every
+    def locate(self, ids: np.ndarray) -> list[tuple[int, list[tuple[int, int]], np.ndarray]]:
+        """(source, the (shard, index in the shard) of each of its samples, their positions in
+        ``ids``) for each source ``ids`` draws on, in source order, each in the order of
+        ``ids``: one search of every
         source's shards, not a split then a search per source (a numpy call costs ~2 us just
         after a batch's reads, and that was ~30 of them a batch)."""
         if not len(ids):
@@ -48,7 +49,7 @@ class MixtureReader:
         order = np.argsort(sources, kind="stable")
         at = at[order]
         places = list(zip(number[at].tolist(), (ids[order] - starts[at]).tolist(), strict=True))
-        return [(s, places[a:b]) for s, a, b in _runs(sources)]
+        return [(s, places[a:b], order[a:b]) for s, a, b in _runs(sources)]
 
     def split(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(source, its own ids) for each source ``ids`` draws on, in source order."""
@@ -86,7 +87,7 @@ class MixtureReader:
             s = located[0][0]
             return self.readers[s].tensor_batch(batch - self._offsets[s])
         access = self.access()
-        parts = [BatchPart.at(self.readers[s], access.sources[s], at) for s, at in located]
+        parts = [BatchPart.at(self.readers[s], access.sources[s], at) for s, at, _ in located]
         sizes = {size for part in parts for *_, size in part.samples}
         if len(sizes) != 1 or 0 in sizes:  # samples of own sizes: each source's, then joined
             return _joined([self.readers[s].tensor_batch(ids) for s, ids in self.split(batch)])

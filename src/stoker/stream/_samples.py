@@ -60,7 +60,7 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
         largest = max(r.index.largest_sample for r in reader.readers)
         size, make = group_size(largest, len(reader.readers)), _MixedGroup
     else:
-        size, make = group_size(reader.index.largest_sample), _Group
+        size, make = group_size(reader.index.largest_sample), _Group.of
     groups = [ids[k : k + size] for k in range(0, len(ids), size)]
     if not groups:
         return
@@ -85,11 +85,11 @@ class _Group:
     """One group's reads: on the reader threads once started cold, on the caller's thread as
     it is handed over when warm."""
 
-    def __init__(self, reader: SampleReader, ids: np.ndarray, *, start: bool = True) -> None:
-        self.reader, self.access = reader, reader.access()
-        shards, within = reader.index.locate_all(ids)
-        self.places = list(zip(shards.tolist(), within.tolist(), strict=True))
-        self.readers = self.access.batch_readers(self.places)
+    def __init__(
+        self, reader: SampleReader, places: list[tuple[int, int]], *, start: bool = True
+    ) -> None:
+        self.reader, self.access, self.places = reader, reader.access(), places
+        self.readers = self.access.batch_readers(places)
         self.remote = [
             (r, i) for s, i in self.places if isinstance(r := self.readers[s], RemoteShard)
         ]
@@ -99,6 +99,12 @@ class _Group:
         self.warm = False
         if start:
             self.start(not self.remote and in_page_cache(self.probes(WARM_PROBES)))
+
+    @classmethod
+    def of(cls, reader: SampleReader, ids: np.ndarray) -> _Group:
+        """The group of the global ``ids`` of ``reader``'s dataset (one search for them)."""
+        shards, within = reader.index.locate_all(ids)
+        return cls(reader, list(zip(shards.tolist(), within.tolist(), strict=True)))
 
     def probes(self, count: int) -> list[tuple[int, int, int]]:
         """(fd, offset, length) of ``count`` samples spread over the group (see
@@ -151,13 +157,10 @@ class _MixedGroup:
 
     def __init__(self, reader: MixtureReader, ids: np.ndarray) -> None:
         self.size = len(ids)
-        offsets = reader._offsets
-        sources = np.searchsorted(offsets, ids, side="right") - 1
-        self.parts = []
-        for s in dict.fromkeys(sources.tolist()):
-            mine = sources == s
-            group = _Group(reader.readers[s], ids[mine] - offsets[s], start=False)
-            self.parts.append((np.flatnonzero(mine), group))
+        self.parts = [  # (each source's samples found by one search of every source's shards)
+            (positions, _Group(reader.readers[s], places, start=False))
+            for s, places, positions in reader.locate(ids)
+        ]
         # One judgement for the group, from a few samples over all of it (not a few per source)
         probes = [
             p for _, g in self.parts for p in g.probes(WARM_PROBES * len(g.places) // len(ids))
