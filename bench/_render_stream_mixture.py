@@ -50,15 +50,17 @@ process reading the one dataset's shard files with `os.pread`, warm): {ceilings}
 {"met in every row" if met else "not met in every row"}: the lowest median is {min(worst):.3f}x. The
 machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs (load average
 {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
-only the medians of alternating rounds are compared. How a mixture reads: sample by sample, a
-group of 64 samples per source of its order (192 for three sources, within 16 MiB), each
-source's part looked up by that source, the page cache judged once for the group; as tensors,
-every source's samples of a batch in one read into one buffer, each part then checked and
-counted by its source; no advice is searched for while batches read warm. What mixing costs in
-one process (small records, warm, thread CPU time of alternating slices of 40 batches, 60
-pairs, 2026-12-03): as tensors 1.14x one dataset's per batch (1.28x before the changes of that
-day: advice searched per source for every batch, a tensor made per source); sample by sample,
-under cProfile over 600 batches, 1.01-1.10x (1.15-1.50x with groups of 64 across the sources).
-End to end the rows show more than that, which these runs could not pin on one cause: the
-machine's speed drifted by up to 1.5x between runs of the same code.
+only the medians of alternating rounds are compared. How a mixture reads: a batch's (or, sample
+by sample, a group's) ids are located in every source's shards by one search of one table of
+them all; sample by sample, a group holds 64 samples per source (192 for three sources, within
+16 MiB), the page cache judged once for the group; as tensors, every source's samples of a
+batch are read in one read into one buffer, each part then checked and counted by its source;
+no advice is searched for while batches read warm. What mixing costs in one process (small
+records, warm, thread CPU time of alternating slices of 40 batches, 60 pairs, 2026-12-03): as
+tensors 1.28x one dataset's per batch before that day's changes (advice searched per source
+for every batch, a split then a search per source, a tensor made per source), 1.14x with
+the advice and tensors fixed, 1.11x with one search; sample by sample, under cProfile over
+600 batches, 1.15-1.50x with groups of 64 across the sources, 1.01-1.10x with 64 per source.
+The machine's speed drifted by up to 1.5x between runs of the same code that day, so only
+these medians of pairs are quoted.
 """
