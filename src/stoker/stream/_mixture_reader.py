@@ -28,8 +28,8 @@ class MixtureReader:
         if self._shards is None:
             starts, source, number = [], [], []
             for s, reader in enumerate(self.readers):
-                sizes = reader.index.shard_sizes
-                starts.append(self._offsets[s] + np.cumsum([0, *sizes[:-1]], dtype=np.int64))
+                sizes = np.asarray(reader.index.shard_sizes, dtype=np.int64)
+                starts.append(self._offsets[s] + np.cumsum(sizes) - sizes)
                 source.append(np.full(len(sizes), s))
                 number.append(np.arange(len(sizes)))
             self._shards = (np.concatenate(starts), np.concatenate(source), np.concatenate(number))
@@ -37,10 +37,9 @@ class MixtureReader:
 
     def locate(self, ids: np.ndarray) -> list[tuple[int, list[tuple[int, int]], np.ndarray]]:
         """(source, the (shard, index in the shard) of each of its samples, their positions in
-        ``ids``) for each source ``ids`` draws on, in source order, each in the order of
-        ``ids``: one search of every
-        source's shards, not a split then a search per source (a numpy call costs ~2 us just
-        after a batch's reads, and that was ~30 of them a batch)."""
+        ``ids``) for each source ``ids`` draws on, in source order, each in the order of ``ids``:
+        one search of every source's shards, not a split then a search per source (a numpy call
+        costs ~2 us just after a batch's reads, and that was ~30 of them a batch)."""
         if not len(ids):
             return []
         starts, source, number = self.shard_table()
