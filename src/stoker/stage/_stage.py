@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import sqlite3
 import tempfile
@@ -47,6 +46,7 @@ from ._selection import (
     select,
 )
 from ._spool import clear_stale
+from ._unchanged import modified, unchanged
 
 MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
 MAX_BLOCK = 4000 << 20  # Blob's largest block (Put Block, service version 2019-12-12 on)
@@ -387,69 +387,19 @@ async def _not_there(
     summary: StageSummary,
     checksum: bool,
 ) -> list[Pending]:
-    """Of ``pending``, what the destination does not already have: a file there counts as
-    this one when its size is the source's and it is not older than the source (as AzCopy's
-    sync decides: the copy is newer than what it copied; where a side is Blob, whose times are
-    whole seconds, newer by a second), or, with ``checksum``, when its MD5 is the source's (a
-    local side is hashed). Those are recorded done and counted unchanged."""
+    """Of ``pending``, what the destination does not already have (see _unchanged.py); those
+    it has are recorded done and counted unchanged."""
     found = manifest.present_for([p[0] for p in pending])
     if not found:
         return pending
     by_key = {o.key: o for o in kept}
-    limit = asyncio.Semaphore(8)
-    exact = isinstance(src, PosixStore) and isinstance(dst, PosixStore)
-
-    async def same(key: str) -> bool:
-        obj, (size, mtime, md5) = by_key[key], found[key]
-        if size != obj.size:
-            return False
-        if not checksum:
-            then = _mtime(obj, src)
-            if mtime is None or then is None:
-                return False
-            if exact:  # both to the nanosecond
-                return mtime >= then
-            # Blob's times are whole seconds: a source changed in the second its copy was
-            # made could look older, so that second counts as changed (copied again).
-            return int(mtime) > int(then)
-        async with limit:
-            mine = obj.md5 or await _local_md5(src, key)
-            theirs = (md5 or await _local_md5(dst, key)) if mine else None
-        return bool(mine) and mine == theirs
-
-    there = [p for p in pending if p[0] in found]
-    verdicts = await asyncio.gather(*(same(p[0]) for p in there))
-    unchanged = {p[0] for p, ok in zip(there, verdicts, strict=True) if ok}
-    if not unchanged:
+    same = await unchanged(src, dst, {key: by_key[key] for key in found}, found, checksum)
+    if not same:
         return pending
-    manifest.mark_present(sorted(unchanged))
-    summary.files_skipped += len(unchanged)
-    summary.bytes_skipped += sum(by_key[k].size for k in unchanged)
-    return [p for p in pending if p[0] not in unchanged]
-
-
-def _mtime(obj: ObjectInfo, store: Store) -> float | None:
-    """When ``obj`` was last modified; a POSIX ETag is ``mtime_ns:size``."""
-    if obj.mtime is not None or not isinstance(store, PosixStore):
-        return obj.mtime
-    with contextlib.suppress(ValueError):
-        return int(obj.etag.partition(":")[0]) / 1e9
-    return None
-
-
-async def _local_md5(store: Store, key: str) -> str | None:
-    """A local file's MD5 (None for an object store's object without one)."""
-    if not isinstance(store, PosixStore):
-        return None
-
-    def digest() -> str | None:
-        try:
-            with open(store.path(key), "rb") as f:
-                return hashlib.file_digest(f, "md5").hexdigest()
-        except OSError:  # gone or unreadable: not the same, copy it
-            return None
-
-    return await asyncio.to_thread(digest)
+    manifest.mark_present(sorted(same))
+    summary.files_skipped += len(same)
+    summary.bytes_skipped += sum(by_key[k].size for k in same)
+    return [p for p in pending if p[0] not in same]
 
 
 def _check_not_nested(src: Store, dst: Store) -> None:
@@ -507,7 +457,7 @@ async def _scan_destination(
     dst: Store, manifest: Manifest, summary: StageSummary, delete: bool
 ) -> None:
     """List what the destination already has into the manifest's ``present`` table, for the
-    listing to compare with (see _not_there), and copy again what an earlier run finished but
+    listing to compare with (see _unchanged.py), and copy again what an earlier run finished but
     the destination no longer has whole: a file someone removed or truncated, or a container
     that was emptied or recreated. (Done before the listing: the files this run copies are not
     in the destination's listing yet.) A local destination not made yet has nothing. Credentials
@@ -518,7 +468,7 @@ async def _scan_destination(
     try:
         async for batch in dst.list():
             manifest.add_present(
-                [(o.key, o.size, _mtime(o, dst), o.md5) for o in batch if is_utf8(o.key)]
+                [(o.key, o.size, modified(o, dst), o.md5) for o in batch if is_utf8(o.key)]
             )
     except NoContainerError:
         pass  # nothing there yet (the copy creates the container), or no longer
