@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import mmap
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -118,15 +119,19 @@ class BatchPart:
                 tensor = self.proc.alloc(samples[j][3])
                 views[j], batch[j] = memoryview(tensor.numpy()), tensor.view(ds.dtype)
             _read_again_from_fresh_copies(self.proc, self.places, samples, views, bad)
-        if bad and ds.on_corrupt == "raise":
-            raise bad[min(bad)]
-        if bad:
+        if bad:  # (what is still bad once read again)
+            if ds.on_corrupt == "raise":
+                raise bad[min(bad)]
             keep = [j for j in range(len(samples)) if j not in bad]
             batch = batch[keep] if isinstance(batch, torch.Tensor) else [batch[j] for j in keep]
-        # (one sum of every size: a mixture finishes a part per source, every batch)
-        nbytes = sum([s[3] for s in samples]) - sum(samples[j][3] for j in bad)
-        ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
+        self.count(bad)
         return batch
+
+    def count(self, bad: Collection[int] = ()) -> None:
+        """The counters told what this part read, ``bad`` (positions) skipped."""
+        samples = self.samples  # (one sum of every size: a mixture counts a part per source)
+        nbytes = sum([s[3] for s in samples]) - sum(samples[j][3] for j in bad)
+        self.ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
 
 
 def read_batch(
@@ -174,7 +179,7 @@ def read_rows(parts: list[BatchPart], flat: torch.Tensor, row: int) -> list[Any]
         part.proc.reads_warm = warm
     if not bad:  # (the usual batch: each part counted, no tensor made per part)
         for part in parts:
-            part.finish(None, [], {}, {})
+            part.count()
         return None
     out, at = [], 0
     for part in parts:
