@@ -20,6 +20,7 @@ from ._groups import DataGroup
 from ._sample_reader import SampleReader
 from ._shard_source import ShardSource
 from ._worker_exit import exit_with_training_process
+from ._worker_memory import freeze_inherited_objects
 
 
 def this_worker() -> tuple[int, int]:
@@ -28,6 +29,7 @@ def this_worker() -> tuple[int, int]:
     if info is None:
         return 0, 1
     exit_with_training_process()
+    freeze_inherited_objects()
     return info.id, info.num_workers
 
 

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numpy.random import default_rng  # (with the module: see _order.py)
 
 from ..errors import StreamError
 
@@ -49,7 +50,7 @@ def interleave(
     counts: Sequence[int], sizes: Sequence[int], *, seed: int, epoch: int, repeat: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """(source, k) of each sample of the epoch, in order: ``k`` counts that source's samples."""
-    rng = np.random.default_rng([seed, epoch, 0x6D6978])  # "mix": apart from the sources' own
+    rng = default_rng([seed, epoch, 0x6D6978])  # "mix": apart from the sources' own
     offsets = rng.random(len(counts))
     ends = [
         (size + offsets[s]) / count

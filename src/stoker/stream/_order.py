@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# Imported with this module, not at first use: a DataLoader worker forked after it would
+# import numpy.random itself (~10 ms in each, before its first batch).
+from numpy.random import default_rng
+
 
 def epoch_order(
     shard_sizes: list[int], *, seed: int, epoch: int, shuffle: bool, block_shards: int
@@ -30,7 +34,7 @@ def epoch_order(
     starts = np.concatenate([[0], np.cumsum(shard_sizes, dtype=np.int64)])
     if not shuffle:
         return np.arange(starts[-1], dtype=np.int64)
-    rng = np.random.default_rng([seed, epoch])
+    rng = default_rng([seed, epoch])
     shards = rng.permutation(len(shard_sizes))
     parts = []
     for b in range(0, len(shards), max(1, block_shards)):

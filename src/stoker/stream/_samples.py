@@ -24,11 +24,11 @@ import numpy as np
 import torch.utils.data
 
 from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache, spread
+from ._mixture_reader import MixtureReader  # (here, not at first use: see _order.py)
 from ._remote import RemoteShard, fetch_samples
 from ._worker_memory import keep_freed_memory
 
 if TYPE_CHECKING:
-    from ._mixture_reader import MixtureReader
     from ._sample_reader import SampleReader
 
 GROUP_SAMPLES = 64  # samples read ahead at once: a DataLoader batch's worth
@@ -54,8 +54,6 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
     """The samples of the global ``ids``, in order, decoded (corrupt ones raised or skipped,
     as ``on_corrupt`` says). Group ``k + 1`` is read while group ``k`` is handed over. A
     mixture's group is the next samples of its order, each source's read by that source."""
-    from ._mixture_reader import MixtureReader
-
     if isinstance(reader, MixtureReader):
         largest = max(r.index.largest_sample for r in reader.readers)
         size, make = group_size(largest, len(reader.readers)), _MixedGroup

@@ -1,4 +1,4 @@
-"""Freed memory kept for reuse in a DataLoader worker process.
+"""A DataLoader worker's memory: freed memory kept for reuse, inherited objects left untouched.
 
 Reader threads allocate each sample's bytes in their own malloc arena, and the worker frees
 them once its batch is collated. glibc then gives the free top of each arena back to the
@@ -7,13 +7,15 @@ pages: on a VM that hands freed memory back to its host, a slow fault. A worker 
 load data, so it keeps what it freed (and serves allocations up to ``MMAP_BYTES`` from the
 heap rather than from fresh maps). Measured on the drop-in path's own reads (resnet50 records,
 6,000 samples, warm, a 2-core machine at load 16-19, 3 interleaved pairs): 115-144 against
-60-138 us of CPU per sample (two pairs halved, one within the noise).
+60-138 us of CPU per sample (two pairs halved, one within the noise). The objects a forked
+worker inherited are frozen out of the garbage collector (``freeze_inherited_objects``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 KEEP_BYTES = 256 << 20  # free memory at an arena's top kept, not returned to the kernel
@@ -30,3 +32,16 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) and bool(
         mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
     )
+
+
+@functools.cache
+def freeze_inherited_objects() -> None:
+    """Take what this worker inherited from the training process out of the garbage
+    collector's reach (``gc.freeze``, once per process). A full collection in a forked worker
+    otherwise walks every object the training process holds (torch, the model, the imports)
+    and writes to each one's header: a stall of ~100-150 ms and a copy of every page it
+    touches. Measured on the drop-in path (resnet50 records, 12,000 samples, warm, 2 workers, 3
+    runs each): the workers' page faults 356,500 -> 348,000 a run, the longest wait for a batch
+    ~140 -> ~20 ms. Objects inherited are kept for the worker's life; it frees its own as
+    before."""
+    gc.freeze()
