@@ -6,8 +6,9 @@ a data-parallel group given, and the ceilings of this machine.
 Dataset: 20,000 resnet50-shaped records of 114,660 bytes (MLPerf Storage's record), in every
 loader's format (bench/_stream_data.py). Each loader: ``DataLoader(ds, batch_size=64,
 num_workers=2, collate_fn=collate)``, per sample, shuffled (bench/_stream_peers.py says how
-each is built); one epoch per fresh process, timed from building the loader (after imports)
-to the last batch; the consumer reads every sample's id and the ids are checked (none twice,
+each is built); one epoch per fresh process, timed from building the loader (after imports, and after a
+``gc.collect()``: a full collection the imports left pending fired mid-epoch, ~0.1 s of a ~2 s
+epoch, in whichever loader's imports had left the most) to the last batch; the consumer reads every sample's id and the ids are checked (none twice,
 none out of range, none missing beyond the partial batches dropped).
 
 * cold: the format's files evicted from the page cache first (``sync``, then
