@@ -62,5 +62,11 @@ for every batch, a split then a search per source, a tensor made per source), 1.
 the advice and tensors fixed, 1.11x with one search; sample by sample, under cProfile over
 600 batches, 1.15-1.50x with groups of 64 across the sources, 1.01-1.10x with 64 per source.
 The machine's speed drifted by up to 1.5x between runs of the same code that day, so only
-these medians of pairs are quoted.
+these medians of pairs are quoted. Each epoch's clock starts after a `gc.collect()` (the last
+epoch's garbage). Where the small sample-by-sample row's gap lies (small records, warm, 2
+workers, 2026-12-03): one source's and the mixture's iteration cost the same in one process
+(6.2-7.6 against 7.5-7.8 us a sample, no DataLoader); in torch's DataLoader in a fresh process
+the mixture read 1.03x one dataset (6 alternating pairs), but 0.83x after 6 pairs of
+`StreamingLoader` epochs in the same process, as here, its workers then taking 15-20 % more
+CPU with the same page faults. What that state is, is not found yet.
 """
