@@ -65,8 +65,8 @@ The machine's speed drifted by up to 1.5x between runs of the same code that day
 these medians of pairs are quoted. Each epoch's clock starts after a `gc.collect()` (the last
 epoch's garbage). Where the small sample-by-sample row's gap lies (small records, warm, 2
 workers, 2026-12-03): one source's and the mixture's iteration cost the same in one process
-(6.2-7.6 against 7.5-7.8 us a sample, no DataLoader); in torch's DataLoader in a fresh process
-the mixture read 1.03x one dataset (6 alternating pairs), but 0.83x after 6 pairs of
-`StreamingLoader` epochs in the same process, as here, its workers then taking 15-20 % more
-CPU with the same page faults. What that state is, is not found yet.
+(6.2-7.6 against 7.5-7.8 us a sample, no DataLoader); in torch's DataLoader, alternating
+pairs in one process read the mixture at 0.79-0.90x one dataset in seven sets of 2-6 pairs
+(one other set of 6 read 1.03x); in the set where it was counted, its workers took 15-20 %
+more CPU with the same page faults. What they spend it on is not found yet.
 """
