@@ -52,21 +52,22 @@ machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs
 {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
 only the medians of alternating rounds are compared. How a mixture reads: a batch's (or, sample
 by sample, a group's) ids are located in every source's shards by one search of one table of
-them all; sample by sample, a group holds 64 samples per source (192 for three sources, within
-16 MiB), the page cache judged once for the group; as tensors, every source's samples of a
+them all; sample by sample, a group holds 64 samples across the sources (within 16 MiB), the
+page cache judged once for the group; as tensors, every source's samples of a
 batch are read in one read into one buffer, each part then checked and counted by its source;
 no advice is searched for while batches read warm. What mixing costs in one process (small
 records, warm, thread CPU time of alternating slices of 40 batches, 60 pairs, 2026-12-03): as
 tensors 1.28x one dataset's per batch before that day's changes (advice searched per source
 for every batch, a split then a search per source, a tensor made per source), 1.14x with
 the advice and tensors fixed, 1.11x with one search; sample by sample, under cProfile over
-600 batches, 1.15-1.50x with groups of 64 across the sources, 1.01-1.10x with 64 per source.
-The machine's speed drifted by up to 1.5x between runs of the same code that day, so only
-these medians of pairs are quoted. Each epoch's clock starts after a `gc.collect()` (the last
-epoch's garbage). Where the small sample-by-sample row's gap lies (small records, warm, 2
-workers, 2026-12-03): one source's and the mixture's iteration cost the same in one process
-(6.2-7.6 against 7.5-7.8 us a sample, no DataLoader); in torch's DataLoader, alternating
-pairs in one process read the mixture at 0.79-0.90x one dataset in seven sets of 2-6 pairs
-(one other set of 6 read 1.03x); in the set where it was counted, its workers took 15-20 %
-more CPU with the same page faults. What they spend it on is not found yet.
+600 batches, 1.15-1.50x with groups of 64 across the sources, 1.01-1.10x with 64 per source;
+but without the profiler, in a simulated DataLoader worker with torch's collate (8 alternating
+rounds, later that day), 1.07x with 64 across the sources, 1.09x with 128, 1.21x with 64 per
+source (192), so groups went back to 64 across the sources (the profiler inflates what each
+call costs, and a group of 64 makes more calls). In torch's DataLoader, alternating pairs in one process read the small
+mixture at 0.79-0.90x one dataset in seven sets of 2-6 pairs with groups of 192 (20 rounds of
+this benchmark: 0.78x), and 0.92x (20 rounds, small records alone) and the figure above with
+groups of 64. The machine's speed drifted
+by up to 1.5x between runs of the same code that day, so only medians of pairs are quoted.
+Each epoch's clock starts after a `gc.collect()` (the last epoch's garbage).
 """

@@ -78,11 +78,6 @@ def test_a_group_holds_a_batch_of_small_samples_and_few_large_ones() -> None:
     assert group_size(114_660) == GROUP_SAMPLES
     assert group_size(4 << 20) == 4  # 16 MiB of them at most
     assert group_size(64 << 20) == 1
-    # a mixture's: a group's worth per source, within the same bytes
-    assert group_size(2048, sources=3) == 3 * GROUP_SAMPLES
-    assert group_size(114_660, sources=3) == (16 << 20) // 114_660
-    assert group_size(64 << 20, sources=3) == 1
-    assert group_size(2048, sources=20) == 4 * GROUP_SAMPLES  # (a remote first group's GETs)
 
 
 def test_a_worker_keeps_the_memory_it_freed() -> None:
