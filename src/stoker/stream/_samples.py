@@ -42,8 +42,8 @@ def group_size(largest_sample: int) -> int:
     ``largest_sample`` bytes. A mixture's group is the same size, across its sources: 2 KiB
     records in a simulated DataLoader worker with torch's collate, 8 alternating rounds, cost
     1.07x one dataset's CPU a sample in groups of 64 across 3 sources, 1.09x in 128, 1.21x in
-    groups of 64 per source (192), whose samples and tensors no longer stayed in the CPU's
-    caches while handed over."""
+    groups of 64 per source (192); every per-sample call ran slower in the larger group (why,
+    the CPU's caches perhaps, is not pinned down)."""
     return max(1, min(GROUP_SAMPLES, GROUP_BYTES // max(1, largest_sample)))
 
 
