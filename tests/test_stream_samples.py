@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch.utils.data
 
-from stoker.measure.storage import evict
+from stoker.measure.storage import evict_fd
 from stoker.stream import ShardWriter, StreamingDataset
 from stoker.stream._format import CorruptSample, page_cached
 from stoker.stream._order import epoch_order
@@ -109,27 +109,21 @@ def test_what_a_worker_runs_is_imported_with_the_dataset_not_in_each_worker() ->
     assert out.stdout.strip() == "[]"
 
 
-def _evict(root: Path) -> None:
-    for shard in root.glob("*.stk"):
-        evict(shard)
-
-
 def _evict_until_cold(root: Path, tries: int = 5) -> None:
-    """``_evict``, again while any shard's middle page is still cached: now and then, on a busy
-    machine, an eviction left some pages of a file just read (a test of cold reads would then
-    read warm ones)."""
-    for _ in range(tries):
-        _evict(root)
-        cached = []
-        for shard in root.glob("*.stk"):
-            fd = os.open(shard, os.O_RDONLY)
-            try:
-                cached.append(page_cached(fd, os.fstat(fd).st_size // 2))
-            finally:
-                os.close(fd)
-        if not any(cached):
-            return
-    raise AssertionError(f"{root}: shards still in the page cache after {tries} evictions")
+    """Each shard out of the page cache, evicted again while its middle page is still cached:
+    now and then, on a busy machine, an eviction left some pages of a file just read (a test
+    of cold reads would then read warm ones)."""
+    for shard in root.glob("*.stk"):
+        fd = os.open(shard, os.O_RDONLY)
+        try:
+            for _ in range(tries):
+                evict_fd(fd)
+                if not page_cached(fd, os.fstat(fd).st_size // 2):
+                    break
+            else:
+                raise AssertionError(f"{shard}: still in the page cache after {tries} evictions")
+        finally:
+            os.close(fd)
 
 
 def test_warm_samples_are_read_on_the_callers_thread_and_cold_ones_on_reader_threads(
