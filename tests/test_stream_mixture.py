@@ -190,6 +190,46 @@ def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
     assert [(s, len(places)) for s, places, _ in every] == list(enumerate(SIZES))
 
 
+def test_many_batches_located_at_once_as_each_alone(sources: list[Path]) -> None:
+    """The batcher locates a window of batches in one search (``locate_runs``); each run must
+    come out as ``locate`` finds it alone, a short last run too, for a mixture and a dataset."""
+    mix = _mix(sources)
+    reader, total = mix.reader, int(mix.source.offsets[-1])
+    ids = np.random.default_rng(11).permutation(total)[: 64 * 5 + 17]
+    runs = [ids[a : a + 64] for a in range(0, len(ids), 64)]
+    assert reader.locate_runs(ids, 64) == [reader.locate(run) for run in runs]
+    one = reader.readers[0]
+    local = np.random.default_rng(12).permutation(SIZES[0])[:150]
+    shards, within = one.index.locate_all(local)
+    places = list(zip(shards.tolist(), within.tolist(), strict=True))
+    assert one.locate_runs(local, 64) == [places[:64], places[64:128], places[128:]]
+
+
+def test_a_mixed_batch_is_counted_with_one_add_for_every_source(
+    sources: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sources share one set of counters, told once a batch (or a group, sample by
+    sample): each add takes a lock every worker process shares."""
+    from stoker.stream._counters import Counters
+
+    adds = []
+    real_add = Counters.add
+    monkeypatch.setattr(Counters, "add", lambda self, **n: adds.append(n) or real_add(self, **n))
+    roots = []
+    for s in range(3):
+        roots.append(_records(sources[0].parent / f"counted{s}", s, 200))
+    mix = StreamingMixture(
+        [StreamingDataset(r, dtype=torch.int32) for r in roots], weights=[0.5, 0.3, 0.2]
+    )
+    batches = list(StreamingLoader(mix, 40))
+    assert len(adds) == len(batches) == 15
+    assert sum(a["samples"] for a in adds) == mix.stats()["samples"] == 600
+    adds.clear()
+    assert len(list(iter(mix))) == 600  # sample by sample: a group of 64 at a time
+    assert len(adds) == -(-600 // 64)
+    assert mix.stats()["samples"] == 1200
+
+
 def test_bad_shares_are_named(sources: list[Path]) -> None:
     ds = [StreamingDataset(p) for p in sources]
     for options, message in [

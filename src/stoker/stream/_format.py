@@ -90,6 +90,11 @@ class ShardReader:
         ):
             raise StreamError(f"shard {name}: its sample table is damaged (offsets): {again}")
         self.compressed = bool(flags & ZSTD)
+        # The same tables as native ints for the per-sample lookups: an item of a memoryview
+        # is a Python int in ~23 ns, of a NumPy array a NumPy scalar then an int in ~76 (three
+        # lookups a sample: ~4 % of a warm batch's CPU of 2 KiB records, perf).
+        table = memoryview(np.frombuffer(tables, "<u8").astype(np.uint64, copy=False))
+        self._starts, self._checks = table[: n + 1], table[n + 1 : 2 * n + 1]
 
     @classmethod
     def open(cls, name: str, fd: int, *, shuffled: bool) -> ShardReader:
@@ -111,16 +116,16 @@ class ShardReader:
 
     def raw(self, i: int) -> bytes:
         """Sample ``i``'s stored bytes, checked against its checksum."""
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        start, end = self._starts[i], self._starts[i + 1]
         blob = self._pread(end - start, start)
-        if len(blob) != end - start or xxhash.xxh3_64_intdigest(blob) != int(self.checks[i]):
+        if len(blob) != end - start or xxhash.xxh3_64_intdigest(blob) != self._checks[i]:
             raise CorruptSample(self.name, i, start)
         return blob
 
     def span(self, i: int) -> tuple[int, int]:
         """Where sample ``i``'s stored bytes lie in the file: (offset, length)."""
-        start = int(self.offsets[i])
-        return start, int(self.offsets[i + 1]) - start
+        start = self._starts[i]
+        return start, self._starts[i + 1] - start
 
     def read_into(self, i: int, offset: int, out: memoryview) -> None:
         """Fill ``out`` from the file at ``offset``: part or all of uncompressed sample ``i``."""
@@ -133,8 +138,8 @@ class ShardReader:
 
     def check(self, i: int, data: memoryview) -> None:
         """Raise CorruptSample unless ``data`` is sample ``i``'s stored bytes."""
-        if xxhash.xxh3_64_intdigest(data) != int(self.checks[i]):
-            raise CorruptSample(self.name, i, int(self.offsets[i]))
+        if xxhash.xxh3_64_intdigest(data) != self._checks[i]:
+            raise CorruptSample(self.name, i, self._starts[i])
 
     def sample(self, i: int) -> bytes:
         blob = self.raw(i)

@@ -15,6 +15,8 @@ import torch
 from ._sample_reader import SampleReader
 from ._tensors import BatchPart, read_rows
 
+Located = list[tuple[int, list[tuple[int, int]], list[int]]]  # see MixtureReader.locate
+
 
 class MixtureReader:
     def __init__(self, readers: list[SampleReader], offsets: np.ndarray) -> None:
@@ -35,20 +37,36 @@ class MixtureReader:
             self._shards = (np.concatenate(starts), np.concatenate(source), np.concatenate(number))
         return self._shards
 
-    def locate(self, ids: np.ndarray) -> list[tuple[int, list[tuple[int, int]], np.ndarray]]:
+    def locate(self, ids: np.ndarray) -> Located:
         """(source, the (shard, index in the shard) of each of its samples, their positions in
-        ``ids``) for each source ``ids`` draws on, in source order, each in the order of ``ids``:
-        one search of every source's shards, not a split then a search per source (a numpy call
-        costs ~2 us just after a batch's reads, and that was ~30 of them a batch)."""
-        if not len(ids):
-            return []
+        ``ids``) for each source ``ids`` draws on, in source order, each in the order of
+        ``ids``."""
+        return self.locate_runs(ids, max(1, len(ids)))[0] if len(ids) else []
+
+    def locate_runs(self, ids: np.ndarray, size: int) -> list[Located]:
+        """``locate`` of each run of ``size`` of ``ids`` (the last may be shorter), found by one
+        search of every source's shards for them all: a numpy call between a batch's reads
+        costs several us (see ``located_runs``), and a batch's own split and search per source
+        made ~30 of them."""
         starts, source, number = self.shard_table()
         at = np.searchsorted(starts, ids, side="right") - 1
-        sources = source[at]
-        order = np.argsort(sources, kind="stable")
+        sources = len(self.readers)
+        key = np.arange(len(ids)) // size * sources + source[at]  # (run, source)
+        order = np.argsort(key, kind="stable")
         at = at[order]
         places = list(zip(number[at].tolist(), (ids[order] - starts[at]).tolist(), strict=True))
-        return [(s, places[a:b], order[a:b]) for s, a, b in _runs(sources)]
+        positions = (order % size).tolist()
+        counts = np.bincount(key, minlength=-(-len(ids) // size) * sources).tolist()
+        runs: list[Located] = []
+        a = 0
+        for run in range(0, len(counts), sources):
+            located = []
+            for s, n in enumerate(counts[run : run + sources]):
+                if n:
+                    located.append((s, places[a : a + n], positions[a : a + n]))
+                    a += n
+            runs.append(located)
+        return runs
 
     def split(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(source, its own ids) for each source ``ids`` draws on, in source order."""
@@ -80,11 +98,14 @@ class MixtureReader:
             out += self.readers[s].samples(ids)
         return out
 
-    def tensor_batch(self, batch: np.ndarray) -> Any:
-        located = self.locate(batch)
+    def tensor_batch(self, batch: np.ndarray, located: Located | None = None) -> Any:
+        """The samples of ``batch`` read straight into one tensor, each source's together
+        (``located``: its ``locate``, when already found)."""
+        if located is None:
+            located = self.locate(batch)
         if len(located) == 1:
-            s = located[0][0]
-            return self.readers[s].tensor_batch(batch - self._offsets[s])
+            s, places, _ = located[0]
+            return self.readers[s].tensor_batch(batch - self._offsets[s], places)
         access = self.access()
         parts = [BatchPart.at(self.readers[s], access.sources[s], at) for s, at, _ in located]
         sizes = {size for part in parts for *_, size in part.samples}

@@ -135,9 +135,17 @@ class SampleReader:
         )
         return [self.decode(data) for data in kept]
 
-    def tensor_batch(self, batch: np.ndarray) -> Any:
-        """The samples of ``batch`` read straight into one tensor (see _tensors.py)."""
-        return read_batch(self, self.access(), batch)
+    def locate_runs(self, ids: np.ndarray, size: int) -> list[list[tuple[int, int]]]:
+        """The (shard, index in the shard) of each of ``ids``, in runs of ``size`` (the last
+        may be shorter): one search for many batches (see ``located_runs``)."""
+        shards, within = self.index.locate_all(ids)
+        places = list(zip(shards.tolist(), within.tolist(), strict=True))
+        return [places[a : a + size] for a in range(0, len(places), size)]
+
+    def tensor_batch(self, batch: np.ndarray, places: list[tuple[int, int]] | None = None) -> Any:
+        """The samples of ``batch`` read straight into one tensor (see _tensors.py); ``places``:
+        where they lie, when already located."""
+        return read_batch(self, self.access(), batch, places)
 
     def reads_into_tensors(self, collate: Callable[[list[Any]], Any] | None) -> bool:
         """Whether batches collated by ``collate`` can be read straight into one tensor."""

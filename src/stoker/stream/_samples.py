@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.utils.data
 
+from ._batcher import located_runs
+from ._counters import add_together
 from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache, spread
-from ._mixture_reader import MixtureReader  # (here, not at first use: see _order.py)
+from ._mixture_reader import Located, MixtureReader  # (here, not at first use: see _order.py)
 from ._remote import RemoteShard, fetch_samples
 from ._worker_memory import keep_freed_memory
 
@@ -55,7 +57,7 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
         largest = max(r.index.largest_sample for r in reader.readers)
         size, make = group_size(largest), _MixedGroup
     else:
-        size, make = group_size(reader.index.largest_sample), _Group.of
+        size, make = group_size(reader.index.largest_sample), _Group
     groups = [ids[k : k + size] for k in range(0, len(ids), size)]
     if not groups:
         return
@@ -63,14 +65,15 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
         keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
     access = reader.access()
     access.plan_prefetch(ids)
-    pending = make(reader, groups[0])
+    where = located_runs(reader, ids, size)
+    pending = make(reader, next(where))
     for k in range(len(groups)):
         samples = [s for s in pending.result() if s is not SKIPPED]
         # Whole-shard downloads start once the first group is read by range: started
         # earlier, they take the store's bandwidth from the samples the loop waits for.
         access.start_downloads()
         if k + 1 < len(groups):
-            pending = make(reader, groups[k + 1])
+            pending = make(reader, next(where))
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
         yield from samples
@@ -95,12 +98,6 @@ class _Group:
         if start:
             self.start(not self.remote and in_page_cache(self.probes(WARM_PROBES)))
 
-    @classmethod
-    def of(cls, reader: SampleReader, ids: np.ndarray) -> _Group:
-        """The group of the global ``ids`` of ``reader``'s dataset (one search for them)."""
-        shards, within = reader.index.locate_all(ids)
-        return cls(reader, list(zip(shards.tolist(), within.tolist(), strict=True)))
-
     def probes(self, count: int) -> list[tuple[int, int, int]]:
         """(fd, offset, length) of ``count`` samples spread over the group (see
         in_page_cache); none of a group read by range."""
@@ -122,6 +119,12 @@ class _Group:
         self.futures = [pool.submit(_read_run, self.readers, run) for run in runs]
 
     def result(self) -> list[Any]:
+        kept = self.read()
+        self.reader.counters.add(**_counts(kept))
+        return self.decoded(kept)
+
+    def read(self) -> list[bytes | None]:
+        """The group's samples as read; None for a corrupt one skipped."""
         if self.warm:
             got = _read_run(self.readers, self.places)
         else:
@@ -134,14 +137,12 @@ class _Group:
             if isinstance(data, CorruptSample):  # fetched again, raised or skipped as asked
                 data = reader.read_at(self.access, self.readers, shard, i)  # type: ignore[assignment]
             kept.append(data)
-        read = [data for data in kept if data is not None]
-        # one update of the counters shared by every process per group, not per sample
-        reader.counters.add(
-            bytes_read=sum(map(len, read)), samples=len(read), skipped=len(kept) - len(read)
-        )
-        if reader.as_stored:  # (a call per sample saved: the drop-in path's usual case)
+        return kept
+
+    def decoded(self, kept: list[bytes | None]) -> list[Any]:
+        if self.reader.as_stored:  # (a call per sample saved: the drop-in path's usual case)
             return [SKIPPED if data is None else data for data in kept]
-        return [SKIPPED if data is None else reader.decode(data) for data in kept]
+        return [SKIPPED if data is None else self.reader.decode(data) for data in kept]
 
 
 class _MixedGroup:
@@ -150,26 +151,39 @@ class _MixedGroup:
     group across the sources, not a group ahead in each: three sources' groups of large
     records in memory at once, and each read out of turn, cost the drop-in path ~12 %."""
 
-    def __init__(self, reader: MixtureReader, ids: np.ndarray) -> None:
-        self.size = len(ids)
-        self.parts = [  # (each source's samples found by one search of every source's shards)
+    def __init__(self, reader: MixtureReader, located: Located) -> None:
+        self.size = sum(len(positions) for _, _, positions in located)
+        self.parts = [  # (each source's samples, found by one search of every source's shards)
             (positions, _Group(reader.readers[s], places, start=False))
-            for s, places, positions in reader.locate(ids)
+            for s, places, positions in located
         ]
         # One judgement for the group, from a few samples over all of it (not a few per source)
         probes = [
-            p for _, g in self.parts for p in g.probes(WARM_PROBES * len(g.places) // len(ids))
+            p for _, g in self.parts for p in g.probes(WARM_PROBES * len(g.places) // self.size)
         ]
         self.warm = in_page_cache(probes)
         for _, group in self.parts:
             group.start(self.warm)
 
     def result(self) -> list[Any]:
+        read = [(positions, group, group.read()) for positions, group in self.parts]
+        add_together([(group.reader.counters, _counts(kept)) for _, group, kept in read])
         out: list[Any] = [SKIPPED] * self.size
-        for positions, group in self.parts:
-            for at, sample in zip(positions.tolist(), group.result(), strict=True):
+        for positions, group, kept in read:
+            for at, sample in zip(positions, group.decoded(kept), strict=True):
                 out[at] = sample
         return out
+
+
+def _counts(kept: list[bytes | None]) -> dict[str, int]:
+    """What a group read, for the counters shared by every process: added once a group, not
+    once a sample."""
+    read = [data for data in kept if data is not None]
+    return {
+        "bytes_read": sum(map(len, read)),
+        "samples": len(read),
+        "skipped": len(kept) - len(read),
+    }
 
 
 def _read_run(readers: dict[int, ShardReader], places: list[tuple[int, int]]) -> list[Read]:

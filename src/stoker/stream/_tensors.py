@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import StreamError
+from ._counters import add_together
 from ._format import WARM_PROBES, CorruptSample, ShardReader, in_page_cache, spread
 from ._remote import RemoteShard, fetch_into
 
@@ -129,16 +130,20 @@ class BatchPart:
 
     def count(self, bad: Collection[int] = ()) -> None:
         """The counters told what this part read, ``bad`` (positions) skipped."""
-        samples = self.samples  # (one sum of every size: a mixture counts a part per source)
+        self.ds.counters.add(**self.counts(bad))
+
+    def counts(self, bad: Collection[int] = ()) -> dict[str, int]:
+        samples = self.samples
         nbytes = sum([s[3] for s in samples]) - sum(samples[j][3] for j in bad)
-        self.ds.counters.add(bytes_read=nbytes, samples=len(samples) - len(bad), skipped=len(bad))
+        return {"bytes_read": nbytes, "samples": len(samples) - len(bad), "skipped": len(bad)}
 
 
 def read_batch(
-    ds: SampleReader, proc: ShardAccess, ids: np.ndarray
+    ds: SampleReader, proc: ShardAccess, ids: np.ndarray, places: list[tuple[int, int]] | None
 ) -> torch.Tensor | list[torch.Tensor]:
-    """The batch of the global sample ``ids``; corrupt samples raise or are skipped."""
-    part = BatchPart.of(ds, proc, ids)
+    """The batch of the global sample ``ids`` (at ``places``, when already located); corrupt
+    samples raise or are skipped."""
+    part = BatchPart.of(ds, proc, ids) if places is None else BatchPart.at(ds, proc, places)
     samples = part.samples
     sizes = {size for *_, size in samples}
     alloc = proc.alloc
@@ -177,9 +182,8 @@ def read_rows(parts: list[BatchPart], flat: torch.Tensor, row: int) -> list[Any]
     bad, warm = _read_and_check(parts[0].proc.read_pool(), threads, samples, views, {})
     for part in parts:
         part.proc.reads_warm = warm
-    if not bad:  # (the usual batch: each part counted, no tensor made per part)
-        for part in parts:
-            part.count()
+    if not bad:  # (the usual batch: counted together, no tensor made per part)
+        add_together([(part.ds.counters, part.counts()) for part in parts])
         return None
     out, at = [], 0
     for part in parts:
