@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 PATHS = {
     "loader": "`StreamingLoader(batch 64, 2 workers)`, tensors",
     "dataloader": "torch `DataLoader(batch_size=64, num_workers=2)`, sample by sample",
@@ -19,13 +21,14 @@ def render(doc: dict) -> str:
                       for m in mix]  # fmt: skip
             loads += [m["loadavg_1m"] for m in one + mix]
             ratio = x["ratio"][path]
+            ratios = [m["per_s"] / o["per_s"] for o, m in zip(one, mix, strict=True)]
+            quartiles = statistics.quantiles(ratios, n=4)
             worst.append(ratio)
             rows.append(
                 f"| {shape} ({x['sample_bytes']:,} B) | {label} | "
                 f"{x['median_per_s'][f'{path}/one']:,.0f} | {x['median_per_s'][f'{path}/mix']:,.0f} "
-                f"| **{ratio:.3f}x** | {min(m['per_s'] / o['per_s'] for o, m in zip(one, mix, strict=True)):.2f}"
-                f"-{max(m['per_s'] / o['per_s'] for o, m in zip(one, mix, strict=True)):.2f} "
-                f"| {max(shares):.4f} |"
+                f"| **{ratio:.3f}x** | {quartiles[0]:.2f}-{quartiles[2]:.2f} "
+                f"| {min(ratios):.2f}-{max(ratios):.2f} | {max(shares):.4f} |"
             )  # fmt: skip
     table = "\n".join(rows)
     rounds = len(next(iter(r["shapes"].values()))["runs"]["loader/one"])
@@ -40,8 +43,8 @@ One dataset against a mixture of three that hold the same number of samples in t
 repeats), read the same way in alternating rounds ({rounds} per row, the order of the two swapped
 each round), warm (page cache). Target: mixing costs < 5 % (ratio >= 0.95).
 
-| records | path | one dataset (samples/s, median) | mixture (samples/s, median) | mixture / one (median of rounds) | range of rounds | largest share error |
-|---|---|---:|---:|---:|---:|---:|
+| records | path | one dataset (samples/s, median) | mixture (samples/s, median) | mixture / one (median of rounds) | middle half of rounds | range of rounds | largest share error |
+|---|---|---:|---:|---:|---:|---:|---:|
 {table}
 
 The share error is the largest difference, over the rounds, between a source's share of the
@@ -50,24 +53,13 @@ process reading the one dataset's shard files with `os.pread`, warm): {ceilings}
 {"met in every row" if met else "not met in every row"}: the lowest median is {min(worst):.3f}x. The
 machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs (load average
 {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
-only the medians of alternating rounds are compared. How a mixture reads: a batch's (or, sample
-by sample, a group's) ids are located in every source's shards by one search of one table of
-them all; sample by sample, a group holds 64 samples across the sources (within 16 MiB), the
-page cache judged once for the group; as tensors, every source's samples of a
-batch are read in one read into one buffer, each part then checked and counted by its source;
-no advice is searched for while batches read warm. What mixing costs in one process (small
-records, warm, thread CPU time of alternating slices of 40 batches, 60 pairs, 2026-12-03): as
-tensors 1.28x one dataset's per batch before that day's changes (advice searched per source
-for every batch, a split then a search per source, a tensor made per source), 1.14x with
-the advice and tensors fixed, 1.11x with one search; sample by sample, under cProfile over
-600 batches, 1.15-1.50x with groups of 64 across the sources, 1.01-1.10x with 64 per source;
-but without the profiler, in a simulated DataLoader worker with torch's collate (8 alternating
-rounds, later that day), 1.07x with 64 across the sources, 1.09x with 128, 1.21x with 64 per
-source (192), so groups went back to 64 across the sources (the profiler inflates what each
-call costs, and a group of 64 makes more calls). In torch's DataLoader, alternating pairs in one process read the small
-mixture at 0.79-0.90x one dataset in seven sets of 2-6 pairs with groups of 192 (20 rounds of
-this benchmark: 0.78x), and 0.92x (20 rounds, small records alone) and the figure above with
-groups of 64. The machine's speed drifted
-by up to 1.5x between runs of the same code that day, so only medians of pairs are quoted.
+only the medians of alternating rounds are compared; the middle half of the rounds shows how
+tightly they gather. How a mixture reads: the ids of 64 batches (or groups) at a time are
+located in every source's shards by one search of one table of them all; sample by sample, a
+group holds 64 samples across the sources (within 16 MiB), the page cache judged once for the
+group; as tensors, every source's samples of a batch are read in one read into one buffer;
+the sources share one set of counters, told once a batch; no advice is searched for while
+batches read warm. What each of these saved, measured in one process: docs/stream.md
+("Mixtures").
 Each epoch's clock starts after a `gc.collect()` (the last epoch's garbage).
 """
