@@ -31,7 +31,7 @@ def render(doc: dict) -> str:
         for tool in runs
         if tool != "rclone" and "rclone" in runs
     ]
-    pairs = _pairs(runs)
+    pairs = _pairs(runs) + _with_kernel_threads(runs, gib)
     variants = "; ".join(f"{k}: `{v}`" for k, v in r["variants"].items())
     load = r["load"]
     return f"""## stage cpu: CPU seconds per GiB of an import, stoker against rclone
@@ -68,3 +68,40 @@ def _pairs(runs: dict[str, list[dict]]) -> str:
         wins = sum(b["cpu"] < a["cpu"] for a, b in pairs)
         lines.append(f"- {tool} used less CPU than {base} in {wins} of {len(pairs)} rounds")
     return "\n" + "\n".join(lines) + "\n"
+
+
+def _with_kernel_threads(runs: dict[str, list[dict]], gib: float) -> str:
+    """Each tool's own CPU plus what the kernel's threads used from its start to the end of
+    the ``sync`` after it: rclone leaves its written pages for the kernel's flusher threads
+    to write back, on no process's rusage; stoker starts the writeback of each block and
+    fsyncs each file itself, so that work is in its own system time. (Runs before
+    2026-12-03 did not record it.)"""
+    if not all("kernel_threads" in x for tool in runs.values() for x in tool):
+        return ""
+
+    def med(tool: str, key: str) -> float:
+        return statistics.median(x[key] for x in runs[tool])
+
+    lines = [
+        f"- {tool}: its own {med(tool, 'cpu') / gib:.2f} CPU s / GiB, the kernel's threads "
+        f"{med(tool, 'kernel_threads') / gib:.2f} meanwhile (through the `sync`): "
+        f"{statistics.median(x['cpu'] + x['kernel_threads'] for x in runs[tool]) / gib:.2f} "
+        "together"
+        for tool in runs
+    ]
+    if "rclone" in runs:
+        both = {
+            tool: statistics.median(x["cpu"] + x["kernel_threads"] for x in runs[tool])
+            for tool in runs
+        }
+        lines += [
+            f"- {tool} with the kernel's threads against rclone with them: "
+            f"{both[tool] / both['rclone']:.2f}x"
+            for tool in runs
+            if tool != "rclone"
+        ]
+    return (
+        "\nWho writes the pages back (rclone leaves them to the kernel's flusher threads, on no "
+        "process's rusage; stoker starts each block's writeback and fsyncs each file itself, "
+        "in its own system time):\n\n" + "\n".join(lines) + "\n"
+    )

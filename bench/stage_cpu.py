@@ -31,7 +31,7 @@ from pathlib import Path
 import _peers
 import _results
 import render
-from _machine import cpu_mark, load_since, others_cpu_share
+from _machine import cpu_mark, kernel_thread_ticks, load_since, others_cpu_share
 from _markdown import publish
 from _peers import ACCOUNT, Azurite
 
@@ -84,8 +84,10 @@ def check(dest: Path, md5s: dict[str, str]) -> None:
 
 
 def run(argv: list[str], env: dict[str, str], log: Path) -> dict:
-    """One tool's process: its wall time, its own CPU (user + sys), the others' CPU share."""
-    mark = cpu_mark()
+    """One tool's process: its wall time, its own CPU (user + sys), the others' CPU share, and
+    what the kernel's threads used from its start to the end of the ``sync`` after it (the
+    writeback of what it left unsynced)."""
+    mark, kernel = cpu_mark(), kernel_thread_ticks()
     start = time.perf_counter()
     rss = log.with_suffix(".rss")
     # /usr/bin/time for the peak memory: a child's own ru_maxrss starts from this process's,
@@ -103,9 +105,11 @@ def run(argv: list[str], env: dict[str, str], log: Path) -> dict:
     start = time.perf_counter()
     os.sync()
     sync_s = time.perf_counter() - start
+    kernel_s = (kernel_thread_ticks() - kernel) / os.sysconf("SC_CLK_TCK")
     return {
         "wall": wall,
         "sync": sync_s,
+        "kernel_threads": kernel_s,
         "user": usage.ru_utime,
         "sys": usage.ru_stime,
         "cpu": usage.ru_utime + usage.ru_stime,
@@ -201,7 +205,8 @@ def main() -> None:
                 results.setdefault(tool, []).append(r)
                 print(
                     f"round {rep} {tool:>12}: {r['cpu'] / gib:.2f} CPU s/GiB "
-                    f"(user {r['user']:.2f} sys {r['sys']:.2f}), "
+                    f"(user {r['user']:.2f} sys {r['sys']:.2f}; kernel threads "
+                    f"{r['kernel_threads'] / gib:.2f}), "
                     f"{gib * 1024 * MiB / 1e6 / r['wall']:.0f} MB/s, {r['rss_mib']:.0f} MiB, "
                     f"others {100 * r['others']:.0f} %",
                     flush=True,
