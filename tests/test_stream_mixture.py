@@ -230,6 +230,24 @@ def test_a_mixed_batch_is_counted_with_one_add_for_every_source(
     assert mix.stats()["samples"] == 1200
 
 
+def test_sources_read_in_place_plan_no_prefetch(
+    sources: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a source that downloads shards plans its prefetch: for sources read in place the
+    plan was a sort of the worker's whole epoch before its first batch, for nothing."""
+    from stoker.stream._mixture_reader import MixtureReader
+
+    mix = _mix(sources)
+    split = MixtureReader.split
+    calls = []
+    monkeypatch.setattr(
+        MixtureReader, "split", lambda self, ids: calls.append(len(ids)) or split(self, ids)
+    )
+    mix.reader.access().plan_prefetch(mix.source.order())
+    assert calls == []
+    assert len(list(StreamingLoader(mix, 64))) == 6000 // 64  # (and it still reads)
+
+
 def test_bad_shares_are_named(sources: list[Path]) -> None:
     ds = [StreamingDataset(p) for p in sources]
     for options, message in [
