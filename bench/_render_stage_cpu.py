@@ -15,7 +15,7 @@ def render(doc: dict) -> str:
     mb = gib * 1024 * MiB / 1e6
 
     def med(tool: str, key: str) -> float:
-        return statistics.median(x[key] for x in runs[tool])
+        return _median(runs, tool, key)
 
     rows = [
         f"| {tool} | {len(runs[tool])} | {med(tool, 'cpu') / gib:.2f} | "
@@ -78,30 +78,28 @@ def _with_kernel_threads(runs: dict[str, list[dict]], gib: float) -> str:
     2026-12-03 did not record it.)"""
     if not all("kernel_threads" in x for tool in runs.values() for x in tool):
         return ""
-
-    def med(tool: str, key: str) -> float:
-        return statistics.median(x[key] for x in runs[tool])
-
+    both = {
+        tool: statistics.median(x["cpu"] + x["kernel_threads"] for x in runs[tool])
+        for tool in runs
+    }
     lines = [
-        f"- {tool}: its own {med(tool, 'cpu') / gib:.2f} CPU s / GiB, the kernel's threads "
-        f"{med(tool, 'kernel_threads') / gib:.2f} meanwhile (through the `sync`): "
-        f"{statistics.median(x['cpu'] + x['kernel_threads'] for x in runs[tool]) / gib:.2f} "
-        "together"
+        f"- {tool}: its own {_median(runs, tool, 'cpu') / gib:.2f} CPU s / GiB, the kernel's "
+        f"threads {_median(runs, tool, 'kernel_threads') / gib:.2f} meanwhile (through the "
+        f"`sync`): {both[tool] / gib:.2f} together"
         for tool in runs
     ]
-    if "rclone" in runs:
-        both = {
-            tool: statistics.median(x["cpu"] + x["kernel_threads"] for x in runs[tool])
-            for tool in runs
-        }
-        lines += [
-            f"- {tool} with the kernel's threads against rclone with them: "
-            f"{both[tool] / both['rclone']:.2f}x"
-            for tool in runs
-            if tool != "rclone"
-        ]
+    lines += [
+        f"- {tool} with the kernel's threads against rclone with them: "
+        f"{both[tool] / both['rclone']:.2f}x"
+        for tool in runs
+        if tool != "rclone" and "rclone" in runs
+    ]
     return (
         "\nWho writes the pages back (rclone leaves them to the kernel's flusher threads, on no "
         "process's rusage; stoker starts each block's writeback and fsyncs each file itself, "
         "in its own system time):\n\n" + "\n".join(lines) + "\n"
     )
+
+
+def _median(runs: dict[str, list[dict]], tool: str, key: str) -> float:
+    return statistics.median(x[key] for x in runs[tool])
