@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import statistics
 
 PATHS = {
@@ -23,11 +24,12 @@ def render(doc: dict) -> str:
             ratio = x["ratio"][path]
             ratios = [m["per_s"] / o["per_s"] for o, m in zip(one, mix, strict=True)]
             quartiles = statistics.quantiles(ratios, n=4)
+            low, high = _median_interval(ratios)
             worst.append(ratio)
             rows.append(
                 f"| {shape} ({x['sample_bytes']:,} B) | {label} | "
                 f"{x['median_per_s'][f'{path}/one']:,.0f} | {x['median_per_s'][f'{path}/mix']:,.0f} "
-                f"| **{ratio:.3f}x** | {quartiles[0]:.2f}-{quartiles[2]:.2f} "
+                f"| **{ratio:.3f}x** | {low:.3f}-{high:.3f} | {quartiles[0]:.2f}-{quartiles[2]:.2f} "
                 f"| {min(ratios):.2f}-{max(ratios):.2f} | {max(shares):.4f} |"
             )  # fmt: skip
     table = "\n".join(rows)
@@ -43,8 +45,8 @@ One dataset against a mixture of three that hold the same number of samples in t
 repeats), read the same way in alternating rounds ({rounds} per row, the order of the two swapped
 each round), warm (page cache). Target: mixing costs < 5 % (ratio >= 0.95).
 
-| records | path | one dataset (samples/s, median) | mixture (samples/s, median) | mixture / one (median of rounds) | middle half of rounds | range of rounds | largest share error |
-|---|---|---:|---:|---:|---:|---:|---:|
+| records | path | one dataset (samples/s, median) | mixture (samples/s, median) | mixture / one (median of rounds) | 90 % interval of that median | middle half of rounds | range of rounds | largest share error |
+|---|---|---:|---:|---:|---:|---:|---:|---:|
 {table}
 
 The share error is the largest difference, over the rounds, between a source's share of the
@@ -54,7 +56,8 @@ process reading the one dataset's shard files with `os.pread`, warm): {ceilings}
 machine: {r.get("cores", doc["machine"]["cores"])} cores, shared with other jobs (load average
 {min(loads):.1f} to {max(loads):.1f} during the rounds): single rounds vary by the range shown, so
 only the medians of alternating rounds are compared; the middle half of the rounds shows how
-tightly they gather. How a mixture reads: the ids of 64 batches (or groups) at a time are
+tightly they gather, and the interval (a bootstrap of the rounds, 2,000 resamples, a fixed
+seed) how far the median itself could be off. How a mixture reads: the ids of 64 batches (or groups) at a time are
 located in every source's shards by one search of one table of them all; sample by sample, a
 group holds 64 samples across the sources (within 16 MiB), the page cache judged once for the
 group; as tensors, every source's samples of a batch are read in one read into one buffer;
@@ -63,3 +66,13 @@ batches read warm. What each of these saved, measured in one process: docs/strea
 ("Mixtures").
 Each epoch's clock starts after a `gc.collect()` (the last epoch's garbage).
 """
+
+
+def _median_interval(ratios: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """The 5th and 95th percentiles of the median of ``ratios`` resampled with replacement
+    (a bootstrap; seeded, so a render is the same each time)."""
+    rng = random.Random(0)
+    medians = sorted(
+        statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples)
+    )
+    return medians[resamples // 20], medians[resamples - resamples // 20 - 1]
