@@ -176,7 +176,7 @@ def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
     reader, total = mix.reader, int(mix.source.offsets[-1])
     rng = np.random.default_rng(7)
     for ids in (rng.permutation(total)[:64], np.array([3999, 3000, 3500]), np.array([4499])):
-        got = reader.locate(ids)
+        [got] = reader.locate_runs(ids, len(ids))  # (one batch: one run)
         want = []
         for s, local in reader.split(ids):
             shards, within = reader.readers[s].index.locate_all(local)
@@ -185,19 +185,19 @@ def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
         positions = np.concatenate([at for *_, at in got])  # where each came from in the batch
         assert sorted(positions.tolist()) == list(range(len(ids)))
         assert all(reader.split(ids[at])[0][0] == s for s, _, at in got)
-    assert reader.locate(np.array([], dtype=np.int64)) == []
-    every = reader.locate(np.arange(total))  # each source's samples, every shard of it
+    assert reader.locate_runs(np.array([], dtype=np.int64), 64) == []
+    [every] = reader.locate_runs(np.arange(total), total)  # each source's, every shard of it
     assert [(s, len(places)) for s, places, _ in every] == list(enumerate(SIZES))
 
 
 def test_many_batches_located_at_once_as_each_alone(sources: list[Path]) -> None:
     """The batcher locates a window of batches in one search (``locate_runs``); each run must
-    come out as ``locate`` finds it alone, a short last run too, for a mixture and a dataset."""
+    come out as it is found alone, a short last run too, for a mixture and a dataset."""
     mix = _mix(sources)
     reader, total = mix.reader, int(mix.source.offsets[-1])
     ids = np.random.default_rng(11).permutation(total)[: 64 * 5 + 17]
     runs = [ids[a : a + 64] for a in range(0, len(ids), 64)]
-    assert reader.locate_runs(ids, 64) == [reader.locate(run) for run in runs]
+    assert reader.locate_runs(ids, 64) == [reader.locate_runs(run, len(run))[0] for run in runs]
     one = reader.readers[0]
     local = np.random.default_rng(12).permutation(SIZES[0])[:150]
     shards, within = one.index.locate_all(local)

@@ -39,11 +39,12 @@ LOCATE_RUNS = 64  # batches (or groups) located at once
 def located_runs(reader: Any, ids: np.ndarray, size: int) -> Iterator[Any]:
     """``reader.locate_runs`` of each run of ``size`` of ``ids``, found ``LOCATE_RUNS`` runs
     at a time. A batch's own search was numpy calls between its reads, and each cost several
-    us there (its code out of the CPU's caches, likely): 2 KiB records read as tensors in one
-    process, slices of 64 batches in turn, 100 rounds, cost a mixture of 3 sources 1.08x one
-    dataset's CPU a batch with a search a batch, 1.04x with one a window (one dataset's fell
-    ~3 %). A window, not the epoch: an epoch's places as Python ints would not fit in memory
-    for billions of samples."""
+    us there (its code out of the CPU's caches, likely). 2 KiB records read as tensors in one
+    process (slices of 10 batches in turn, 300 rounds): a mixture of 3 sources cost 1.09-1.10x
+    one dataset's CPU a batch before, 1.065-1.07x with this and one count a batch, and one
+    dataset's batch ~7 % less with this and its tables read as ints (see _format.py). A
+    window, not the epoch: an epoch's places as Python ints would not fit in memory for
+    billions of samples."""
     step = size * LOCATE_RUNS
     for a in range(0, len(ids), step):
         yield from reader.locate_runs(ids[a : a + step], size)

@@ -15,7 +15,7 @@ import torch
 from ._sample_reader import SampleReader
 from ._tensors import BatchPart, read_rows
 
-Located = list[tuple[int, list[tuple[int, int]], list[int]]]  # see MixtureReader.locate
+Located = list[tuple[int, list[tuple[int, int]], list[int]]]  # see MixtureReader.locate_runs
 
 
 class MixtureReader:
@@ -37,17 +37,13 @@ class MixtureReader:
             self._shards = (np.concatenate(starts), np.concatenate(source), np.concatenate(number))
         return self._shards
 
-    def locate(self, ids: np.ndarray) -> Located:
-        """(source, the (shard, index in the shard) of each of its samples, their positions in
-        ``ids``) for each source ``ids`` draws on, in source order, each in the order of
-        ``ids``."""
-        return self.locate_runs(ids, max(1, len(ids)))[0] if len(ids) else []
-
     def locate_runs(self, ids: np.ndarray, size: int) -> list[Located]:
-        """``locate`` of each run of ``size`` of ``ids`` (the last may be shorter), found by one
-        search of every source's shards for them all: a numpy call between a batch's reads
-        costs several us (see ``located_runs``), and a batch's own split and search per source
-        made ~30 of them."""
+        """For each run of ``size`` of ``ids`` (the last may be shorter): (source, the (shard,
+        index in the shard) of each of its samples, their positions in the run) for each source
+        the run draws on, in source order, each in the order of ``ids``. Found by one search of
+        every source's shards for all the runs: a numpy call between a batch's reads costs
+        several us (see ``located_runs``), and a batch's own split and search per source made
+        ~30 of them."""
         starts, source, number = self.shard_table()
         at = np.searchsorted(starts, ids, side="right") - 1
         sources = len(self.readers)
@@ -98,11 +94,9 @@ class MixtureReader:
             out += self.readers[s].samples(ids)
         return out
 
-    def tensor_batch(self, batch: np.ndarray, located: Located | None = None) -> Any:
-        """The samples of ``batch`` read straight into one tensor, each source's together
-        (``located``: its ``locate``, when already found)."""
-        if located is None:
-            located = self.locate(batch)
+    def tensor_batch(self, batch: np.ndarray, located: Located) -> Any:
+        """The samples of ``batch`` (``located``: its run of ``locate_runs``) read straight
+        into one tensor, each source's together."""
         if len(located) == 1:
             s, places, _ = located[0]
             return self.readers[s].tensor_batch(batch - self._offsets[s], places)
