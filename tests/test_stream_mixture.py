@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from stoker.errors import StreamError
-from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, StreamingMixture
+from stoker.stream import ShardWriter, StreamingDataset, StreamingLoader, StreamingMixture, _samples
 from stoker.stream._format import CorruptSample
 from stoker.stream._mixture_order import apportion, interleave
 
@@ -181,13 +181,28 @@ def test_a_batch_is_located_in_every_source_at_once_as_each_source_locates_it(
         for s, local in reader.split(ids):
             shards, within = reader.readers[s].index.locate_all(local)
             want.append((s, list(zip(shards.tolist(), within.tolist(), strict=True))))
-        assert [(s, places) for s, places, _ in got] == want
-        positions = np.concatenate([at for *_, at in got])  # where each came from in the batch
-        assert sorted(positions.tolist()) == list(range(len(ids)))
-        assert all(reader.split(ids[at])[0][0] == s for s, _, at in got)
+        assert got == want
     assert reader.locate_runs(np.array([], dtype=np.int64), 64) == []
     [every] = reader.locate_runs(np.arange(total), total)  # each source's, every shard of it
-    assert [(s, len(places)) for s, places, _ in every] == list(enumerate(SIZES))
+    assert [(s, len(places)) for s, places in every] == list(enumerate(SIZES))
+
+
+def test_a_group_is_located_in_the_mixtures_order_by_rows_of_every_sources_shards(
+    sources: list[Path],
+) -> None:
+    """Sample by sample, a group is located in the order of its ids, each sample by a row of
+    the table of every source's shards, which names the source and its shard there."""
+    mix = _mix(sources)
+    reader, total = mix.reader, int(mix.source.offsets[-1])
+    ids = np.random.default_rng(8).permutation(total)[:150]
+    runs = reader.locate_in_order(ids, 64)
+    assert [len(r) for r in runs] == [64, 64, 22]
+    source, number = reader.rows()
+    offsets = mix.source.offsets
+    for sample, (row, i) in zip(ids.tolist(), [p for r in runs for p in r], strict=True):
+        s = int(np.searchsorted(offsets, sample, side="right") - 1)
+        assert source[row] == s
+        assert (number[row], i) == reader.readers[s].index.locate(sample - int(offsets[s]))
 
 
 def test_many_batches_located_at_once_as_each_alone(sources: list[Path]) -> None:
@@ -347,3 +362,66 @@ def test_a_corrupt_sample_in_a_mixed_batch_is_raised_or_skipped_by_its_source(
         read("raise")
     got = read("skip")
     assert (2, bad) not in got and len(got) == len(set(got)) == 399
+
+
+def _in_order(mix: StreamingMixture) -> list[object]:
+    """The mixture's samples in its order, each read alone by its source."""
+    ids = mix.source.batches(mix.group, mix.batch_size, worker=0, workers=1).reshape(-1)
+    return [mix[int(i)] for i in ids]
+
+
+def test_sources_that_decode_differently_mix_sample_by_sample(
+    sources: list[Path], tmp_path: Path
+) -> None:
+    """Sample by sample, a group across the sources is read in the mixture's order and each
+    sample decoded by its own source, though their codecs differ."""
+    with ShardWriter(tmp_path / "json", shard_size="4KiB", codec="json") as w:
+        for i in range(500):
+            w.write({"s": 9, "i": i})
+    mix = StreamingMixture(
+        [StreamingDataset(sources[0]), StreamingDataset(tmp_path / "json")],
+        weights=[0.6, 0.4],
+        epoch_samples=1000,
+        seed=5,
+    )
+    got = list(mix)
+    assert got == _in_order(mix)
+    assert Counter(x["s"] for x in got) == {0: 600, 9: 400}  # type: ignore[index]
+
+
+def test_a_sample_its_dtype_cannot_hold_is_named_by_its_own_source(tmp_path: Path) -> None:
+    """Sources that decode alike share one decoder; a sample that fails is still named by the
+    source it came from, not by the one whose decoder it was."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for root, odd in ((good, None), (bad, 37)):
+        with ShardWriter(root, shard_size="1KiB") as w:
+            for i in range(100):
+                w.write(b"\0" * (6 if i == odd else 8))
+    mix = StreamingMixture(
+        [StreamingDataset(p, dtype=torch.int32) for p in (good, bad)], weights=[0.5, 0.5]
+    )
+    with pytest.raises(StreamError, match=rf"^{bad}: 6 bytes is not a whole number"):
+        list(mix)
+
+
+def test_a_remote_source_mixes_sample_by_sample_from_its_first_group(
+    blob_env: str, sources: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drop-in path's first group reads a remote source's samples by range, beside a
+    local source's read in place; every later group from the shards it downloaded."""
+    url = f"{blob_env}/remote-obo"
+    with ShardWriter(url, shard_size="8KiB", codec="pickle") as w:
+        for i in range(400):
+            w.write({"s": 1, "i": i, "pad": b"r" * 60})
+    mix = StreamingMixture(
+        [StreamingDataset(sources[0]), StreamingDataset(url, tmp_path / "cache")],
+        weights=[0.7, 0.3],
+        epoch_samples=1000,
+    )
+    ranged: list[int] = []
+    fetch = _samples.fetch_samples
+    monkeypatch.setattr(_samples, "fetch_samples", lambda w: (ranged.append(len(w)), fetch(w)))
+    got = list(torch.utils.data.DataLoader(mix, batch_size=None))
+    assert len(ranged) == 1 and 0 < ranged[0] < 64  # the remote part of the first group
+    assert got == _in_order(mix)
+    assert Counter(x["s"] for x in got) == {0: 700, 1: 300}

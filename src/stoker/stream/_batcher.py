@@ -36,18 +36,20 @@ def this_worker() -> tuple[int, int]:
 LOCATE_RUNS = 64  # batches (or groups) located at once
 
 
-def located_runs(reader: Any, ids: np.ndarray, size: int) -> Iterator[Any]:
-    """``reader.locate_runs`` of each run of ``size`` of ``ids``, found ``LOCATE_RUNS`` runs
-    at a time. A batch's own search was numpy calls between its reads, and each cost several
-    us there (its code out of the CPU's caches, likely). 2 KiB records read as tensors in one
-    process (slices of 10 batches in turn, 300 rounds): a mixture of 3 sources cost 1.09-1.10x
-    one dataset's CPU a batch before, 1.065-1.07x with this and one count a batch, and one
-    dataset's batch ~7 % less with this and its tables read as ints (see _format.py). A
-    window, not the epoch: an epoch's places as Python ints would not fit in memory for
-    billions of samples."""
+def located_runs(
+    locate: Callable[[np.ndarray, int], list], ids: np.ndarray, size: int
+) -> Iterator[Any]:
+    """``locate`` (a reader's ``locate_runs`` or ``locate_in_order``) of each run of ``size``
+    of ``ids``, found ``LOCATE_RUNS`` runs at a time. A batch's own search was numpy calls
+    between its reads, and each cost several us there (its code out of the CPU's caches,
+    likely). 2 KiB records read as tensors in one process (slices of 10 batches in turn, 300
+    rounds): a mixture of 3 sources cost 1.09-1.10x one dataset's CPU a batch before,
+    1.065-1.07x with this and one count a batch, and one dataset's batch ~7 % less with this
+    and its tables read as ints (see _format.py). A window, not the epoch: an epoch's places
+    as Python ints would not fit in memory for billions of samples."""
     step = size * LOCATE_RUNS
     for a in range(0, len(ids), step):
-        yield from reader.locate_runs(ids[a : a + step], size)
+        yield from locate(ids[a : a + step], size)
 
 
 def read_batches(
@@ -60,7 +62,9 @@ def read_batches(
     access = reader.access()
     access.plan_prefetch(batches.reshape(-1))
     fast = reader.reads_into_tensors(collate)
-    where = located_runs(reader, batches.reshape(-1), batches.shape[1]) if fast else None
+    where = (
+        located_runs(reader.locate_runs, batches.reshape(-1), batches.shape[1]) if fast else None
+    )
     for k, batch in enumerate(batches):
         # The next batch is asked of the disk as this one is read (the second, with the
         # third); not the first, which the loop is waiting for alone.

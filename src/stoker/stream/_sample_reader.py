@@ -142,6 +142,17 @@ class SampleReader:
         places = list(zip(shards.tolist(), within.tolist(), strict=True))
         return [places[a : a + size] for a in range(0, len(places), size)]
 
+    locate_in_order = locate_runs  # (a mixture's differ: see MixtureReader)
+
+    def group_readers(self, places: list[tuple[int, int]]) -> dict[int, ShardReader]:
+        """A reader for every shard ``places`` (shard, index) read."""
+        return self.access().batch_readers(places)
+
+    def decode_run(self, places: list[tuple[int, int]], data: list[bytes]) -> list[Any]:
+        """The samples ``data`` (read at ``places``) decoded."""
+        decode = self.decode
+        return [decode(d) for d in data]
+
     def tensor_batch(self, batch: np.ndarray, places: list[tuple[int, int]] | None = None) -> Any:
         """The samples of ``batch`` read straight into one tensor (see _tensors.py); ``places``:
         where they lie, when already located."""

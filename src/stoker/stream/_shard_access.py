@@ -100,13 +100,17 @@ class ShardAccess:
         downloads start (the first batch), shards not yet in the cache are read by range
         (RemoteShard: the caller fetches the batch's samples from them at once)."""
         shards = list(dict.fromkeys(shard for shard, _ in places))
+        return dict(zip(shards, self.shard_readers(shards), strict=True))
+
+    def shard_readers(self, shards: list[int]) -> list[ShardReader]:
+        """A reader for each of ``shards`` (distinct), as ``batch_readers``."""
         self.keep_open = max(self.keep_open, len(shards))  # every reader stays open for the batch
         for shard in shards:
             self.advance(shard)
         ranged = {s: self.owner.index.shards[s] for s in shards if self._by_range(s)}
         if ranged:
             self.remote.update(open_remote(ranged, self.store, self.io))
-        return {s: self.remote[s] if s in self.remote else self.reader(s) for s in shards}
+        return [self.remote[s] if s in self.remote else self.reader(s) for s in shards]
 
     def _by_range(self, shard: int) -> bool:
         if self.cache is None or self.downloading or shard in self.open or shard in self.remote:
