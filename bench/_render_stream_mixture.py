@@ -59,8 +59,8 @@ only the medians of alternating rounds are compared; the middle half of the roun
 tightly they gather, and the interval (a bootstrap of the rounds, 2,000 resamples, a fixed
 seed) how far the median itself could be off. How a mixture reads: the ids of 64 batches (or groups) at a time are
 located in every source's shards by one search of one table of them all; sample by sample, a
-group holds 64 samples across the sources (within 16 MiB), the page cache judged once for the
-group; as tensors, every source's samples of a batch are read in one read into one buffer;
+group is the next 64 samples across the sources (within 16 MiB), each located by a row of that
+table and read in the mixture's order, the page cache judged once for the group; as tensors, every source's samples of a batch are read in one read into one buffer;
 the sources share one set of counters, told once a batch; no advice is searched for while
 batches read warm. What each of these saved, measured in one process: docs/stream.md
 ("Mixtures").
