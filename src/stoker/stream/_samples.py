@@ -12,7 +12,7 @@ GIL) while the worker hands over the previous group's samples; the shared counte
 updated once per group, and the memory of samples the worker has handed over is reused for
 the next (_worker_memory.py). A group is one pass over its samples: a corrupt one is noted
 where it falls as it is read, not looked for afterwards (2 KiB records with torch's collate,
-in one process: ~4.0 against ~5.3 CPU us a sample with that and the mixture's change below).
+in one process: 4.0-4.4 against ~5.3 CPU us a sample with that and the mixture's change below).
 A mixture's group is read the same way, in the mixture's order: each sample is located by a
 row of one table of every source's shards, read through that source's open shards and
 decoded by it (split by source, read part by part and put back in order, it cost 1.09x one
