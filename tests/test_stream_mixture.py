@@ -281,16 +281,20 @@ def test_bad_shares_are_named(sources: list[Path]) -> None:
         StreamingMixture([], weights=[])
 
 
-def test_sources_on_different_tiers_mix(blob_env: str, sources: list[Path], tmp_path: Path) -> None:
-    url = f"{blob_env}/remote"
+def _local_and_remote(local: Path, url: str, cache: Path) -> StreamingMixture:
+    """A local source and one of 400 samples written to ``url``, at 0.7 / 0.3 of 1,000."""
     with ShardWriter(url, shard_size="8KiB", codec="pickle") as w:
         for i in range(400):
             w.write({"s": 1, "i": i, "pad": b"r" * 60})
-    mix = StreamingMixture(
-        [StreamingDataset(sources[0]), StreamingDataset(url, tmp_path / "cache")],
+    return StreamingMixture(
+        [StreamingDataset(local), StreamingDataset(url, cache)],
         weights=[0.7, 0.3],
         epoch_samples=1000,
     )
+
+
+def test_sources_on_different_tiers_mix(blob_env: str, sources: list[Path], tmp_path: Path) -> None:
+    mix = _local_and_remote(sources[0], f"{blob_env}/remote", tmp_path / "cache")
     assert mix.tier == "posix+az"
     seen = _seen(StreamingLoader(mix, 20, num_workers=2, collate_fn=list))
     assert Counter(s for s, _ in seen) == {0: 700, 1: 300}
@@ -409,15 +413,7 @@ def test_a_remote_source_mixes_sample_by_sample_from_its_first_group(
 ) -> None:
     """The drop-in path's first group reads a remote source's samples by range, beside a
     local source's read in place; every later group from the shards it downloaded."""
-    url = f"{blob_env}/remote-obo"
-    with ShardWriter(url, shard_size="8KiB", codec="pickle") as w:
-        for i in range(400):
-            w.write({"s": 1, "i": i, "pad": b"r" * 60})
-    mix = StreamingMixture(
-        [StreamingDataset(sources[0]), StreamingDataset(url, tmp_path / "cache")],
-        weights=[0.7, 0.3],
-        epoch_samples=1000,
-    )
+    mix = _local_and_remote(sources[0], f"{blob_env}/remote-obo", tmp_path / "cache")
     ranged: list[int] = []
     fetch = _samples.fetch_samples
     monkeypatch.setattr(_samples, "fetch_samples", lambda w: (ranged.append(len(w)), fetch(w)))
