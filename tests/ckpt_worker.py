@@ -179,6 +179,9 @@ def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:
     ckpt.wait()
     dist.barrier()  # every rank's upload is done, so each node's lowest rank has committed
     mine = sorted(p.name for p in (fast / "step-000000000009").iterdir())
+    # Each node's ranks share its fast tier: none loads (fetching the other node's files
+    # into it) before every rank has listed what the save left there.
+    dist.barrier()
     back = {"w": distribute_tensor(torch.zeros(16, 4), mesh, [Shard(0)])}
     dcp.load(back, storage_reader=ckpt.dcp_reader())
     ok = torch.equal(back["w"].full_tensor(), full)
