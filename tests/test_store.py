@@ -15,7 +15,16 @@ import pytest
 from azurite import ACCOUNT, ACCOUNT_KEY, Azurite
 from stoker._redact import shown as shown_in_bars
 from stoker.errors import SourceChangedError, StoreError, UnsafeKeyError
-from stoker.store import _blob_list, azure_auth, check_key, open_store, parse_url, redact, safe_path
+from stoker.store import (
+    PosixStore,
+    _blob_list,
+    azure_auth,
+    check_key,
+    open_store,
+    parse_url,
+    redact,
+    safe_path,
+)
 from stoker.store._blob_list import MD5_METADATA
 
 SECRET_SIG = "S3cr3tSignatureValue%2Bend%3D"
@@ -313,6 +322,30 @@ def test_safe_path(tmp_path: Path) -> None:
         safe_path(root, "escape/deeper/file")
     with pytest.raises(UnsafeKeyError):
         safe_path(root, "../outside/file")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_folder_not_made_yet_is_resolved_once_for_all_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import's listing names a folder's files together, all checked before the first one
+    makes the folder: each must not cost a resolution of the root and the folder again."""
+    import os.path
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "escape").symlink_to(outside)
+    store = PosixStore(tmp_path / "root")
+    resolved: list[str] = []
+    real = os.path.realpath
+    monkeypatch.setattr(os.path, "realpath", lambda p: (resolved.append(p), real(p))[1])
+    for i in range(50):
+        assert store.file(f"new/f{i}") == f"{tmp_path}/root/new/f{i}"
+    assert len(resolved) == 2  # the root, and the folder (not there yet)
+    for _ in range(2):  # a refused folder is never remembered as safe
+        with pytest.raises(UnsafeKeyError, match="'escape/new/f'.*symlink"):
+            store.file("escape/new/f")
     assert list(outside.iterdir()) == []
 
 

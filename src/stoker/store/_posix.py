@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import StageError, StokerError, StoreError
 from ._base import ObjectInfo, Store
 from ._posix_tree import TreeListing
-from ._safety import PARTIAL_SUFFIX, check_key, safe_file
+from ._safety import PARTIAL_SUFFIX, SafeRoot, check_key
 
 
 def fsync_dir(path: Path) -> None:
@@ -219,7 +219,7 @@ class PosixStore(Store):
     def __init__(self, root: Path, *, follow_symlinks: bool = False) -> None:
         self.root = root
         self._root = str(root)
-        self._safe_folders: set[str] = set()
+        self._safe = SafeRoot(self._root)
         self.follow_symlinks = follow_symlinks
         self._tree: TreeListing | None = None  # the last listing (what it said of links)
 
@@ -227,12 +227,12 @@ class PosixStore(Store):
         return str(self.root)
 
     def file(self, key: str) -> str:
-        """The checked path of ``key`` as a string (see safe_file). A source that follows
+        """The checked path of ``key`` as a string (see SafeRoot). A source that follows
         symbolic links reads where they lead, inside the root or not (it is never written)."""
         if self.follow_symlinks:
             check_key(key)
             return f"{self._root.rstrip('/')}/{key}"
-        return safe_file(self._root, key, self._safe_folders)
+        return self._safe.file(key)
 
     def path(self, key: str) -> Path:
         return Path(self.file(key))

@@ -40,31 +40,40 @@ def check_key(key: str, name_max: int = 255, path_max: int = 4096) -> None:
         raise UnsafeKeyError(f"refusing object key {key!r}: {why}; nothing was written for it")
 
 
-def safe_file(root: str, key: str, checked: set[str] | None = None) -> str:
-    """``root/key`` as a string, after checking the key and that no symlink leads outside
-    ``root`` (a string: copying many small files, pathlib's objects cost more CPU than the
-    copy).
+class SafeRoot:
+    """Checked paths under one root, remembering what it proved: the root's real path, and
+    each folder found to stay inside it. Resolving a path costs a system call per component
+    (root's included), and a listing names a folder's files one after another, all in flight
+    before the first one creates the folder: remembering only folders that existed, every
+    file of a 2,000-file import was resolved twice (~0.1 ms each). A folder not there yet
+    is as safe as its nearest existing parent, which the resolution checked: stoker creates
+    it as a real folder."""
 
-    ``checked`` remembers folders already proven to stay inside ``root`` (resolving a path
-    costs a system call per component, which adds up over millions of keys).
-    """
-    check_key(key)
-    root = root.rstrip("/")
-    path = f"{root}/{key}"
-    folder = key.rpartition("/")[0]
-    if checked is not None and folder in checked:
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/")
+        self._real_root: str | None = None
+        self._folders: set[str] = set()
+
+    def file(self, key: str) -> str:
+        """``root/key`` as a string (pathlib's objects cost more CPU than copying a small
+        file), after checking the key and that no symlink leads outside the root."""
+        check_key(key)
+        path = f"{self.root}/{key}"
+        folder = key.rpartition("/")[0]
+        if folder in self._folders:
+            return path
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.root or "/")
+        parent = os.path.realpath(os.path.dirname(path))
+        if os.path.commonpath([self._real_root, parent]) != self._real_root:
+            raise UnsafeKeyError(
+                f"refusing object key {key!r}: a symlink under {self.root or '/'} leads "
+                "outside it"
+            )
+        self._folders.add(folder)
         return path
-    real_root = os.path.realpath(root or "/")
-    parent = os.path.realpath(os.path.dirname(path))
-    if os.path.commonpath([real_root, parent]) != real_root:
-        raise UnsafeKeyError(
-            f"refusing object key {key!r}: a symlink under {root or '/'} leads outside it"
-        )
-    if checked is not None and os.path.isdir(parent):
-        checked.add(folder)
-    return path
 
 
-def safe_path(root: Path, key: str, checked: set[str] | None = None) -> Path:
-    """``root / key`` (see safe_file)."""
-    return Path(safe_file(str(root), key, checked))
+def safe_path(root: Path, key: str) -> Path:
+    """``root / key``, checked (see SafeRoot)."""
+    return Path(SafeRoot(str(root)).file(key))
