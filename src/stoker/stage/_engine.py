@@ -198,8 +198,11 @@ class Engine:
             await take(self.dst.limiter, size)  # (--bwlimit; a remote source's reads take)
             job = Job(key, final, from_file(path, size, self.hash_files), read_ahead(path))
         else:
+            # Checked against the listing's MD5, the bytes need no version check as well (a
+            # changed object fails it): the read is then one call, ~0.13 ms less CPU a file.
+            version = None if md5 and self.hash_files else etag
             async with self.requests:
-                pieces = [piece async for piece in self.src.read_chunks(key, 0, size, etag)]
+                pieces = [piece async for piece in self.src.read_chunks(key, 0, size, version)]
             data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             job = Job(key, final, from_bytes(data, md5, self.hash_files, f"{self.src}/{key}"))
         digest = await self.writer.write(job)

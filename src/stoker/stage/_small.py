@@ -88,7 +88,8 @@ def from_bytes(
             if md5 and digest != md5:
                 raise ChecksumError(
                     f"{source}: MD5 {digest} of the copy does not match the source's "
-                    f"Content-MD5 {md5}; re-run to fetch it again"
+                    f"Content-MD5 {md5} (it changed since it was listed, or was damaged on "
+                    "the way); re-run to fetch it again"
                 )
         _write_all(fd, data)
         return digest

@@ -230,11 +230,23 @@ class BlobStore(Store):
             raise SourceChangedError(f"{self}/{key} changed while it was being copied")
         return result
 
+    async def _get_bytes(self, key: str, start: int, end: int, etag: str | None) -> memoryview:
+        """``[start, end)`` whole. Without a version to check, in one call (obstore's ranged
+        read): a GET and then its body are two hand-overs between obstore's threads and the
+        loop, ~0.13 ms more CPU for a 64 KiB object (most of a small file's own cost)."""
+        if start >= end:
+            return memoryview(b"")
+        if etag is None:
+            import obstore
+
+            return memoryview(await obstore.get_range_async(self._store, key, start=start, end=end))
+        return memoryview(await (await self._get(key, start, end, etag)).bytes_async())
+
     async def read_range(
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> bytes | memoryview:
         with translated(f"reading {self}/{key}"):
-            data = memoryview(await (await self._get(key, start, end, etag)).bytes_async())
+            data = await self._get_bytes(key, start, end, etag)
         await take(self.limiter, len(data))  # (--bwlimit)
         return data
 
@@ -246,13 +258,11 @@ class BlobStore(Store):
         into the page cache made a whole import use about twice the CPU (measured on 2 cores)."""
         if start >= end:
             return
+        if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
+            yield await self.read_range(key, start, end, etag)
+            return
         with translated(f"reading {self}/{key}"):
             result = await self._get(key, start, end, etag)
-            if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery
-                data = memoryview(await result.bytes_async())
-                await take(self.limiter, len(data))  # (--bwlimit)
-                yield data
-                return
             async for chunk in result.stream(min_chunk_size=STREAM_CHUNK):
                 await take(self.limiter, len(chunk))
                 yield chunk
