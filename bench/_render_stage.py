@@ -28,14 +28,15 @@ def median_of(runs: dict, tool: str, field: str) -> float:
     return statistics.median(r[field] for r in runs[tool])
 
 
-def copy_target(peer: float, ceilings: dict[str, float], large: bool) -> tuple[float, str]:
-    """The issue's bar: ``peer``x the faster peer; where that is above what the machine can do
-    (the lowest of ``ceilings``: the emulator's rate, and for an import the disk's write rate),
-    ``ceiling``x that ceiling instead; on the large-file shape never below it."""
+def copy_target(peer: float, ceilings: dict[str, float]) -> tuple[float, str]:
+    """The issue's bar: ``peer``x the faster peer on every shape; where that is above what the
+    machine can do (the lowest of ``ceilings``: the emulator's rate, and for an import the
+    disk's write rate), ``ceiling``x that ceiling instead. (An earlier issue's bar of 0.9x the
+    emulator's rate on the large files is not this one's: "stoker / ceiling" shows it.)"""
     t = S["targets"]
     where, ceiling = min(ceilings.items(), key=lambda kv: kv[1])
     bar, why = t["peer"] * peer, f"{t['peer']}x peer"
-    if bar > ceiling or (large and t["ceiling"] * ceiling > bar):
+    if bar > ceiling:
         bar, why = t["ceiling"] * ceiling, f"{t['ceiling']}x {where}"
     return bar, why
 
@@ -68,7 +69,7 @@ def copy_row(sh: dict, direction: str, peers: tuple[str, ...], misses: list[str]
     ceiling, ours = ceiling_mb_s(runs), median_mb_s(runs, "stoker")
     best = max(("rclone", "azcopy"), key=lambda t: median_mb_s(runs, t))
     peer = median_mb_s(runs, best)
-    bar, why = copy_target(peer, ceilings_of(sh, direction), sh["large"])
+    bar, why = copy_target(peer, ceilings_of(sh, direction))
     bare = median_of(runs, best, "seconds") / median_of(runs, "stoker", "seconds")
     cells = [_f(median_mb_s(runs, p)) if p in runs else "-" for p in peers]
     if ours < bar:
@@ -238,7 +239,7 @@ def disk_note(shapes: list[dict], disk: dict) -> str:
     for sh in having(shapes, "import"):
         runs = sh["import"]["runs"]
         peer = max(median_mb_s(runs, p) for p in ("rclone", "azcopy"))
-        want = max(S["targets"]["peer"] * peer, ceiling_mb_s(runs) if sh["large"] else 0)
+        want = S["targets"]["peer"] * peer
         if want > disk["write"]:
             ours = median_mb_s(runs, "stoker")
             lines.append(

@@ -23,7 +23,7 @@ from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
 from stoker.stage import _engine, _small, stage
 from stoker.store import _posix
-from stoker.store._azure import BlobStore
+from stoker.store._azure import STREAM_CHUNK, BlobStore
 
 MiB = 1 << 20
 BLOCK = MiB
@@ -47,19 +47,23 @@ class Read:
 def patch_reads(
     monkeypatch: pytest.MonkeyPatch, hook: Callable[[str, int, int], Any]
 ) -> list[Read]:
-    """Route BlobStore.read_chunks through ``await hook(key, start, end)`` (which may raise,
-    sleep or return a function that replaces the range's first piece); returns the log of
-    ranges fetched."""
-    real = BlobStore.read_chunks
+    """Route BlobStore's reads (a range streamed, or read whole: a small file, or a range of
+    one piece) through ``await hook(key, start, end)`` (which may raise, sleep or return a
+    function that replaces the range's first piece); returns the log of ranges fetched."""
+    real_chunks, real_range = BlobStore.read_chunks, BlobStore.read_range
     fetched: list[Read] = []
 
     async def read_chunks(
         self: BlobStore, key: str, start: int, end: int, etag: str | None = None
     ) -> Any:
+        if end - start <= STREAM_CHUNK:  # it reads the range whole (below), hooked there
+            async for chunk in real_chunks(self, key, start, end, etag):
+                yield chunk
+            return
         mangle = await hook(key, start, end)
         began = time.monotonic()
         try:
-            async for chunk in real(self, key, start, end, etag):
+            async for chunk in real_chunks(self, key, start, end, etag):
                 yield mangle(chunk) if callable(mangle) else chunk
                 mangle = None
         except BaseException as exc:
@@ -67,7 +71,21 @@ def patch_reads(
             raise
         fetched.append(Read(key, start, end, began, time.monotonic()))
 
+    async def read_range(
+        self: BlobStore, key: str, start: int, end: int, etag: str | None = None
+    ) -> Any:
+        mangle = await hook(key, start, end)
+        began = time.monotonic()
+        try:
+            data = await real_range(self, key, start, end, etag)
+        except BaseException as exc:
+            fetched.append(Read(key, start, end, began, time.monotonic(), repr(exc)))
+            raise
+        fetched.append(Read(key, start, end, began, time.monotonic()))
+        return mangle(data) if callable(mangle) else data
+
     monkeypatch.setattr(BlobStore, "read_chunks", read_chunks)
+    monkeypatch.setattr(BlobStore, "read_range", read_range)
     return fetched
 
 
@@ -382,6 +400,57 @@ def test_source_changing_mid_copy_is_reported_and_rerun_takes_the_new_version(
     assert again.files_copied == 1
     assert read_tree(dst) == {**files, moving: new}
     assert partials(dst) == []
+
+
+# ------------------------------------------------------------------------------ whole files
+def test_files_up_to_4_mib_come_whole_checked_and_few_held_at_once(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From Blob, a file of up to 4 MiB is one read of the whole object, its MD5 checked in
+    memory before a byte is written, with at most HELD_WHOLE of those above 1 MiB held at
+    once; a larger one streams by blocks into its partial file."""
+    files = {f"mid/{i:02d}.bin": os.urandom(MiB + 1 + i * 150_000) for i in range(20)}
+    files["mid/damaged.bin"] = os.urandom(3 * MiB)
+    files["big.bin"] = os.urandom(4 * MiB + 1)
+    upload(azurite.client(blob_env), "", files)
+    monkeypatch.setattr(_engine, "HELD_WHOLE", 2)
+    real_range, real_chunks = BlobStore.read_range, BlobStore.read_chunks
+    whole: list[str] = []
+    streamed: set[str] = set()
+    held = most = 0
+
+    async def read_range(self: BlobStore, key: str, start: int, end: int, etag: Any = None) -> Any:
+        nonlocal held, most
+        held += 1
+        most = max(most, held)
+        try:
+            data = await real_range(self, key, start, end, etag)
+            await asyncio.sleep(0.01)  # (as if the network were slower: they overlap)
+        finally:
+            held -= 1
+        whole.append(key)
+        return bytes([data[0] ^ 0xFF]) + bytes(data[1:]) if key == "mid/damaged.bin" else data
+
+    async def read_chunks(self: BlobStore, key: str, start: int, end: int, etag: Any = None) -> Any:
+        streamed.add(key)
+        async for chunk in real_chunks(self, key, start, end, etag):
+            yield chunk
+
+    dst = tmp_path / "dst"
+    with monkeypatch.context() as patch:
+        patch.setattr(BlobStore, "read_range", read_range)
+        patch.setattr(BlobStore, "read_chunks", read_chunks)
+        summary = stage(blob_env, str(dst), concurrency=8)
+    assert sorted(whole) == sorted(k for k in files if k.startswith("mid/"))  # one read each
+    assert streamed == {"big.bin"}
+    assert most == 2
+    assert len(summary.failed) == 1 and "mid/damaged.bin" in summary.failed[0]
+    assert "MD5" in summary.failed[0]
+    assert read_tree(dst) == {k: v for k, v in files.items() if k != "mid/damaged.bin"}
+    assert partials(dst) == []
+    again = stage(blob_env, str(dst))
+    assert again.ok and again.files_copied == 1
+    assert read_tree(dst) == files
 
 
 # ------------------------------------------------------------------------------ bad blocks

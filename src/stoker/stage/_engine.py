@@ -10,8 +10,9 @@ cost about twice the CPU. Writeback to disk starts as each block finishes, so th
 finds little left. The MD5 is computed in file order, read back on a thread (see _file_hasher),
 and checked against Content-MD5. When the source has no MD5 to check against, the recorded
 hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5 alone caps a copy
-near 600-700 MB/s per core. Files of up to 1 MiB bound for POSIX are fetched
-whole and written in groups by a SmallWriter (see _small). Uploads: a file up to ``block_size``
+near 600-700 MB/s per core. Files bound for POSIX of up to 1 MiB from a local source, or 4
+MiB from a remote one, are fetched whole (in one call, no copy) and written in groups by a
+SmallWriter (see _small): their MD5 taken in memory, one syncfs for a group. Uploads: a file up to ``block_size``
 is read once and sent in one request; larger ones go in blocks that the store hashes as it
 reads them.
 """
@@ -19,6 +20,7 @@ reads them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +47,9 @@ from ._file_hasher import FileHasher
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
 from ._small import (
+    HELD_WHOLE,
     SMALL,
+    WHOLE,
     WRITERS,
     Job,
     SmallWriter,
@@ -94,7 +98,11 @@ class Engine:
         local = isinstance(src, PosixStore)
         files = max(4, concurrency) * (1 if not into_posix else 8 if local else 4)
         self.files_in_flight = asyncio.Semaphore(files)
-        self.small = min(SMALL, block_size)
+        # Files fetched whole and written in groups (see _small): from a remote source up to
+        # WHOLE (zero-copy, hashed in memory, one syncfs a group instead of a read-back and an
+        # fsync each), at most HELD_WHOLE of those above SMALL in memory at once.
+        self.small = min(SMALL if local else WHOLE, block_size)
+        self.held = asyncio.Semaphore(HELD_WHOLE)
         self.writer: SmallWriter | None = None
         self.counters = Counters()
         self.folders_to_sync: set[str] = set()  # of keys written, fsynced once at the end
@@ -197,15 +205,17 @@ class Engine:
             path = self.src.file(key)
             await take(self.dst.limiter, size)  # (--bwlimit; a remote source's reads take)
             job = Job(key, final, from_file(path, size, self.hash_files), read_ahead(path))
+            digest = await self.writer.write(job)
         else:
             # Checked against the listing's MD5, the bytes need no version check as well (a
             # changed object fails it): the read is then one call, ~0.13 ms less CPU a file.
             version = None if md5 and self.hash_files else etag
-            async with self.requests:
-                pieces = [piece async for piece in self.src.read_chunks(key, 0, size, version)]
-            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            job = Job(key, final, from_bytes(data, md5, self.hash_files, f"{self.src}/{key}"))
-        digest = await self.writer.write(job)
+            async with self.held if size > SMALL else contextlib.nullcontext():
+                async with self.requests:
+                    data = await self.src.read_range(key, 0, size, version)
+                source = f"{self.src}/{key}"
+                job = Job(key, final, from_bytes(data, md5, self.hash_files, source))
+                digest = await self.writer.write(job)  # (its bytes are held until written)
         self.folders_to_sync.add(key.rpartition("/")[0])
         self.counters.bytes += size
         self.reporter.advance(size)

@@ -41,6 +41,12 @@ from ..store._posix import (
 from ..store._safety import PARTIAL_SUFFIX
 
 SMALL = 1 << 20  # a file that arrives in one piece
+# From a remote source, files up to WHOLE go this way too: fetched whole (one call, no copy),
+# MD5 taken in memory, one syncfs a group; a file of 1-4 MiB streamed into its partial file,
+# read back for its MD5 and fsynced alone cost more CPU and a journal commit each. At most
+# HELD_WHOLE of those above SMALL are held in memory at once (64 MiB).
+WHOLE = 4 << 20
+HELD_WHOLE = 16
 # Measured on 20,000 x 64 KiB (2 cores, ext4): 8 writers of up to 32 files beat 4 x 64 and
 # 16 x 16 by 0.5-1 s; more threads spend the difference queueing for the GIL.
 GROUP_FILES = 32
