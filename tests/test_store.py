@@ -349,6 +349,22 @@ def test_a_folder_not_made_yet_is_resolved_once_for_all_its_files(
     assert list(outside.iterdir()) == []
 
 
+def test_an_object_stores_empty_range_is_empty_bytes() -> None:
+    """obstore refuses a ranged read of nothing ("Invalid range"): an empty object fetched
+    whole (a small file into POSIX) must read as no bytes, on any store."""
+    import obstore
+    from obstore.store import MemoryStore
+
+    from stoker.store._object import ObjectStore
+
+    store = ObjectStore(parse_url("s3://bucket/data"))
+    store._store = MemoryStore()  # (obstore's own in-memory store: no S3 here)
+    obstore.put(store._store, "empty.bin", b"")
+    obstore.put(store._store, "one.bin", b"x")
+    assert bytes(run(store.read_range("empty.bin", 0, 0))) == b""
+    assert bytes(run(store.read_range("one.bin", 0, 1))) == b"x"
+
+
 # ------------------------------------------------------------------------------ BlobStore
 def run(coro):  # noqa: ANN001, ANN201 - test helper
     return asyncio.run(coro)

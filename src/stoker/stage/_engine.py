@@ -12,9 +12,9 @@ and checked against Content-MD5. When the source has no MD5 to check against, th
 hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5 alone caps a copy
 near 600-700 MB/s per core. Files bound for POSIX of up to 1 MiB from a local source, or 4
 MiB from a remote one, are fetched whole (in one call, no copy) and written in groups by a
-SmallWriter (see _small): their MD5 taken in memory, one syncfs for a group. Uploads: a file up to ``block_size``
-is read once and sent in one request; larger ones go in blocks that the store hashes as it
-reads them.
+SmallWriter (see _small): their MD5 taken in memory, one syncfs for a group. Uploads: a file
+up to ``block_size`` is read once and sent in one request; larger ones go in blocks that the
+store hashes as it reads them.
 """
 
 from __future__ import annotations
@@ -211,8 +211,8 @@ class Engine:
             # changed object fails it): the read is then one call, ~0.13 ms less CPU a file.
             version = None if md5 and self.hash_files else etag
             async with self.held if size > SMALL else contextlib.nullcontext():
-                async with self.requests:  # (an empty object: nothing to read)
-                    data = await self.src.read_range(key, 0, size, version) if size else b""
+                async with self.requests:
+                    data = await self.src.read_range(key, 0, size, version)
                 source = f"{self.src}/{key}"
                 job = Job(key, final, from_bytes(data, md5, self.hash_files, source))
                 digest = await self.writer.write(job)  # (its bytes are held until written)
