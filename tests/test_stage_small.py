@@ -260,3 +260,42 @@ def test_closing_the_writers_mid_gather_leaves_no_file_waiting(
 
     asyncio.run(main())
     assert not (tmp_path / "a.bin").exists()
+
+
+def test_a_group_goes_when_it_is_full_or_when_the_gathering_time_is_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file that fills a gathering group sends it at once (it does not wait out GATHER_S);
+    a group that never fills goes when GATHER_S is up."""
+    monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path: True)  # so the group gathers
+    groups: list[int] = []
+    real = _small.write_group
+    monkeypatch.setattr(
+        _small, "write_group", lambda jobs, *a: (groups.append(len(jobs)), real(jobs, *a))[1]
+    )
+
+    def job(name: str) -> _small.Job:
+        return _small.Job(name, str(tmp_path / name), _small.from_bytes(b"x", None, False, "t"))
+
+    async def full_group() -> float:
+        writer = _small.SmallWriter(PosixStore(tmp_path), 1)
+        start = time.monotonic()
+        first = asyncio.create_task(writer.write(job("f000")))
+        await asyncio.sleep(0.05)  # the group has its first file and is gathering
+        rest = [writer.write(job(f"f{i:03d}")) for i in range(1, _small.GROUP_FILES)]
+        await asyncio.wait_for(asyncio.gather(first, *rest), 30)
+        await writer.close()
+        return time.monotonic() - start
+
+    monkeypatch.setattr(_small, "GATHER_S", 60.0)
+    assert asyncio.run(full_group()) < 30 and groups == [_small.GROUP_FILES]
+
+    async def lone_file() -> None:
+        writer = _small.SmallWriter(PosixStore(tmp_path), 1)
+        await asyncio.wait_for(writer.write(job("lone")), 30)
+        await writer.close()
+
+    monkeypatch.setattr(_small, "GATHER_S", 0.05)
+    asyncio.run(lone_file())
+    assert groups[-1] == 1 and (tmp_path / "lone").read_bytes() == b"x"
+    assert len(list(tmp_path.iterdir())) == _small.GROUP_FILES + 1

@@ -150,12 +150,15 @@ class SmallWriter:
         self.group_commit = syncs_as_a_whole(dst.root)
         self.queue: asyncio.Queue[tuple[Job, asyncio.Future]] = asyncio.Queue()
         self.gathering = asyncio.Lock()
+        self.group_full = asyncio.Event()  # a whole group waits: the gathering need wait no more
         self.tasks = [asyncio.create_task(self._drain()) for _ in range(writers)]
 
     async def write(self, job: Job) -> str | None:
         """Write and publish one file; returns its hash, or raises its error."""
         done = asyncio.get_running_loop().create_future()
         self.queue.put_nowait((job, done))
+        if self.queue.qsize() >= GROUP_FILES - 1:
+            self.group_full.set()
         return await done
 
     async def close(self) -> None:
@@ -169,11 +172,14 @@ class SmallWriter:
         remote source) still travel together and share a syncfs."""
         async with self.gathering:
             group = [await self.queue.get()]
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + (GATHER_S if self.group_commit else 0)
+            # Woken by the file that fills the group, or at GATHER_S (a timer per group:
+            # polling every 2 ms was 4,404 wake-ups of the loop for 2,000 files).
+            self.group_full.clear()
             try:
-                while self.queue.qsize() < GROUP_FILES - 1 and loop.time() < deadline:
-                    await asyncio.sleep(GATHER_S / 10)
+                if self.group_commit and self.queue.qsize() < GROUP_FILES - 1:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(GATHER_S):
+                            await self.group_full.wait()
             except asyncio.CancelledError:
                 group[0][1].cancel()  # its waiter must not wait for ever
                 raise

@@ -65,10 +65,28 @@ class _Cancel:
                 loop.call_soon_threadsafe(task.cancel)
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (not on Windows), else asyncio's. Measured on an
+    import of 2,000 x 64 KiB from Azurite (4 interleaved rounds): 1.64 against 1.91 s of user
+    CPU; each object's request is a few hand-overs between obstore's threads and the loop, and
+    uvloop's cost less."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on ``new_loop`` (Ctrl-C cancels ``coro``, as there)."""
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(coro)
+
+
 def _run_here(coro: Coroutine[Any, Any, T]) -> T:
     cancel: _Cancel | None = getattr(_here, "cancel", None)
     if cancel is None:
-        return asyncio.run(coro)
+        return _run(coro)
 
     async def watched() -> T:
         with cancel.lock:
@@ -81,7 +99,7 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
             with cancel.lock:
                 cancel.running = None
 
-    return asyncio.run(watched())
+    return _run(watched())
 
 
 def _in_thread(fn: Callable[..., T], args: tuple, kwargs: dict, cancel: _Cancel | None) -> Any:
