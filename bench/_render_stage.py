@@ -177,7 +177,7 @@ def resume_text(shapes: list[dict], misses: list[str]) -> str:
         f"Import of {sh['label']}, `kill -9` once {r['killed_at_bytes'] / 1e6:,.0f} MB were on "
         f"disk ({r['killed_at_bytes'] / sh['bytes']:.0%}; counted as allocated blocks, since "
         f"partial files are sparse); {r['on_disk_after_kill'] / 1e6:,.0f} MB once it had died. "
-        f"The re-run fetched {r['second_fetched'] / 1e6:,.0f} MB (counted at `read_chunks`), of "
+        f"The re-run fetched {r['second_fetched'] / 1e6:,.0f} MB (counted at the Blob store's reads), of "
         f"which {r['resent_bytes'] / 1e6:,.0f} MB had been on disk already: **re-sent "
         f"{r['resent_fraction']:.1%} of the dataset** (target < {S['targets']['resend']:.0%}: "
         f"{_yes(ok)}). After the re-run: {checked}. {_bytes_copied_note(r)}\n"

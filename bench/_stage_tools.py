@@ -75,20 +75,27 @@ def fresh_dir(name: str) -> Path:
     return path
 
 
-# The stoker runs: stage() in its own process, as a user's script would call it. read_chunks is
-# wrapped to count the bytes actually fetched from the source (the resume test needs them). A
+# The stoker runs: stage() in its own process, as a user's script would call it. Its reads
+# (whole and streamed) are wrapped to count the bytes actually fetched from the source (the
+# resume test needs them). A
 # third argument "no-md5" turns verification off (hash_files=False), to show what it costs.
 STOKER = r"""
 import json, sys
 from stoker.store import _azure
 fetched = 0
-_read = _azure.BlobStore.read_chunks
-async def counted(self, key, start, end, etag=None):
+_whole, _stream = _azure.BlobStore.read_range, _azure.BlobStore.read_chunks
+async def whole(self, key, start, end, etag=None):
     global fetched
-    async for chunk in _read(self, key, start, end, etag):
-        fetched += len(chunk)
+    data = await _whole(self, key, start, end, etag)
+    fetched += len(data)
+    return data
+async def stream(self, key, start, end, etag=None):
+    global fetched
+    async for chunk in _stream(self, key, start, end, etag):
+        # (a range of one piece is read by read_range, counted there)
+        fetched += len(chunk) if end - start > _azure.STREAM_CHUNK else 0
         yield chunk
-_azure.BlobStore.read_chunks = counted
+_azure.BlobStore.read_range, _azure.BlobStore.read_chunks = whole, stream
 from stoker.stage import stage
 hash_files = False if sys.argv[3:] == ["no-md5"] else None
 s = stage(sys.argv[1], sys.argv[2], allow_http=True, hash_files=hash_files)
