@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,22 @@ def test_the_sync_forms_work_inside_a_running_event_loop(tmp_path: Path) -> None
     summary, report = asyncio.run(cell())
     assert summary.ok and summary.files_copied == 3
     assert report.ok and report.checked == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not installed on Windows")
+def test_the_public_api_runs_on_uvloop_from_plain_code_and_inside_a_loop() -> None:
+    """The project installs uvloop (less CPU per request: store/_loop.new_loop); a missing
+    install would fall back to asyncio's loop without a word."""
+    from stoker.store._loop import run_sync
+
+    async def which() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    async def cell() -> str:  # the private loop in a thread of its own
+        return run_sync(which())
+
+    assert run_sync(which()).startswith("uvloop")
+    assert asyncio.run(cell()).startswith("uvloop")
 
 
 def test_the_async_twins_copy_while_the_callers_loop_goes_on(
