@@ -12,6 +12,7 @@ NAMES = {
     "azcopy": "AzCopy",
     "sdk": "plain SDK",
     "stoker": "stoker",
+    "stoker-cli": "`stoker stage`",
     "stoker-no-md5": "stoker, no MD5",
     "cp -r": "`cp -r`",
 }
@@ -72,16 +73,25 @@ def copy_row(sh: dict, direction: str, peers: tuple[str, ...], misses: list[str]
     bar, why = copy_target(peer, ceilings_of(sh, direction))
     bare = median_of(runs, best, "seconds") / median_of(runs, "stoker", "seconds")
     cells = [_f(median_mb_s(runs, p)) if p in runs else "-" for p in peers]
-    if ours < bar:
-        misses.append(
-            f"{direction}, {sh['label']}: stoker {_f(ours)} MB/s, target {_f(bar)} ({why}); "
-            f"{NAMES[best]} {_f(peer)}, ceiling {_f(ceiling)}"
-        )
+    ratio = f"{ours / peer:.2f}x ({NAMES[best]})"
+    met = ours >= bar
+    for tool in ("stoker", "stoker-cli"):  # the script's stage() and the command: both count
+        if tool not in runs:
+            continue
+        rate = median_mb_s(runs, tool)
+        met &= rate >= bar
+        if tool == "stoker-cli":
+            ratio += f"; the command {rate / peer:.2f}x"
+        if rate < bar:
+            misses.append(
+                f"{direction}, {sh['label']}: {NAMES[tool]} {_f(rate)} MB/s, target {_f(bar)} "
+                f"({why}); {NAMES[best]} {_f(peer)}, ceiling {_f(ceiling)}"
+            )
     return (
         f"| {sh['label']} | {len(runs['stoker'])} | {_f(ceiling)} | {_f(ours)} | "
         + " | ".join(cells)
-        + f" | {ours / peer:.2f}x ({NAMES[best]}) | {bare:.2f}x | {ours / ceiling:.2f}x"
-        f" | {_f(bar)} ({why}) | {_yes(ours >= bar)} |"
+        + f" | {ratio} | {bare:.2f}x | {ours / ceiling:.2f}x"
+        f" | {_f(bar)} ({why}) | {_yes(met)} |"
     )
 
 
@@ -139,9 +149,9 @@ def posix_table(shapes: list[dict], disk: dict, misses: list[str]) -> str:
 def resources_table(shapes: list[dict]) -> str:
     """Median CPU seconds and peak memory of each tool (on 2 cores the emulator needs one), and
     stoker's CPU against rclone's (the issue: at most rclone's on every shape)."""
-    tools = ("stoker", "rclone", "azcopy", "sdk", "cp -r")
+    tools = ("stoker", "stoker-cli", "rclone", "azcopy", "sdk", "cp -r")
     out = "| shape | direction | " + " | ".join(NAMES[t] for t in tools)
-    out += " | stoker CPU / rclone's |\n|---|---|" + "---:|" * 6 + "\n"
+    out += " | stoker CPU / rclone's |\n|---|---|" + "---:|" * 7 + "\n"
     for sh in shapes:
         for direction in (d for d in S["parts"] if d in sh):
             runs = sh[direction]["runs"]
@@ -152,8 +162,18 @@ def resources_table(shapes: list[dict]) -> str:
                 for t in tools
             ]
             if "rclone" in runs:
-                ratio = median_of(runs, "stoker", "cpu_s") / median_of(runs, "rclone", "cpu_s")
-                cells.append(f"{ratio:.2f}x ({_yes(ratio <= 1)})")
+                rclone = median_of(runs, "rclone", "cpu_s")
+                ratios = [
+                    (t, median_of(runs, t, "cpu_s") / rclone)
+                    for t in ("stoker", "stoker-cli")
+                    if t in runs
+                ]
+                cells.append(
+                    "; ".join(
+                        f"{'the command ' if t == 'stoker-cli' else ''}{r:.2f}x ({_yes(r <= 1)})"
+                        for t, r in ratios
+                    )
+                )
             else:
                 cells.append("-")
             label = sh[direction].get("label", sh["label"])
@@ -286,8 +306,10 @@ def render(doc: dict) -> str:
     quick = " (a `--quick` run: smaller shapes)" if "--quick" in doc["command"] else ""
     t = S["targets"]
     v = info["versions"]
-    imports = copy_table(shapes, "import", ("stoker-no-md5", "rclone", "azcopy", "sdk"), misses)
-    exports = copy_table(shapes, "export", ("rclone", "azcopy"), misses)
+    imports = copy_table(
+        shapes, "import", ("stoker-cli", "stoker-no-md5", "rclone", "azcopy", "sdk"), misses
+    )
+    exports = copy_table(shapes, "export", ("stoker-cli", "rclone", "azcopy"), misses)
     posix = posix_table(shapes, info["disk"], misses)
     resume = resume_text(shapes, misses)
     listing = listing_text(info, misses)
@@ -330,7 +352,9 @@ compares the processes without the `sync`. Ceiling: the best run of obstore read
 dataset to memory from the same emulator ({" or ".join(map(str, S["ceiling_inflight"]))} requests in
 flight, whole small objects, {S["ceiling_range_mib"]} MiB ranges of large ones), or, for export,
 writing it from memory into a fresh emulator. Each dataset gets a fresh emulator (loaded once by
-stoker, untimed), and each export run a fresh emulator of its own. Settings: stoker's defaults
+stoker, untimed), and each export run a fresh emulator of its own. "stoker" is `stage()` called
+from a script; "`stoker stage`" is the installed command as a user types it (no flags: the
+emulator's plain HTTP on loopback needs none), its start-up included. Settings: stoker's defaults
 (32 requests in flight, 8 MiB blocks, MD5 checked on import and computed on export; "no MD5" is
 `hash_files=False`); rclone `--transfers {S["peer_streams"]} --checkers {S["peer_streams"]}`, with
 `--multi-thread-streams {S["peer_streams"]}` on import and `--azureblob-upload-concurrency

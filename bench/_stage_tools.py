@@ -134,6 +134,12 @@ class Tools:
             env["AZURE_STORAGE_CONNECTION_STRING"] = self.az.connection_string
         return [sys.executable, "-c", STOKER, src, dst, *flags], env
 
+    def stoker_cli(self, src: str, dst: str) -> tuple[list[str], dict[str, str]]:
+        """The drop-in path: the installed ``stoker stage`` command, its defaults (the emulator's
+        plain HTTP on loopback needs no flag)."""
+        _, env = self.stoker(src, dst)
+        return [str(Path(sys.executable).parent / "stoker"), "stage", src, dst], env
+
     def rclone(self, src: str, dst: str, upload: bool) -> tuple[list[str], dict[str, str]]:
         env = dict(
             os.environ,

@@ -161,6 +161,7 @@ def measure_import(shape: Shape, data: Path, az: Azurite, tools: Tools, reps: in
     src_az = f"az://{SRC_CONTAINER}/{shape.name}"
     commands = {
         "stoker": lambda dst: tools.stoker(src_az, dst),
+        "stoker-cli": lambda dst: tools.stoker_cli(src_az, dst),
         "stoker-no-md5": lambda dst: tools.stoker(src_az, dst, "no-md5"),
         "rclone": lambda dst: tools.rclone(
             f":azureblob:{SRC_CONTAINER}/{shape.name}", dst, upload=False
@@ -179,7 +180,8 @@ def measure_import(shape: Shape, data: Path, az: Azurite, tools: Tools, reps: in
             drop_caches()
             run = run_tool(*command(str(dst)), _log(shape, f"import-{tool}", rep))
             if tool.startswith("stoker"):
-                rec.add(tool, run, check_local_copy(shape, data, dst), stoker_extra(run))
+                extra = {} if tool == "stoker-cli" else stoker_extra(run)
+                rec.add(tool, run, check_local_copy(shape, data, dst), extra)
             else:
                 rec.add(tool, run, check_count(shape, dst))
             shutil.rmtree(dst)  # one copy on disk at a time: five would fill this disk
@@ -196,14 +198,16 @@ def _export_once(
         az.create_container(DST_CONTAINER)
         tools = Tools(peers, az, Path(state))
         drop_caches()
-        if tool == "stoker":
-            argv = tools.stoker(str(data), f"az://{DST_CONTAINER}/{shape.name}")
+        if tool.startswith("stoker"):
+            make = tools.stoker_cli if tool == "stoker-cli" else tools.stoker
+            argv = make(str(data), f"az://{DST_CONTAINER}/{shape.name}")
         elif tool == "rclone":
             argv = tools.rclone(str(data), f":azureblob:{DST_CONTAINER}/{shape.name}", upload=True)
         else:
             argv = tools.azcopy(f"{data}/*", tools.blob_url(DST_CONTAINER, shape.name), upload=True)
         run = run_tool(*argv, _log(shape, f"export-{tool}", rep))
-        problem = check_blob_copy(shape, data, az, DST_CONTAINER, prefix, tool == "stoker")
+        stoker = tool.startswith("stoker")
+        problem = check_blob_copy(shape, data, az, DST_CONTAINER, prefix, stoker)
         extra = stoker_extra(run) if tool == "stoker" else {}
     return run, problem, extra
 
@@ -212,7 +216,7 @@ def measure_export(shape: Shape, data: Path, peers: Peers, reps: int) -> dict:
     rec = Recorder(shape)
     for rep in range(reps):
         rec.ceiling("ceiling", write_ceiling_s(shape))
-        for tool in ("stoker", "rclone", "azcopy"):
+        for tool in ("stoker", "stoker-cli", "rclone", "azcopy"):
             run, problem, extra = _export_once(shape, data, peers, tool, rep)
             rec.add(tool, run, problem, extra)
     return rec.result()
