@@ -680,6 +680,94 @@ def test_fetch_ranges_skips_finished_ranges_and_reports_each_one(tmp_path: Path)
     assert got[3000:6000] == bytes(3000)  # range 1 was skipped
 
 
+def test_fetch_ranges_spans_several_ranges_per_request_and_reports_each_as_it_passes(
+    tmp_path: Path,
+) -> None:
+    """Four ranges a request: fewer, larger requests, split where a range was finished before;
+    each range is reported when the stream passes its end, not when its request ends."""
+    from stoker.store._download import fetch_ranges, requests_for
+    from stoker.store._posix import PosixStore
+
+    assert requests_for(10, {4}, 4) == [[0, 1, 2, 3], [5, 6, 7, 8], [9]]
+    assert requests_for(3, (), 1) == [[0], [1], [2]]
+    data = os.urandom(10_000)
+    (tmp_path / "obj").write_bytes(data)
+    asked: list[tuple[int, int]] = []
+    events: list[tuple[str, int]] = []
+
+    class Pieces(PosixStore):  # 500-byte pieces, each request recorded
+        async def read_chunks(self, key, start, end, etag=None):  # noqa: ANN001, ANN202
+            asked.append((start, end))
+            for pos in range(start, end, 500):
+                await asyncio.sleep(0)  # (a network read lets the loop run between pieces)
+                yield data[pos : min(end, pos + 500)]
+
+    got = bytearray(len(data))
+
+    def sink(pos: int, piece: bytes | memoryview) -> None:
+        got[pos : pos + len(piece)] = piece
+        events.append(("piece", pos))
+
+    async def mark(i: int, start: int, end: int) -> None:
+        events.append(("done", i))
+
+    asyncio.run(
+        fetch_ranges(
+            Pieces(tmp_path),
+            "obj",
+            len(data),
+            sink,
+            range_size=1000,
+            skip={4},
+            range_done=mark,
+            per_request=4,
+            in_flight=1,
+        )
+    )
+    assert asked == [(0, 4000), (5000, 9000), (9000, 10_000)]
+    assert got[:4000] == data[:4000] and got[5000:] == data[5000:]
+    assert sorted(i for kind, i in events if kind == "done") == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    # range 0 was reported before its request's last piece (at 3,500) was handed over
+    assert events.index(("done", 0)) < events.index(("piece", 3500))
+
+
+def test_fetch_ranges_records_the_finished_ranges_of_a_request_that_fails(tmp_path: Path) -> None:
+    """A request that fails in its third range has reported its first two (a re-run skips them)
+    and has let their reports finish before the error is raised."""
+    from stoker.store._download import fetch_ranges
+    from stoker.store._posix import PosixStore
+
+    (tmp_path / "obj").write_bytes(os.urandom(4000))
+    finished: list[int] = []
+
+    def sink(pos: int, piece: bytes | memoryview) -> None:
+        if pos >= 2000:
+            raise OSError(28, "No space left on device")
+
+    async def mark(i: int, start: int, end: int) -> None:
+        await asyncio.sleep(0.05)  # still running when the failure comes
+        finished.append(i)
+
+    class Pieces(PosixStore):
+        async def read_chunks(self, key, start, end, etag=None):  # noqa: ANN001, ANN202
+            for pos in range(start, end, 1000):
+                yield b"x" * min(1000, end - pos)
+
+    with pytest.raises(OSError, match="No space"):
+        asyncio.run(
+            fetch_ranges(
+                Pieces(tmp_path),
+                "obj",
+                4000,
+                sink,
+                range_size=1000,
+                range_done=mark,
+                per_request=4,
+            )
+        )
+    assert finished == [0, 1]
+
+
 def test_fetch_ranges_raises_the_first_failure_after_every_range_stopped(tmp_path: Path) -> None:
     from stoker.store._download import fetch_ranges
     from stoker.store._posix import PosixStore

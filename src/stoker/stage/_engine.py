@@ -61,6 +61,13 @@ from ._small import (
 )
 from ._spool import spool_folder
 
+# A large object's request spans up to REQUEST bytes of blocks while the object still gets
+# REQUESTS_PER_FILE requests in parallel; the block stays the unit of resume (recorded as the
+# stream passes its end). Measured on 2 x 1 GiB from Azurite, 4 rounds: 64 MiB requests cost
+# the emulator ~1.3 CPU s less than 8 MiB ones, and stoker no more.
+REQUEST = 64 << 20
+REQUESTS_PER_FILE = 16
+
 
 @dataclass
 class Counters:
@@ -273,6 +280,7 @@ class Engine:
                 size,
                 write,
                 range_size=self.block_size,
+                per_request=max(1, min(REQUEST // self.block_size, blocks // REQUESTS_PER_FILE)),
                 gate=self.requests,
                 etag=etag,
                 skip=done,

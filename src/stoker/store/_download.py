@@ -1,13 +1,16 @@
 """Ranged reads of one object, in parallel: the one component that fetches an object by ranges.
 
-``fetch_ranges`` reads ``[start, end)`` as ranges of ``range_size``, ``in_flight`` at a time (or
-under a caller's semaphore shared with other work), hands each piece to ``sink(pos, piece)`` as
-it arrives (while it is in the CPU cache: a whole range handed over at once was copied from
-memory, and took about twice the CPU), and calls ``range_done(i, start, end)`` as each range
-completes, so that a caller can record it (resume), hash it in order, or start its writeback.
-Ranges in ``skip`` are not fetched (finished before a crash). A failure stops the other ranges
-at their next piece, and every range has finished or given up before the first error is raised:
-nothing of this call writes after it returns.
+``fetch_ranges`` reads ``[start, end)`` as ranges of ``range_size``, ``in_flight`` requests at a
+time (or under a caller's semaphore shared with other work), hands each piece to
+``sink(pos, piece)`` as it arrives (while it is in the CPU cache: a whole range handed over at
+once was copied from memory, and took about twice the CPU), and calls ``range_done(i, start,
+end)`` as each range completes, so that a caller can record it (resume), hash it in order, or
+start its writeback. One request may span up to ``per_request`` consecutive ranges: the range
+stays the unit of resume, reported as the stream passes its end, while the store serves fewer,
+larger requests. Ranges in ``skip`` are not fetched (finished before a crash). A failure stops
+the other requests at their next piece, and every request, and every ``range_done`` it started,
+has finished or given up before the first error is raised: nothing of this call writes after it
+returns.
 
 ``download`` is it into one local file, written in place and fsynced (a checkpoint's file, a
 stream's shard).
@@ -27,6 +30,20 @@ RANGE = 16 << 20
 IN_FLIGHT = 8
 
 
+def requests_for(count: int, skip: Collection[int], per_request: int) -> list[list[int]]:
+    """Ranges ``0..count-1`` less ``skip``, grouped into runs of at most ``per_request``
+    consecutive ranges: one request each."""
+    requests: list[list[int]] = []
+    for i in range(count):
+        if i in skip:
+            continue
+        if requests and requests[-1][-1] == i - 1 and len(requests[-1]) < per_request:
+            requests[-1].append(i)
+        else:
+            requests.append([i])
+    return requests
+
+
 async def fetch_ranges(
     store: Store,
     key: str,
@@ -40,6 +57,7 @@ async def fetch_ranges(
     etag: str | None = None,
     skip: Collection[int] = (),
     range_done: Callable[[int, int, int], Awaitable[None] | None] | None = None,
+    per_request: int = 1,
 ) -> None:
     """Fetch ``key``'s bytes ``[start, end)`` by ranges into ``sink(pos, piece)``, ``pos`` the
     piece's offset in the object; range ``i`` is ``[start + i * range_size, ...)`` (see the
@@ -47,31 +65,49 @@ async def fetch_ranges(
     gate = gate or asyncio.Semaphore(in_flight)
     failed = False
 
-    async def one(i: int) -> None:
-        nonlocal failed
+    def span(i: int) -> tuple[int, int]:
         first = start + i * range_size
-        last = min(first + range_size, end)
+        return first, min(first + range_size, end)
+
+    def finish(i: int, started: list[asyncio.Future]) -> None:
+        outcome = range_done(i, *span(i)) if range_done is not None else None
+        if outcome is not None:  # (it goes on while the request reads its next range)
+            started.append(asyncio.ensure_future(outcome))
+
+    async def one(ids: list[int]) -> None:
+        nonlocal failed
+        first, last = span(ids[0])[0], span(ids[-1])[1]
+        started: list[asyncio.Future] = []
         try:
             async with gate:
                 if failed:  # a sibling failed: the caller will fetch again
                     return
-                pos = first
+                pos, n = first, 0
                 async for piece in store.read_chunks(key, first, last, etag):
                     if failed:
                         return
                     sink(pos, piece)
                     pos += len(piece)
+                    while n < len(ids) and pos >= span(ids[n])[1]:
+                        finish(ids[n], started)
+                        n += 1
+            for i in ids[n:]:  # (an empty object's one empty range)
+                finish(i, started)
         except BaseException:
             failed = True
             raise
-        if range_done is not None:
-            outcome = range_done(i, first, last)
-            if outcome is not None:
-                await outcome
+        finally:
+            # A finished range's record, hash or writeback completes before this returns: the
+            # caller closes the file after it.
+            outcomes = await asyncio.gather(*started, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                failed = True
+                raise outcome
 
     ranges = max(1, -(-(end - start) // range_size))  # (nothing to read is one empty range)
     outcomes = await asyncio.gather(
-        *(one(i) for i in range(ranges) if i not in skip), return_exceptions=True
+        *(one(ids) for ids in requests_for(ranges, skip, per_request)), return_exceptions=True
     )
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
