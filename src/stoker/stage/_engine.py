@@ -1,12 +1,13 @@
 """The transfer engine: many requests in flight, large objects in blocks, every step recorded.
 
-One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); large
-objects are split into ``block_size`` ranges fetched in parallel and written at their offsets
-into ``NAME.stoker-partial``, each finished block recorded in the manifest, so ``kill -9``
-costs at most the blocks in flight. A block streams in as 1 MiB pieces, each written (and,
-for XXH3, hashed when the hash has reached it) on the loop's thread the moment it lands, while
-it is still in the CPU cache: collecting whole blocks first made the copy into the page cache
-cost about twice the CPU. Writeback to disk starts as each block finishes, so the final fsync
+One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); a large
+object is fetched in several ranged requests at once (of a block up to 64 MiB, see REQUEST)
+written at their offsets into ``NAME.stoker-partial``, each finished 2 MiB unit recorded in the
+manifest as the stream passes it, so ``kill -9`` costs at most a unit per request in flight. A
+request streams in as 1 MiB pieces, each written (and, for XXH3, hashed when the hash has
+reached it) on the loop's thread the moment it lands, while it is still in the CPU cache:
+collecting whole blocks first made the copy into the page cache cost about twice the CPU.
+Writeback to disk starts as each unit finishes, so the final fsync
 finds little left. The MD5 is computed in file order, read back on a thread (see _file_hasher),
 and checked against Content-MD5. When the source has no MD5 to check against, the recorded
 hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5 alone caps a copy
@@ -61,12 +62,19 @@ from ._small import (
 )
 from ._spool import spool_folder
 
-# A large object's request spans up to REQUEST bytes of blocks while the object still gets
-# REQUESTS_PER_FILE requests in parallel; the block stays the unit of resume (recorded as the
-# stream passes its end). Measured on 2 x 1 GiB from Azurite, 4 rounds: 64 MiB requests cost
-# the emulator ~1.3 CPU s less than 8 MiB ones, and stoker no more.
+# A large object is fetched in requests of up to REQUEST bytes (at least a block) while it
+# still gets REQUESTS_PER_FILE of them in parallel: on 2 x 1 GiB from Azurite, 64 MiB requests
+# cost the emulator ~1 CPU s less than 8 MiB ones (5 rounds), and stoker no more. Within a
+# request, each UNIT is recorded (resume), hashed in order and written back as the stream
+# passes its end: a kill -9 fetches again only the unit each request had under way.
 REQUEST = 64 << 20
 REQUESTS_PER_FILE = 16
+UNIT = 2 << 20
+
+
+def resume_unit(block_size: int) -> int:
+    """The unit in which a download's progress is recorded (the manifest's block size)."""
+    return min(block_size, UNIT)
 
 
 @dataclass
@@ -92,6 +100,7 @@ class Engine:
     ) -> None:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
+        self.unit = resume_unit(block_size)
         self.record_blocks = record_blocks  # False for a throw-away spool file
         self.spool = spool  # where objects between two object stores wait (see _spool)
         self.concurrency = concurrency
@@ -234,7 +243,7 @@ class Engine:
         dst = self.dst
         fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
         try:
-            blocks = max(1, -(-size // self.block_size))
+            blocks = max(1, -(-size // self.unit))
             resumable = blocks > 1 and self.record_blocks
             # Finished blocks count only if their partial file is still there: after a crash
             # between publishing and the done mark, the blocks live in the final file instead.
@@ -242,9 +251,7 @@ class Engine:
             self.reporter.advance(
                 sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
             )
-            hasher = (
-                FileHasher(hasher_for(md5), fd, size, self.block_size) if self.hash_files else None
-            )
+            hasher = FileHasher(hasher_for(md5), fd, size, self.unit) if self.hash_files else None
             if hasher:
                 for i in sorted(done):
                     await hasher.block_done(i)
@@ -279,8 +286,9 @@ class Engine:
                 key,
                 size,
                 write,
-                range_size=self.block_size,
-                per_request=max(1, min(REQUEST // self.block_size, blocks // REQUESTS_PER_FILE)),
+                range_size=self.unit,
+                per_request=max(self.block_size, min(REQUEST, size // REQUESTS_PER_FILE))
+                // self.unit,
                 gate=self.requests,
                 etag=etag,
                 skip=done,
@@ -386,7 +394,8 @@ class Engine:
         return digest
 
     def _span(self, i: int, size: int) -> tuple[int, int]:
-        return i * self.block_size, min(size, (i + 1) * self.block_size)
+        """Unit ``i`` of a download."""
+        return i * self.unit, min(size, (i + 1) * self.unit)
 
 
 class _Quiet(Reporter):

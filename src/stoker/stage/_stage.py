@@ -25,7 +25,7 @@ from ..shard import owns
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..store._loop import run_sync
 from ..units import parse_bytes
-from ._engine import Engine
+from ._engine import Engine, resume_unit
 from ._flags import Flags
 from ._guard import (
     check_parent,
@@ -257,7 +257,7 @@ async def _run(
             rate = _last_rate(manifest)
             summary.estimated_s = summary.bytes_copied / rate if rate else None
         else:
-            manifest.use_block_size(block_size)
+            manifest.use_block_size(resume_unit(block_size))  # (what a download records)
             await dst.create_root()  # a missing container, as AzCopy does
             reporter.start()
             engine = Engine(
