@@ -59,6 +59,13 @@ def test_top_level_help_lists_every_verb() -> None:
     assert verb_modules(loaded) == {module for module, _, _ in VERBS.values()}
 
 
+def test_top_level_help_before_a_verb_still_lists_every_verb() -> None:
+    done, loaded = run("--help", "stage")
+    assert done.returncode == 0, done.stderr
+    assert "provision" in done.stdout and "checkpoint" in done.stdout
+    assert verb_modules(loaded) == {module for module, _, _ in VERBS.values()}
+
+
 def test_a_mistyped_verb_is_refused_with_the_whole_list() -> None:
     done, _ = run("stgae", "a", "b")
     assert done.returncode == 2

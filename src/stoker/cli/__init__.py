@@ -83,5 +83,5 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    verb = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    verb = sys.argv[1] if len(sys.argv) > 1 else None  # (`stoker --help stage`: every verb)
     build([verb] if verb in VERBS else None)()
