@@ -21,7 +21,7 @@ import pytest
 from azurite import Azurite, blob_tree, partials, read_tree
 from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
-from stoker.stage import _engine, _small, stage
+from stoker.stage import _engine, _fetch, _small, stage
 from stoker.store import _posix
 from stoker.store._azure import STREAM_CHUNK, BlobStore
 
@@ -344,7 +344,7 @@ def test_short_writes_leave_no_hole(
     with a hole, and with no hash nothing noticed."""
     files = _small_dataset()
     upload(azurite.client(blob_env), "", files)
-    for module in (_engine, _posix):
+    for module in (_fetch, _posix):
         monkeypatch.setattr(module, "os", ShortWrites())
     summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, hash_files=False)
     assert summary.ok, summary.failed

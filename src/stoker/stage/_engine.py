@@ -1,7 +1,7 @@
 """The transfer engine: many requests in flight, large objects in blocks, every step recorded.
 
 One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); a large
-object is fetched in several ranged requests at once (of a block up to 64 MiB, see REQUEST)
+object is fetched in several ranged requests at once (of a block up to 64 MiB, see _fetch)
 written at their offsets into ``NAME.stoker-partial``, each finished 2 MiB unit recorded in the
 manifest as the stream passes it, so ``kill -9`` costs at most a unit per request in flight. A
 request streams in as 1 MiB pieces, each written (and, for XXH3, hashed when the hash has
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,7 +31,6 @@ import xxhash
 
 from ..errors import (
     AccessDeniedError,
-    ChecksumError,
     NoContainerError,
     SourceChangedError,
     StageError,
@@ -42,9 +40,8 @@ from ..errors import (
 from ..store import PosixStore, Store
 from ..store._blocks import take_resumed
 from ..store._bwlimit import take
-from ..store._download import fetch_ranges
-from ..store._posix import disk_error, fsync_dir, start_writeback, write_all
-from ._file_hasher import FileHasher
+from ..store._posix import disk_error, fsync_dir
+from ._fetch import download, resume_unit
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
 from ._small import (
@@ -56,25 +53,10 @@ from ._small import (
     SmallWriter,
     from_bytes,
     from_file,
-    hasher_for,
     named,
     read_ahead,
 )
 from ._spool import spool_folder
-
-# A large object is fetched in requests of up to REQUEST bytes (at least a block) while it
-# still gets REQUESTS_PER_FILE of them in parallel: on 2 x 1 GiB from Azurite, 64 MiB requests
-# cost the emulator ~1 CPU s less than 8 MiB ones (5 rounds), and stoker no more. Within a
-# request, each UNIT is recorded (resume), hashed in order and written back as the stream
-# passes its end: a kill -9 fetches again only the unit each request had under way.
-REQUEST = 64 << 20
-REQUESTS_PER_FILE = 16
-UNIT = 2 << 20
-
-
-def resume_unit(block_size: int) -> int:
-    """The unit in which a download's progress is recorded (the manifest's block size)."""
-    return min(block_size, UNIT)
 
 
 @dataclass
@@ -208,7 +190,7 @@ class Engine:
                 return await self._small_copy(key, size, etag, md5)
             if isinstance(self.src, PosixStore):
                 return await self._local_copy(key, size)
-            return await self._download(key, size, etag, md5)
+            return await download(self, key, size, etag, md5)
         return await self._upload(key, size, etag, md5)
 
     # ----------------------------------------------------------------- small files, whole
@@ -236,81 +218,6 @@ class Engine:
         self.counters.bytes += size
         self.reporter.advance(size)
         return digest
-
-    # ----------------------------------------------------------------- remote or local -> POSIX
-    async def _download(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
-        assert isinstance(self.dst, PosixStore)
-        dst = self.dst
-        fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
-        try:
-            blocks = max(1, -(-size // self.unit))
-            resumable = blocks > 1 and self.record_blocks
-            # Finished blocks count only if their partial file is still there: after a crash
-            # between publishing and the done mark, the blocks live in the final file instead.
-            done = self.manifest.blocks_done(key, etag) if resumable and had_partial else set()
-            self.reporter.advance(
-                sum(self._span(i, size)[1] - self._span(i, size)[0] for i in done)
-            )
-            hasher = FileHasher(hasher_for(md5), fd, size, self.unit) if self.hash_files else None
-            if hasher:
-                for i in sorted(done):
-                    await hasher.block_done(i)
-
-            def write(pos: int, chunk: bytes | memoryview) -> None:
-                # Each piece is written (and its XXH3 taken, if the hash has reached it) on the
-                # loop thread as it arrives, while it is in the CPU cache.
-                try:
-                    write_all(fd, chunk, pos)
-                except OSError as exc:
-                    raise disk_error(exc, dst.partial(key)) from exc
-                if hasher:
-                    hasher.chunk(pos, chunk)
-
-            async def finished(i: int, start: int, end: int) -> None:
-                nbytes = end - start
-                if resumable:
-                    self.manifest.block_done(key, etag, i)
-                if hasher:
-                    await hasher.block_done(i)
-                if blocks > 1:  # (a single block is fsynced at once anyway)
-                    # After the record: starting writeback can wait on a busy disk.
-                    await asyncio.to_thread(start_writeback, fd, start, nbytes)
-                self.counters.bytes += nbytes
-                self.reporter.advance(nbytes)
-
-            # The one ranged-read component (stream's and checkpoint's too): a failed block stops
-            # the others, and every block finishes (or gives up) before it returns, so no late
-            # write lands in whichever file reuses the descriptor number.
-            await fetch_ranges(
-                self.src,
-                key,
-                size,
-                write,
-                range_size=self.unit,
-                per_request=max(self.block_size, min(REQUEST, size // REQUESTS_PER_FILE))
-                // self.unit,
-                gate=self.requests,
-                etag=etag,
-                skip=done,
-                range_done=finished,
-            )
-            digest = hasher.hexdigest() if hasher else None
-            if md5 and digest and digest != md5:
-                self.manifest.mark_pending(key)
-                os.close(fd)
-                fd = -1
-                dst.partial(key).unlink(missing_ok=True)
-                raise ChecksumError(
-                    f"{self.src}/{key}: MD5 {digest} of the copy does not match the "
-                    f"source's Content-MD5 {md5}; re-run to fetch it again"
-                )
-            finished, fd = fd, -1  # publish closes it, whatever happens
-            await asyncio.to_thread(dst.publish, key, finished, sync_dir=False)
-            self.folders_to_sync.add(key.rpartition("/")[0])
-            return digest
-        finally:
-            if fd >= 0:
-                os.close(fd)
 
     async def _local_copy(self, key: str, size: int) -> str | None:
         src = self.src
@@ -386,16 +293,12 @@ class Engine:
                 hash_files=self.hash_files,
                 record_blocks=False,
             )
-            digest = await relay._download(key, size, etag, md5)
+            digest = await download(relay, key, size, etag, md5)
             self.counters.bytes += relay.counters.bytes
             carried = digest if digest and ":" not in digest else md5  # only an MD5 is carried
             async with self.requests:
                 await self.dst.write_file(key, spool.path(key), size, carried)
         return digest
-
-    def _span(self, i: int, size: int) -> tuple[int, int]:
-        """Unit ``i`` of a download."""
-        return i * self.unit, min(size, (i + 1) * self.unit)
 
 
 class _Quiet(Reporter):

@@ -25,7 +25,8 @@ from ..shard import owns
 from ..store import ObjectInfo, PosixStore, Store, check_key, open_store
 from ..store._loop import run_sync
 from ..units import parse_bytes
-from ._engine import Engine, resume_unit
+from ._engine import Engine
+from ._fetch import resume_unit
 from ._flags import Flags
 from ._guard import (
     check_parent,
