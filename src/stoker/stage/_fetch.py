@@ -50,9 +50,7 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
         # Finished units count only if their partial file is still there: after a crash
         # between publishing and the done mark, the units live in the final file instead.
         done = engine.manifest.blocks_done(key, etag) if resumable and had_partial else set()
-        engine.reporter.advance(
-            sum(end - start for start, end in (span(i, size, unit) for i in done))
-        )
+        engine.reporter.advance(sum(min(size, (i + 1) * unit) - i * unit for i in done))
         hasher = FileHasher(hasher_for(md5), fd, size, unit) if engine.hash_files else None
         if hasher:
             for i in sorted(done):
@@ -112,8 +110,3 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
     finally:
         if fd >= 0:
             os.close(fd)
-
-
-def span(i: int, size: int, unit: int) -> tuple[int, int]:
-    """Unit ``i`` of a download."""
-    return i * unit, min(size, (i + 1) * unit)
