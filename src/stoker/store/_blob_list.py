@@ -11,6 +11,11 @@ from typing import Any
 from ..errors import StoreError
 from ._base import LIST_BATCH, ObjectInfo
 
+# The first page is small, so that the copy starts as soon as it comes: a first page of 5,000
+# kept every request waiting on the listing (on 2,000 x 64 KiB from Azurite, the first GET
+# came 0.4-0.6 s into the run; with 100, 0.02 s after the listing's client was ready). The
+# pages after it, listed while the copy runs, are of LIST_BATCH.
+FIRST_PAGE = 100
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
 
 
@@ -82,14 +87,15 @@ def _shared_key_policy(account: str, key: str) -> Any:
 
 
 def _list_url(container_url: str, prefix: str, marker: str) -> str:
-    """The List Blobs URL: the container's (with its SAS, if any) plus the listing's query."""
+    """The List Blobs URL: the container's (with its SAS, if any) plus the listing's query
+    (FIRST_PAGE objects at first, LIST_BATCH after a marker)."""
     from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(container_url)
     query = {
         "restype": "container",
         "comp": "list",
-        "maxresults": LIST_BATCH,
+        "maxresults": LIST_BATCH if marker else min(FIRST_PAGE, LIST_BATCH),
         "include": "metadata",
     }
     if prefix:
