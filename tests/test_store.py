@@ -458,6 +458,34 @@ def test_blob_list_reads_the_md5_older_stoker_kept_in_metadata(
     assert info.md5 == hashlib.md5(data).hexdigest()
 
 
+def test_blob_list_gives_each_blob_its_last_modified(blob_env: str, azurite: Azurite) -> None:
+    blob = azurite.client(blob_env).get_blob_client("when/one.bin")
+    blob.upload_blob(b"x")
+    (info,) = [o for batch in _list_url(f"{blob_env}/when") for o in batch]
+    assert info.mtime == blob.get_blob_properties().last_modified.timestamp()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wed, 02 Dec 2026 10:00:00 GMT",
+        "Thu, 29 Feb 2024 23:59:59 GMT",  # a leap day
+        "Thu, 01 Jan 1970 00:00:00 GMT",
+        "Wed, 02 Dec 2026 10:00:00 +0100",  # not the service's form: the general parser
+        "2 Dec 2026 10:00:00 GMT",
+    ],
+)
+def test_http_dates_read_as_the_general_parser_reads_them(text: str) -> None:
+    from email.utils import parsedate_to_datetime
+
+    assert _blob_list._seconds(text) == parsedate_to_datetime(text).timestamp()
+
+
+@pytest.mark.parametrize("text", [None, "", "yesterday", "Wed, 32 Dec 2026 10:00:00 GMT"])
+def test_an_unreadable_http_date_is_no_date(text: str | None) -> None:
+    assert _blob_list._seconds(text) is None
+
+
 def test_blob_list_in_batches(
     blob_env: str, azurite: Azurite, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,7 +5,9 @@ the small readings of what the service answers (ETag, an MD5 kept in metadata)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import StoreError
@@ -143,11 +145,29 @@ def _parse_list_page(body: bytes, cut: int) -> tuple[list[ObjectInfo], str]:
     return infos, root.findtext("NextMarker") or ""
 
 
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+
+@functools.lru_cache(maxsize=4096)
 def _seconds(http_date: str | None) -> float | None:
-    """An HTTP date ("Wed, 02 Dec 2026 10:00:00 GMT") as seconds since the epoch."""
+    """An HTTP date ("Wed, 02 Dec 2026 10:00:00 GMT") as seconds since the epoch. The fixed
+    form the service sends is read directly (email.utils' general parser cost 11 us, half of
+    a listed blob's whole parse), and cached: a listing repeats the same second many times."""
+    if not http_date:
+        return None
+    try:
+        _, day, month, year, clock, zone = http_date.split()
+        hour, minute, second = clock.split(":")
+        if zone == "GMT" and month in _MONTHS:
+            when = datetime(
+                int(year), _MONTHS[month], int(day), int(hour), int(minute), int(second), tzinfo=UTC
+            )
+            return when.timestamp()
+    except ValueError:  # not the fixed form: the general parser below
+        pass
     from email.utils import parsedate_to_datetime
 
     try:
-        return parsedate_to_datetime(http_date).timestamp() if http_date else None
+        return parsedate_to_datetime(http_date).timestamp()
     except (TypeError, ValueError):
         return None
