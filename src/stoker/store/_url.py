@@ -39,6 +39,7 @@ shows the account the environment chose.
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import os
 import re
@@ -104,6 +105,10 @@ class Location:
         return self.scheme != "file"
 
     def __str__(self) -> str:
+        return self._shown
+
+    @functools.cached_property
+    def _shown(self) -> str:  # (an error message per object names its store: made once)
         if self.scheme == "file":
             return str(self.path)
         if self.scheme == "az":
