@@ -5,6 +5,7 @@ the group where the file system allows it, else an fsync each)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ import pytest
 import xxhash
 
 from azurite import partials, read_tree
+from stoker.errors import ChecksumError
 from stoker.stage import _small, stage
 from stoker.store import PosixStore
 from stoker.store._safety import PARTIAL_SUFFIX
@@ -299,3 +301,30 @@ def test_a_group_goes_when_it_is_full_or_when_the_gathering_time_is_up(
     asyncio.run(lone_file())
     assert groups[-1] == 1 and (tmp_path / "lone").read_bytes() == b"x"
     assert len(list(tmp_path.iterdir())) == _small.GROUP_FILES + 1
+
+
+@pytest.mark.parametrize("group_commit", [True, False])
+def test_an_object_fetched_whole_is_written_in_pieces_and_kept_only_if_its_md5_holds(
+    tmp_path: Path, group_commit: bool
+) -> None:
+    """Hashed as it is written (a PIECE at a time), an object whose MD5 is not its source's is
+    never published and leaves no partial file; its group's other files are published whole."""
+    good, bad = os.urandom(3 * _small.PIECE + 7), os.urandom(2 * _small.PIECE + 1)
+    damaged = bytes([bad[0] ^ 1]) + bad[1:]
+    jobs = [
+        _small.Job(
+            "good.bin",
+            str(tmp_path / "good.bin"),
+            _small.from_bytes(good, hashlib.md5(good).hexdigest(), True, "src/good.bin"),
+        ),
+        _small.Job(
+            "bad.bin",
+            str(tmp_path / "bad.bin"),
+            _small.from_bytes(damaged, hashlib.md5(bad).hexdigest(), True, "src/bad.bin"),
+        ),
+    ]
+    outcomes = _small.write_group(jobs, group_commit)
+    assert outcomes[0] == hashlib.md5(good).hexdigest()
+    assert isinstance(outcomes[1], ChecksumError) and "src/bad.bin" in str(outcomes[1])
+    assert (tmp_path / "good.bin").read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.bin"]

@@ -47,6 +47,11 @@ SMALL = 1 << 20  # a file that arrives in one piece
 # HELD_WHOLE of those above SMALL are held in memory at once (64 MiB).
 WHOLE = 4 << 20
 HELD_WHOLE = 16
+# Such an object is hashed and written a piece at a time, each written right after it is
+# hashed, still in the core's L2 cache (512 KiB here): hashed whole, then written whole, a
+# 4 MiB object came back from memory for the kernel's copy into the page cache. perf of 600
+# files log-normal ~1 MiB: that copy fell from 8.6 % of the samples to 1.9 %.
+PIECE = 256 << 10
 # Measured on 20,000 x 64 KiB (2 cores, ext4): 8 writers of up to 32 files beat 4 x 64 and
 # 16 x 16 by 0.5-1 s; more threads spend the difference queueing for the GIL.
 GROUP_FILES = 32
@@ -82,22 +87,26 @@ class Job:
 def from_bytes(
     data: bytes | memoryview, md5: str | None, hash_files: bool, source: str
 ) -> Callable[[int], str | None]:
-    """A job's ``fill`` for an object that arrived whole: hashed and checked before a byte is
-    written, so a damaged copy never reaches the disk."""
+    """A job's ``fill`` for an object that arrived whole: hashed as it is written into its
+    partial file, a PIECE at a time, and checked before it is published (a damaged copy's
+    partial file is removed: it never gets its name)."""
 
     def fill(fd: int) -> str | None:
-        digest = None
-        if hash_files:
-            hasher = hasher_for(md5)
-            hasher.update(data)
-            digest = named(hasher)
-            if md5 and digest != md5:
-                raise ChecksumError(
-                    f"{source}: MD5 {digest} of the copy does not match the source's "
-                    f"Content-MD5 {md5} (it changed since it was listed, or was damaged on "
-                    "the way); re-run to fetch it again"
-                )
-        _write_all(fd, data)
+        if not hash_files:
+            _write_all(fd, data)
+            return None
+        hasher, view = hasher_for(md5), memoryview(data)
+        for at in range(0, len(view), PIECE):
+            piece = view[at : at + PIECE]
+            hasher.update(piece)
+            _write_all(fd, piece)  # (while the hash has left it in the CPU's cache)
+        digest = named(hasher)
+        if md5 and digest != md5:
+            raise ChecksumError(
+                f"{source}: MD5 {digest} of the copy does not match the source's "
+                f"Content-MD5 {md5} (it changed since it was listed, or was damaged on "
+                "the way); re-run to fetch it again"
+            )
         return digest
 
     return fill
