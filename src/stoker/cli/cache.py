@@ -31,8 +31,10 @@ def pull(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Make the model available under ROOT/NAME/versions/<version>; print its path."""
+    from .._malloc import keep_freed_memory
     from ..stage import RichReporter, cache_pull
 
+    keep_freed_memory()  # (this process exists to move data: see _malloc)
     with interruptible(kept="the partial download is kept and the next pull resumes it"):
         result = cache_pull(
             src,

@@ -238,9 +238,12 @@ def stage(
 
     --delete also deletes every file in DST that SRC does not have (within --include,
     --exclude and --rank: nothing else is touched), naming each; more than a few need --yes."""
+    from .._malloc import keep_freed_memory
     from ..stage import JsonReporter, RichReporter
     from ..stage import stage as run_stage
     from ..units import format_bytes, format_duration, format_rate
+
+    keep_freed_memory()  # (this process exists to move data: see _malloc)
 
     reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
     if record is not None:
