@@ -41,7 +41,7 @@ from ..store import PosixStore, Store
 from ..store._blocks import take_resumed
 from ..store._bwlimit import take
 from ..store._posix import disk_error, fsync_dir
-from ._fetch import download, resume_unit
+from ._fetch import download
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
 from ._small import (
@@ -82,7 +82,6 @@ class Engine:
     ) -> None:
         self.src, self.dst, self.manifest, self.reporter = src, dst, manifest, reporter
         self.block_size, self.hash_files = block_size, hash_files
-        self.unit = resume_unit(block_size)
         self.record_blocks = record_blocks  # False for a throw-away spool file
         self.spool = spool  # where objects between two object stores wait (see _spool)
         self.concurrency = concurrency

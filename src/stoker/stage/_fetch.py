@@ -42,7 +42,7 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
     """``key`` of the engine's source into its partial file, then published under its name;
     returns the file's hash (MD5 when the source has one to check against, else XXH3)."""
     assert isinstance(engine.dst, PosixStore)
-    dst, unit = engine.dst, engine.unit
+    dst, unit = engine.dst, resume_unit(engine.block_size)
     fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
     try:
         units = max(1, -(-size // unit))
