@@ -15,7 +15,7 @@ commands) asks for it, not the library inside someone's training job.
 
 from __future__ import annotations
 
-import ctypes
+from .store._posix import _LIBC
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -25,10 +25,7 @@ TRIMMED_ABOVE = 512 << 20  # free memory past this at a heap's top goes back to 
 
 def keep_freed_memory() -> bool:
     """Fix glibc's thresholds for this process; False where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL(None)
-    except (OSError, TypeError):  # (Windows)
-        return False
+    libc = _LIBC  # (store._posix's handle on the C library; None on Windows)
     if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
         return False  # musl, macOS: their own allocators, left alone
     return bool(
