@@ -13,7 +13,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .._redact import redact_logger
 from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
 from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
 from ._base import ObjectInfo, Store
@@ -23,12 +22,11 @@ from ._blob_list import (
     _etag,
     _list_url,
     _parse_list_page,
-    _shared_key_policy,
 )
 from ._bwlimit import take
 from ._credentials import AzureAuth
 from ._reach import check_answers
-from ._retry import RETRY, core_retry_policy, sdk_retry_policy
+from ._retry import RETRY, sdk_retry_policy
 from ._url import _SPECIAL_CONTAINERS, CONTAINER_NAME, Location
 
 STREAM_CHUNK = 1 << 20
@@ -73,7 +71,7 @@ class BlobStore(Store):
             credential_provider=provider,
         )
         self._container: Any = None
-        self._lister: Any = None  # the listing's pipeline (azure-core's public client)
+        self._lister: Any = None  # where List Blobs and Create Container go (_blob_control)
         self._aad: Any = None  # the listing's Azure AD credential, checked once before use
 
     def __str__(self) -> str:
@@ -91,35 +89,12 @@ class BlobStore(Store):
             self._aad = DefaultAzureCredential()
         return self._aad
 
-    def _list_pipeline(self) -> Any:
-        """azure-core's public pipeline client: the SDK's retries (on obstore's budget), the REST
-        version the SDK's calls ask for, and the credentials signed as the SDK signs them. Its
-        transport is azure-core's requests one (a worker thread per request; a listing sends one
-        page request at a time): the default, aiohttp, cost 0.3-0.4 CPU s to import and set up
-        (its SSL context too) in every run that lists Blob, two thirds of an unchanged sync's."""
+    def _control(self) -> Any:
+        """Where List Blobs and Create Container are sent (see _blob_control)."""
         if self._lister is None:
-            from azure.core import AsyncPipelineClient
-            from azure.core.pipeline.policies import (
-                AsyncBearerTokenCredentialPolicy,
-                HeadersPolicy,
-                UserAgentPolicy,
-            )
-            from azure.core.pipeline.transport import AsyncioRequestsTransport
+            from ._blob_control import control_for
 
-            policies: list[Any] = [
-                HeadersPolicy({"x-ms-version": API_VERSION}),
-                UserAgentPolicy(sdk_moniker="stoker"),
-                core_retry_policy(),  # not the storage SDK's: importing it costs 0.6 CPU s
-            ]
-            if self.auth.key:
-                policies.append(_shared_key_policy(self.auth.account, self.auth.key))
-            elif not self.auth.sas:  # (a SAS is in the URL)
-                credential = self._credential()
-                policies.append(AsyncBearerTokenCredentialPolicy(credential, STORAGE_SCOPE))
-            redact_logger("urllib3.connectionpool")  # the transport's DEBUG lines carry the SAS
-            self._lister = AsyncPipelineClient(
-                self.auth.endpoint, policies=policies, transport=AsyncioRequestsTransport()
-            )
+            self._lister = control_for(self.auth, self._credential)
         return self._lister
 
     def _sdk(self) -> Any:
@@ -137,28 +112,25 @@ class BlobStore(Store):
         return self._container
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
-        """List Blobs pages through azure-core's pipeline (_list_pipeline), each page parsed with
+        """List Blobs pages (sent as _blob_control sends them), each page parsed with
         ElementTree: the SDK's own model deserialization cost ~0.4 ms of CPU per blob (0.7-1.0 s
         per 2,000 against Azurite, whose answer took 0.35 s), a quarter of a small-file
         import's CPU and ~1 CPU-hour for ten million keys."""
         from urllib.parse import quote
 
-        from azure.core.rest import HttpRequest
-
-        lister = self._list_pipeline()
+        control = self._control()
         url = f"{self.auth.endpoint}/{quote(self.loc.bucket, safe='$')}"
         url += f"?{self.auth.sas}" if self.auth.sas else ""
         marker = ""
         with translated(f"listing {self}"):
             await self._ready(f"listing {self}")
             while True:
-                request = HttpRequest("GET", _list_url(url, self.loc.prefix, marker))
-                response = await lister.send_request(request)
-                body = await response.read()
-                if response.status_code != 200:
-                    code = response.headers.get("x-ms-error-code", "")
-                    message = f"listing {self}: HTTP {response.status_code} {code}".rstrip()
-                    if response.status_code in (401, 403):
+                answer = await control.send("GET", _list_url(url, self.loc.prefix, marker))
+                body = answer.body
+                if answer.status != 200:
+                    code = answer.headers.get("x-ms-error-code", "")
+                    message = f"listing {self}: HTTP {answer.status} {code}".rstrip()
+                    if answer.status in (401, 403):
                         raise AccessDeniedError(message + DENIED_HINT)
                     if code == "ContainerNotFound":
                         raise NoContainerError(
@@ -183,20 +155,17 @@ class BlobStore(Store):
     async def create_root(self) -> bool:
         """Create the container if it is missing. Credentials that may not (a container SAS)
         leave it to the writes, which fail at once, with one error, if it is missing. Sent
-        through the listing's pipeline: the storage SDK (and aiohttp) cost ~0.4 CPU s to import,
+        as the listing is: the storage SDK (and aiohttp) cost ~0.4 CPU s to import,
         in every run into Blob, even one with nothing to copy."""
         from urllib.parse import quote
-
-        from azure.core.rest import HttpRequest
 
         what = f"creating container {self.loc.bucket} at {self.auth.endpoint}"
         url = f"{self.auth.endpoint}/{quote(self.loc.bucket, safe='$')}?restype=container"
         url += f"&{self.auth.sas}" if self.auth.sas else ""
         with translated(what):
             await self._ready(what)
-            response = await self._list_pipeline().send_request(HttpRequest("PUT", url))
-            await response.read()
-        status, code = response.status_code, response.headers.get("x-ms-error-code", "")
+            answer = await self._control().send("PUT", url)
+        status, code = answer.status, answer.headers.get("x-ms-error-code", "")
         if status == 201:
             return True
         if status == 403 or (status == 409 and code == "ContainerAlreadyExists"):

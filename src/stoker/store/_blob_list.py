@@ -40,52 +40,45 @@ STORAGE_SCOPE = "https://storage.azure.com/.default"
 API_VERSION = "2025-11-05"
 
 
-def _shared_key_policy(account: str, key: str) -> Any:
-    """Shared Key authorization for azure-core's pipeline, as the storage SDK signs a request
-    (its policy is private): https://learn.microsoft.com/rest/api/storageservices/authorize-with-shared-key"""
+SIGNED_HEADERS = (
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-md5",
+    "content-type",
+    "date",
+    "if-modified-since",
+    "if-match",
+    "if-none-match",
+    "if-unmodified-since",
+    "range",
+)
+
+
+def shared_key_header(
+    account: str, key: str, method: str, url: str, headers: dict[str, str]
+) -> str:
+    """The Authorization header of a request signed with the account key, as the storage SDK
+    signs it (its policy is private); ``url`` whole, or its path and query as sent:
+    https://learn.microsoft.com/rest/api/storageservices/authorize-with-shared-key"""
     import base64
     import hmac
-    from email.utils import formatdate
     from urllib.parse import parse_qsl, urlsplit
 
-    from azure.core.pipeline.policies import SansIOHTTPPolicy
-
-    secret = base64.b64decode(key)
-    signed = (
-        "content-encoding",
-        "content-language",
-        "content-length",
-        "content-md5",
-        "content-type",
-        "date",
-        "if-modified-since",
-        "if-match",
-        "if-none-match",
-        "if-unmodified-since",
-        "range",
+    named = {k.lower(): v for k, v in headers.items() if v}
+    if named.get("content-length") == "0":
+        del named["content-length"]
+    parts = urlsplit(url)
+    query = sorted(parse_qsl(parts.query, keep_blank_values=True))
+    text = (
+        f"{method}\n"
+        + "".join(named.get(name, "") + "\n" for name in SIGNED_HEADERS)
+        + "".join(f"{k}:{v}\n" for k, v in sorted(named.items()) if k.startswith("x-ms-"))
+        + f"/{account}{parts.path}"
+        + "".join(f"\n{k.lower()}:{v}" for k, v in query)
     )
-
-    class SharedKey(SansIOHTTPPolicy):  # type: ignore[misc]
-        def on_request(self, request: Any) -> None:
-            http = request.http_request
-            http.headers["x-ms-date"] = formatdate(usegmt=True)  # per try: a retry signs anew
-            headers = {k.lower(): v for k, v in http.headers.items() if v}
-            if headers.get("content-length") == "0":
-                del headers["content-length"]
-            parts = urlsplit(http.url)
-            query = sorted(parse_qsl(parts.query, keep_blank_values=True))
-            text = (
-                f"{http.method}\n"
-                + "".join(headers.get(name, "") + "\n" for name in signed)
-                + "".join(f"{k}:{v}\n" for k, v in sorted(headers.items()) if k.startswith("x-ms-"))
-                + f"/{account}{parts.path}"
-                + "".join(f"\n{k.lower()}:{v}" for k, v in query)
-            )
-            digest = hmac.new(secret, text.encode(), hashlib.sha256).digest()
-            signature = base64.b64encode(digest).decode()
-            http.headers["Authorization"] = f"SharedKey {account}:{signature}"
-
-    return SharedKey()
+    digest = hmac.new(base64.b64decode(key), text.encode(), hashlib.sha256).digest()
+    return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
 
 
 def _list_url(container_url: str, prefix: str, marker: str) -> str:

@@ -118,7 +118,11 @@ def core_retry_policy() -> Any:
 
 def retry_after(response: Any) -> float | None:
     """A response's Retry-After in seconds (a number, or an HTTP date), if it has one."""
-    value = response.headers.get("Retry-After") if response is not None else None
+    return retry_after_value(response.headers.get("Retry-After") if response is not None else None)
+
+
+def retry_after_value(value: str | None) -> float | None:
+    """A Retry-After header's value in seconds (a number, or an HTTP date)."""
     if not value:
         return None
     try:
