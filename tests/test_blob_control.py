@@ -8,11 +8,13 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from azurite import ACCOUNT, ACCOUNT_KEY, Azurite
+from stoker.errors import StoreError
 from stoker.store._blob_control import Direct, ThroughCore, control_for
 from stoker.store._credentials import AzureAuth
 
@@ -114,3 +116,84 @@ def test_an_import_with_a_key_loads_no_azure_sdk_at_all(azurite: Azurite, tmp_pa
     )
     assert out.stdout.strip() == "[]", out.stdout
     assert (tmp_path / "out" / "only.bin").read_bytes() == b"1"
+
+
+def _send(auth: AzureAuth, url: str) -> None:
+    async def run() -> None:
+        client = Direct(auth)
+        try:
+            await client.send("GET", url)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
+def test_https_to_a_plain_http_endpoint_fails_at_once_saying_so(azurite: Azurite) -> None:
+    endpoint = azurite.endpoint.replace("http://", "https://")
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"does not answer in TLS.*http://") as caught:
+        _send(AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY), f"{endpoint}/c?restype=container")
+    assert endpoint in str(caught.value) and ACCOUNT_KEY not in str(caught.value)
+    assert time.monotonic() - started < 10  # not the 2 min retry budget
+
+
+def test_a_certificate_this_machine_does_not_trust_fails_at_once_saying_so(
+    tmp_path: Path,
+) -> None:
+    import datetime as dt
+    import socket
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            try:
+                context.wrap_socket(conn, server_side=True).close()
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    endpoint = f"https://127.0.0.1:{port}/{ACCOUNT}"
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreError, match="TLS certificate was not accepted"):
+            _send(AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY), f"{endpoint}/c?restype=container")
+    finally:
+        server.close()
+    assert time.monotonic() - started < 10

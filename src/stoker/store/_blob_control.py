@@ -22,6 +22,7 @@ from email.utils import formatdate
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import StoreError
 from ._blob_list import API_VERSION, STORAGE_SCOPE, shared_key_header
 from ._credentials import AzureAuth
 from ._reach import _through_proxy
@@ -102,8 +103,11 @@ class Direct:
             wait: float | None = None
             try:
                 answer = await asyncio.to_thread(self._once, conn, method, url)
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as exc:
                 conn.close()
+                refused = self._refused(exc)
+                if refused:
+                    raise StoreError(refused) from None
                 if time.monotonic() >= deadline:
                     raise
             else:
@@ -115,6 +119,24 @@ class Direct:
             if wait is None:
                 wait = random.uniform(0, min(most, first * 2**tries))
             await asyncio.sleep(wait)
+
+    def _refused(self, exc: BaseException) -> str | None:
+        """What to do about a TLS failure no retry can mend (said at once: retried, it took
+        the whole 2 min budget to fail), or None."""
+        import ssl
+
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return (
+                f"{self.auth.endpoint}: its TLS certificate was not accepted "
+                f"({exc.verify_message}): check the host name in the endpoint, or make this "
+                "machine trust the certificate's authority (SSL_CERT_FILE names a CA bundle)"
+            )
+        if isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER":
+            return (
+                f"{self.auth.endpoint} does not answer in TLS (plain HTTP?): check the port, "
+                "or write the endpoint with http:// (the emulator speaks plain HTTP)"
+            )
+        return None
 
     async def close(self) -> None:
         for conn in self._idle:
