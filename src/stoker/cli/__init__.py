@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from . import _help
+from . import _coerce, _help
 
 # Verb -> (its module in this package, the attribute to register, a group of sub-verbs?), in
 # the order help lists them.
@@ -55,6 +55,7 @@ def _root(
 def build(verbs: list[str] | None = None) -> typer.Typer:
     """The ``stoker`` command with ``verbs`` (default: all of them)."""
     _help.install()
+    _coerce.install()
     tree = typer.Typer(
         name="stoker",
         help=HELP,
