@@ -118,9 +118,9 @@ def test_an_import_with_a_key_loads_no_azure_sdk_at_all(azurite: Azurite, tmp_pa
     assert (tmp_path / "out" / "only.bin").read_bytes() == b"1"
 
 
-def _send(auth: AzureAuth, url: str) -> None:
+def _send(client_type: type, auth: AzureAuth, url: str) -> None:
     async def run() -> None:
-        client = Direct(auth)
+        client = Direct(auth) if client_type is Direct else ThroughCore(auth, lambda: None)
         try:
             await client.send("GET", url)
         finally:
@@ -129,17 +129,28 @@ def _send(auth: AzureAuth, url: str) -> None:
     asyncio.run(run())
 
 
-def test_https_to_a_plain_http_endpoint_fails_at_once_saying_so(azurite: Azurite) -> None:
+BOTH_CLIENTS = pytest.mark.parametrize("client_type", [Direct, ThroughCore])
+
+
+@BOTH_CLIENTS
+def test_https_to_a_plain_http_endpoint_fails_at_once_saying_so(
+    azurite: Azurite, client_type: type
+) -> None:
     endpoint = azurite.endpoint.replace("http://", "https://")
     started = time.monotonic()
     with pytest.raises(StoreError, match=r"does not answer in TLS.*http://") as caught:
-        _send(AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY), f"{endpoint}/c?restype=container")
+        _send(
+            client_type,
+            AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY),
+            f"{endpoint}/c?restype=container",
+        )
     assert endpoint in str(caught.value) and ACCOUNT_KEY not in str(caught.value)
     assert time.monotonic() - started < 10  # not the 2 min retry budget
 
 
+@BOTH_CLIENTS
 def test_a_certificate_this_machine_does_not_trust_fails_at_once_saying_so(
-    tmp_path: Path,
+    tmp_path: Path, client_type: type
 ) -> None:
     import datetime as dt
     import socket
@@ -193,7 +204,11 @@ def test_a_certificate_this_machine_does_not_trust_fails_at_once_saying_so(
     started = time.monotonic()
     try:
         with pytest.raises(StoreError, match="TLS certificate was not accepted"):
-            _send(AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY), f"{endpoint}/c?restype=container")
+            _send(
+                client_type,
+                AzureAuth(ACCOUNT, endpoint, ACCOUNT_KEY),
+                f"{endpoint}/c?restype=container",
+            )
     finally:
         server.close()
     assert time.monotonic() - started < 10

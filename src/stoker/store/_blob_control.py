@@ -26,7 +26,7 @@ from ..errors import StoreError
 from ._blob_list import API_VERSION, STORAGE_SCOPE, shared_key_header
 from ._credentials import AzureAuth
 from ._reach import _through_proxy
-from ._retry import _backoff, core_retry_policy, retry_after_value
+from ._retry import _backoff, core_retry_policy, retry_after_value, tls_failure
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 TIMEOUT_S = 120.0  # a socket's connect, or one read, that takes longer is tried again
@@ -105,7 +105,7 @@ class Direct:
                 answer = await asyncio.to_thread(self._once, conn, method, url)
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
-                refused = self._refused(exc)
+                refused = refusal(self.auth.endpoint, exc)
                 if refused:
                     raise StoreError(refused) from None
                 if time.monotonic() >= deadline:
@@ -119,24 +119,6 @@ class Direct:
             if wait is None:
                 wait = random.uniform(0, min(most, first * 2**tries))
             await asyncio.sleep(wait)
-
-    def _refused(self, exc: BaseException) -> str | None:
-        """What to do about a TLS failure no retry can mend (said at once: retried, it took
-        the whole 2 min budget to fail), or None."""
-        import ssl
-
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return (
-                f"{self.auth.endpoint}: its TLS certificate was not accepted "
-                f"({exc.verify_message}): check the host name in the endpoint, or make this "
-                "machine trust the certificate's authority (SSL_CERT_FILE names a CA bundle)"
-            )
-        if isinstance(exc, ssl.SSLError) and exc.reason == "WRONG_VERSION_NUMBER":
-            return (
-                f"{self.auth.endpoint} does not answer in TLS (plain HTTP?): check the port, "
-                "or write the endpoint with http:// (the emulator speaks plain HTTP)"
-            )
-        return None
 
     async def close(self) -> None:
         for conn in self._idle:
@@ -170,6 +152,7 @@ class ThroughCore:
         elif not auth.sas:  # (a SAS is in the URL)
             policies.append(AsyncBearerTokenCredentialPolicy(credential(), STORAGE_SCOPE))
         redact_logger("urllib3.connectionpool")  # the transport's DEBUG lines carry the SAS
+        self.auth = auth
         self._core = AsyncPipelineClient(
             auth.endpoint, policies=policies, transport=AsyncioRequestsTransport()
         )
@@ -177,13 +160,39 @@ class ThroughCore:
     async def send(self, method: str, url: str) -> Answer:
         from azure.core.rest import HttpRequest
 
-        response = await self._core.send_request(HttpRequest(method, url))
+        try:
+            response = await self._core.send_request(HttpRequest(method, url))
+        except Exception as exc:  # (the retry policy gave these up at once)
+            refused = refusal(self.auth.endpoint, exc)
+            if refused:
+                raise StoreError(refused) from None
+            raise
         body = await response.read()
         named = {name.lower(): value for name, value in response.headers.items()}
         return Answer(response.status_code, named, body)
 
     async def close(self) -> None:
         await self._core.close()
+
+
+def refusal(endpoint: str, exc: BaseException) -> str | None:
+    """What to do about a TLS failure no retry can mend (said at once: retried, it took the
+    whole 2 min budget to fail), or None."""
+    import ssl
+
+    failure = tls_failure(exc)
+    if isinstance(failure, ssl.SSLCertVerificationError):
+        return (
+            f"{endpoint}: its TLS certificate was not accepted ({failure.verify_message}): "
+            "check the host name in the endpoint, or make this machine trust the "
+            "certificate's authority (SSL_CERT_FILE names a CA bundle)"
+        )
+    if failure is not None:
+        return (
+            f"{endpoint} does not answer in TLS (plain HTTP?): check the port, or write the "
+            "endpoint with http:// (the emulator speaks plain HTTP)"
+        )
+    return None
 
 
 def _SharedKey(auth: AzureAuth) -> Any:  # noqa: N802 - a policy, named as azure-core's are

@@ -59,6 +59,9 @@ def sdk_retry_policy() -> Any:
             return settings
 
         def increment(self, settings: dict[str, Any], request: Any, **kwargs: Any) -> bool:
+            error = kwargs.get("error")
+            if error is not None and tls_failure(error) is not None:
+                return False  # no retry mends it
             response = kwargs.get("response")
             settings["stoker_retry_after"] = retry_after(response)
             if time.monotonic() > settings["stoker_deadline"]:
@@ -99,6 +102,8 @@ def core_retry_policy() -> Any:
         def increment(
             self, settings: dict[str, Any], response: Any = None, error: Any = None
         ) -> bool:
+            if error is not None and tls_failure(error) is not None:
+                return False  # no retry mends it: the caller says so at once
             if time.monotonic() > settings["stoker_deadline"]:
                 settings["total"] = 0  # spent: the increment leaves none
             return bool(super().increment(settings, response=response, error=error))
@@ -114,6 +119,29 @@ def core_retry_policy() -> Any:
         retry_status=retries,
         retry_backoff_max=most,
     )
+
+
+def tls_failure(exc: BaseException) -> Any:
+    """The TLS failure no retry can mend (a certificate this machine does not trust, TLS
+    spoken to a plain-HTTP endpoint) behind ``exc``, however many layers wrap it (requests,
+    urllib3 and azure-core each wrap the one below), or None."""
+    import ssl
+
+    seen: set[int] = set()
+    todo: list[Any] = [exc]
+    while todo:
+        error = todo.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, ssl.SSLCertVerificationError) or (
+            isinstance(error, ssl.SSLError) and error.reason == "WRONG_VERSION_NUMBER"
+        ):
+            return error
+        # (azure-core keeps the transport's error as inner_exception, urllib3 as reason)
+        todo += [error.__cause__, error.__context__, *error.args]
+        todo += [getattr(error, "inner_exception", None), getattr(error, "reason", None)]
+    return None
 
 
 def retry_after(response: Any) -> float | None:
