@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
+
+PRIME_GIB = 3.0  # more than any one run here writes (shape A: 2 GiB)
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -80,3 +84,16 @@ def page_cache_fill(folder: Path, nbytes: int = 1 << 30, pause_s: float = 12.0) 
     time.sleep(pause_s)
     returned = write(folder / "fill-2")
     return {"recycled_mb_s": recycled, "returned_mb_s": returned, "pause_s": pause_s}
+
+
+def prime_memory(gib: float = PRIME_GIB) -> None:
+    """Touch ``gib`` GiB in a child process that exits at once, so that the next process finds
+    that much free memory the host still backs. This VM hands memory freed ~2 s ago back to its
+    host (see page_cache_fill), so a tool's fresh pages (its buffers, the page cache it fills)
+    cost it several times the system time by how long ago someone freed them: the tool that
+    wrote sooner after the last run's files were deleted paid less (profiles of the same
+    import: the copy into the page cache 0.09 to 2.6 s by round). Called before every run, it
+    gives each tool the start a VM whose memory is not handed back gives all of them."""
+    if gib > 0:
+        code = f"b'\\1' * {int(gib * (1 << 30))}"  # (bytes filled: every page touched)
+        subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import statistics
 
+from _render_stage_notes import memory_note, quiet_note
+
 MiB = 1 << 20
 NAMES = {
     "rclone": "rclone",
@@ -272,21 +274,6 @@ def disk_note(shapes: list[dict], disk: dict) -> str:
     return "".join(lines)
 
 
-def quiet_note(shapes: list[dict]) -> str:
-    """Whether the machine was left to the benchmark: other work skews every figure."""
-    shares = {sh["shape"]: sh.get("cpu_elsewhere") for sh in shapes}
-    if any(v is None for v in shares.values()):
-        return ""
-    worst = max(shares.values())
-    text = ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
-    if worst < 0.05:
-        return f"Other processes used little of the CPU meanwhile ({text}).\n"
-    return (
-        f"**Other processes used {text} of the machine's CPU while these shapes ran**: the "
-        "figures are skewed; run again on a quiet machine.\n"
-    )
-
-
 def stoker_overhead(shapes: list[dict]) -> str:
     parts = []
     for sh in having(shapes, "import"):
@@ -332,6 +319,7 @@ def render(doc: dict) -> str:
         else "**without dropping the page cache** (not allowed here)"
     )
     notes = "".join(f"- {n}\n" for n in info["notes"])
+    primed = memory_note(info.get("memory"))
     problems = "".join(
         f"- {sh['shape']} {d}: {p}\n"
         for sh in shapes
@@ -346,7 +334,7 @@ Python {info["python"]}; {v["rclone"]}, {v["azcopy"]}, azure-storage-blob
 {v["azure-storage-blob"]}, Azurite {v["azurite"]} in memory. Shapes: {shown}.
 
 How: MB/s are medians of the runs counted in each row. Every run copies into an empty
-destination {caches}; its time is the tool's process from start to exit plus a `sync` after it
+destination {caches}.{primed} A run's time is the tool's process from start to exit plus a `sync` after it
 (stoker makes every file durable before naming it; the others leave that to the `sync`). "Process time only"
 compares the processes without the `sync`. Ceiling: the best run of obstore reading the whole
 dataset to memory from the same emulator ({" or ".join(map(str, S["ceiling_inflight"]))} requests in

@@ -34,6 +34,13 @@ def render(doc: dict) -> str:
     pairs = _pairs(runs) + _with_kernel_threads(runs, gib)
     variants = "; ".join(f"{k}: `{v}`" for k, v in r["variants"].items())
     load = r["load"]
+    primed = (
+        f" Before each run {r['prime_gib']:g} GiB of memory is filled and freed (`prime_memory` in "
+        "`bench/_machine.py`: this VM makes memory freed a few seconds ago dear to take again, "
+        "which charged each tool by how soon after the last run's deletion it wrote)."
+        if r.get("prime_gib")
+        else " **Memory not primed before the runs** (`--prime-gib 0`): system time varies by round."
+    )
     return f"""## stage cpu: CPU seconds per GiB of an import, stoker against rclone
 
 Measured {doc["measured"]} against one Azurite (in memory) on this machine
@@ -41,7 +48,7 @@ Measured {doc["measured"]} against one Azurite (in memory) on this machine
 processes took {load["others_cpu"]:.0%} of the CPU over the run): {r["data"]}, every blob with a
 correct Content-MD5, which both tools check (see "## stage hashes"). Each round runs every tool
 once, in a rotating order, into a fresh folder; CPU is the child's own user + sys (wait4's
-rusage), MB/s is the process's wall time (then `sync`, timed apart: "with sync").
+rusage), MB/s is the process's wall time (then `sync`, timed apart: "with sync").{primed}
 {r["rclone"]}, `--transfers {streams} --checkers {streams} --multi-thread-streams {streams}`;
 stoker with its defaults (MD5 checked), {variants}. Medians of the rounds; peak MiB is the
 process's peak resident memory (/usr/bin/time). **Other processes share the cores**: the last

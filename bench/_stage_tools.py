@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import _peers
+from _machine import prime_memory
 from _peers import ACCOUNT, BENCH, Azurite, Peers
 from _stage_data import Shape
 
@@ -35,13 +36,16 @@ class Run:
 
 
 def drop_caches() -> bool:
-    """sync, then drop the page cache (root only); False where the kernel refuses."""
+    """sync, drop the page cache (root only), then prime the memory (_machine.prime_memory:
+    every run starts alike); False where the kernel refuses the drop."""
     os.sync()
     try:
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
+        dropped = True
     except OSError:
-        return False
+        dropped = False
+    prime_memory()
+    return dropped
 
 
 def run_tool(argv: list[str], env: dict[str, str] | None, log: Path) -> Run:

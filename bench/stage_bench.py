@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peers  # noqa: E402
 import _results  # noqa: E402
 import render  # noqa: E402
-from _machine import cpu_mark, others_cpu_share  # noqa: E402
+from _machine import PRIME_GIB, cpu_mark, others_cpu_share, page_cache_fill  # noqa: E402
 from _markdown import publish  # noqa: E402
 from _peers import BENCH, Azurite, Peers  # noqa: E402
 from _results import RESULTS  # noqa: E402
@@ -306,6 +306,7 @@ def setup_info(peers: Peers, quick: bool) -> dict:
         "nproc": os.cpu_count(),
         "ram_gib": int(mem) / (1 << 20),
         "drop_caches": drop_caches(),
+        "memory": {**page_cache_fill(BENCH / "fill"), "prime_gib": PRIME_GIB},
         "disk": disk_ceilings(256 * MiB if quick else GiB),
         "python": sys.version.split()[0],
         "versions": peers.versions,

@@ -31,7 +31,14 @@ from pathlib import Path
 import _peers
 import _results
 import render
-from _machine import cpu_mark, kernel_thread_ticks, load_since, others_cpu_share
+from _machine import (
+    PRIME_GIB,
+    cpu_mark,
+    kernel_thread_ticks,
+    load_since,
+    others_cpu_share,
+    prime_memory,
+)
 from _markdown import publish
 from _peers import ACCOUNT, Azurite
 
@@ -168,6 +175,12 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=200)
     ap.add_argument("--no-rclone", action="store_true")
     ap.add_argument(
+        "--prime-gib",
+        type=float,
+        default=PRIME_GIB,
+        help="memory to touch and free just before each run (_machine.prime_memory; 0: none)",
+    )
+    ap.add_argument(
         "--wrap",
         help="a profiler's command before each stoker run, {out} its output "
         '(e.g. "perf record -e cpu-clock -F 499 -g -o {out} --")',
@@ -198,6 +211,7 @@ def main() -> None:
                 if args.wrap and tool != "rclone":
                     out = RUNS.parent / f"stage-cpu-{tool}-{rep}.prof"
                     argv = [*args.wrap.format(out=out).split(), *argv]
+                prime_memory(args.prime_gib)
                 r = run(argv, env, RUNS / f"{tool}-{rep}.log")
                 if rep == 0:
                     check(dest, md5s)
@@ -221,6 +235,7 @@ def main() -> None:
             "data": f"{args.large} x {args.large_mib} MiB + {args.small} x 1 MiB",
             "rclone": version,
             "streams": STREAMS,
+            "prime_gib": args.prime_gib,
             "variants": variants,
             "runs": results,
             "load": load_since(mark),
