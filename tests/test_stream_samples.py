@@ -7,6 +7,7 @@ import gc
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,17 +110,19 @@ def test_what_a_worker_runs_is_imported_with_the_dataset_not_in_each_worker() ->
     assert out.stdout.strip() == "[]"
 
 
-def _evict_until_cold(root: Path, tries: int = 5) -> None:
+def _evict_until_cold(root: Path, tries: int = 20) -> None:
     """Each shard out of the page cache, evicted again while its middle page is still cached:
     now and then, on a busy machine, an eviction left some pages of a file just read (a test
-    of cold reads would then read warm ones)."""
+    of cold reads would then read warm ones), five times in a row once (a fresh clone's make
+    test): the kernel skips a page it holds locked meanwhile, so each try waits a little more."""
     for shard in root.glob("*.stk"):
         fd = os.open(shard, os.O_RDONLY)
         try:
-            for _ in range(tries):
+            for attempt in range(tries):
                 evict_fd(fd)
                 if not page_cached(fd, os.fstat(fd).st_size // 2):
                     break
+                time.sleep(0.01 * attempt)
             else:
                 raise AssertionError(f"{shard}: still in the page cache after {tries} evictions")
         finally:
