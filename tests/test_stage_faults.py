@@ -701,7 +701,7 @@ def test_a_local_file_changed_or_removed_during_its_upload_fails_alone(
 def test_a_download_goes_in_requests_of_blocks_and_is_recorded_in_units(
     blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 20 MiB blob in 8 MiB blocks: three requests (8, 8 and 4 MiB), each unit of 2 MiB
+    """A 20 MiB blob in 8 MiB blocks: three requests (8, 8 and 4 MiB), each unit of 4 MiB
     recorded for resume as the stream passes it, so a crash re-fetches at most the unit each
     request had under way; the copy is whole and its MD5 checked."""
     from stoker.stage import _manifest
@@ -728,4 +728,4 @@ def test_a_download_goes_in_requests_of_blocks_and_is_recorded_in_units(
         (8 * MiB, 16 * MiB),
         (16 * MiB, 20 * MiB),
     ]
-    assert sorted(recorded) == list(range(10))  # ten 2 MiB units
+    assert sorted(recorded) == list(range(5))  # five 4 MiB units

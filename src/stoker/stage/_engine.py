@@ -2,7 +2,7 @@
 
 One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); a large
 object is fetched in several ranged requests at once (of a block up to 64 MiB, see _fetch)
-written at their offsets into ``NAME.stoker-partial``, each finished 2 MiB unit recorded in the
+written at their offsets into ``NAME.stoker-partial``, each finished 4 MiB unit recorded in the
 manifest as the stream passes it, so ``kill -9`` costs at most a unit per request in flight. A
 request streams in as 1 MiB pieces, each written (and, for XXH3, hashed when the hash has
 reached it) on the loop's thread the moment it lands, while it is still in the CPU cache:
