@@ -21,7 +21,7 @@ import pytest
 from azurite import Azurite, blob_tree, partials, read_tree
 from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
-from stoker.stage import _engine, _fetch, _small, stage
+from stoker.stage import _engine, _fetch, stage
 from stoker.store import _posix
 from stoker.store._azure import STREAM_CHUNK, BlobStore
 
@@ -304,7 +304,7 @@ def _small_dataset() -> dict[str, bytes]:
     ("module", "call", "ok"),
     [
         (_posix, "pwrite", 2),  # a block of the large file (write_all)
-        (_small, "write", 4),  # a small file, written whole
+        (_posix, "write", 4),  # a small file, written whole (write_all at its position)
         (_posix, "ftruncate", 0),  # sizing the large file's partial
     ],
 )
@@ -349,6 +349,31 @@ def test_short_writes_leave_no_hole(
     summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, hash_files=False)
     assert summary.ok, summary.failed
     assert read_tree(tmp_path / "dst") == files
+
+
+def test_copies_go_into_the_page_cache_a_piece_at_a_time(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write's length sets the size of the page-cache folio the kernel takes for it (see
+    _posix.WRITE_PIECE): no write of a copy, whole small file or range of a large one, is
+    longer than a piece."""
+    files = _small_dataset()
+    files["whole.bin"] = os.urandom(MiB - 3)  # fetched whole, written by the small writers
+    upload(azurite.client(blob_env), "", files)
+    lengths: dict[str, list[int]] = {"write": [], "pwrite": []}
+
+    class Recording:
+        def __getattr__(self, attr: str) -> Any:
+            call = getattr(os, attr)
+            if attr not in lengths:
+                return call
+            return lambda fd, data, *at: (lengths[attr].append(len(data)), call(fd, data, *at))[1]
+
+    monkeypatch.setattr(_posix, "os", Recording())
+    summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK)
+    assert summary.ok, summary.failed
+    assert read_tree(tmp_path / "dst") == files
+    assert max(lengths["write"]) == max(lengths["pwrite"]) == _posix.WRITE_PIECE
 
 
 # ------------------------------------------------------------------------------ source changes

@@ -172,7 +172,7 @@ def test_each_rename_follows_a_syncfs_begun_after_its_file_was_written(
     src, dst = tmp_path / "src", tmp_path / "dst"
     fill(src, files)
     events: list[tuple[str, str]] = []
-    real_write, real_syncfs, real_publish = _small._write_all, _small.syncfs, _small.publish_at
+    real_write, real_syncfs, real_publish = _small.write_all, _small.syncfs, _small.publish_at
 
     def write_all(fd: int, data: Any) -> None:
         real_write(fd, data)
@@ -188,7 +188,7 @@ def test_each_rename_follows_a_syncfs_begun_after_its_file_was_written(
         return real_publish(final, fd, **options)
 
     monkeypatch.setattr(_small, "syncs_as_a_whole", lambda path: True)
-    monkeypatch.setattr(_small, "_write_all", write_all)
+    monkeypatch.setattr(_small, "write_all", write_all)
     monkeypatch.setattr(_small, "syncfs", slow_syncfs)
     monkeypatch.setattr(_small, "publish_at", publish)
     summary = stage(str(src), str(dst), hash_files=True)

@@ -37,6 +37,7 @@ from ..store._posix import (
     publish_at,
     syncfs,
     syncs_as_a_whole,
+    write_all,
 )
 from ..store._safety import PARTIAL_SUFFIX
 
@@ -93,13 +94,13 @@ def from_bytes(
 
     def fill(fd: int) -> str | None:
         if not hash_files:
-            _write_all(fd, data)
+            write_all(fd, data)
             return None
         hasher, view = hasher_for(md5), memoryview(data)
         for at in range(0, len(view), PIECE):
             piece = view[at : at + PIECE]
             hasher.update(piece)
-            _write_all(fd, piece)  # (while the hash has left it in the CPU's cache)
+            write_all(fd, piece)  # (while the hash has left it in the CPU's cache)
         digest = named(hasher)
         if md5 and digest != md5:
             raise ChecksumError(
@@ -146,7 +147,7 @@ def from_file(path: str, size: int, hash_files: bool) -> Callable[[int], str | N
             data = _read_all(source, size)
         finally:
             os.close(source)
-        _write_all(fd, data)
+        write_all(fd, data)
         return named(xxhash.xxh3_128(data))
 
     return fill
@@ -263,9 +264,3 @@ def _read_all(fd: int, size: int) -> bytes:
         parts.append(part)
         got += len(part)
     return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view, done = memoryview(data), 0
-    while done < len(view):
-        done += os.write(fd, view[done:])

@@ -93,18 +93,28 @@ def syncfs(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def write_all(fd: int, data: bytes | memoryview, offset: int) -> None:
-    """Write all of ``data`` at ``offset``. A pwrite may write less than it was given (a disk
-    filling up): the rest is written, or the error raised, instead of a hole left in the
-    file (with the last piece of a file, nothing later would have failed)."""
-    done = os.pwrite(fd, data, offset)
-    if done < len(data):
-        view = memoryview(data).cast("B")
-        while done < len(view):
-            written = os.pwrite(fd, view[done:], offset + done)
-            if written == 0:  # (not seen on a regular file; never loop forever on it)
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            done += written
+# Data goes into the page cache WRITE_PIECE at a time. A write's length sets the size of the
+# page-cache folio the kernel allocates for it (ext4 on Linux 6.x): a 1 MiB write takes a 1 MiB
+# block of free memory, which on a VM that hands free memory back to its host (free page
+# reporting) is memory the host must supply again, page by page. 2 GiB of 1 MiB files written
+# at 300 MB/s after a cache drop: 3.5-3.8 s of system time in 1 MiB writes, 1.4-1.6 in 256 KiB,
+# 0.8-1.3 in 128 KiB, 1.0-1.1 in 32 KiB; an import of 2,000 files of ~1 MiB took 2.8 system s
+# against 4.1 (4 rounds, less CPU in each). Elsewhere it costs a syscall per 128 KiB, ~1 %.
+WRITE_PIECE = 128 << 10
+
+
+def write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> None:
+    """Write all of ``data`` at ``offset`` (None: at the file's position), WRITE_PIECE at a
+    time. A write may write less than it was given (a disk filling up): the rest is written,
+    or the error raised, instead of a hole left in the file (with the last piece of a file,
+    nothing later would have failed)."""
+    view, done = memoryview(data).cast("B"), 0
+    while done < len(view):
+        piece = view[done : done + WRITE_PIECE]
+        written = os.write(fd, piece) if offset is None else os.pwrite(fd, piece, offset + done)
+        if written == 0:  # (not seen on a regular file; never loop forever on it)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += written
 
 
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
