@@ -174,8 +174,8 @@ def test_each_rename_follows_a_syncfs_begun_after_its_file_was_written(
     events: list[tuple[str, str]] = []
     real_write, real_syncfs, real_publish = _small.write_all, _small.syncfs, _small.publish_at
 
-    def write_all(fd: int, data: Any) -> None:
-        real_write(fd, data)
+    def write_all(fd: int, data: Any, **options: Any) -> None:
+        real_write(fd, data, **options)
         events.append(("wrote", os.readlink(f"/proc/self/fd/{fd}")))
 
     def slow_syncfs(fd: int) -> None:

@@ -31,6 +31,7 @@ import xxhash
 from ..errors import ChecksumError, StokerError, StoreError
 from ..store import PosixStore
 from ..store._posix import (
+    WRITE_PIECE,
     copy_range,
     create_partial_at,
     disk_error,
@@ -94,13 +95,13 @@ def from_bytes(
 
     def fill(fd: int) -> str | None:
         if not hash_files:
-            write_all(fd, data)
+            write_all(fd, data, step=WRITE_PIECE)
             return None
         hasher, view = hasher_for(md5), memoryview(data)
         for at in range(0, len(view), PIECE):
             piece = view[at : at + PIECE]
             hasher.update(piece)
-            write_all(fd, piece)  # (while the hash has left it in the CPU's cache)
+            write_all(fd, piece, step=WRITE_PIECE)  # (while the hash has it in the CPU's cache)
         digest = named(hasher)
         if md5 and digest != md5:
             raise ChecksumError(
@@ -147,7 +148,7 @@ def from_file(path: str, size: int, hash_files: bool) -> Callable[[int], str | N
             data = _read_all(source, size)
         finally:
             os.close(source)
-        write_all(fd, data)
+        write_all(fd, data, step=WRITE_PIECE)
         return named(xxhash.xxh3_128(data))
 
     return fill

@@ -93,25 +93,30 @@ def syncfs(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-# Data goes into the page cache WRITE_PIECE at a time. A write's length sets the size of the
-# page-cache folio the kernel allocates for it (ext4 on Linux 6.x): a 1 MiB write takes a 1 MiB
-# block of free memory, which on a VM that hands free memory back to its host (free page
-# reporting) is memory the host must supply again, page by page. 2 GiB of 1 MiB files written
-# at 300 MB/s after a cache drop: 3.5-3.8 s of system time in 1 MiB writes, 1.4-1.6 in 256 KiB,
-# 0.8-1.3 in 128 KiB, 1.0-1.1 in 32 KiB; an import of 2,000 files of ~1 MiB took 2.8 system s
-# against 4.1 (4 rounds, less CPU in each). Elsewhere it costs a syscall per 128 KiB, ~1 %.
+# A whole file written in order goes into the page cache WRITE_PIECE at a time. A write's
+# length sets the size of the page-cache folio the kernel allocates for it (ext4 on Linux 6.x):
+# a 1 MiB write takes a 1 MiB block of free memory, which on a VM that hands free memory back
+# to its host (free page reporting) is memory the host must supply again, page by page. 2 GiB
+# of 1 MiB files written at 300 MB/s after a cache drop: 3.5-3.8 s of system time in 1 MiB
+# writes, 1.4-1.6 in 256 KiB, 0.8-1.3 in 128 KiB, 1.0-1.1 in 32 KiB; an import of 2,000 files
+# of ~1 MiB took 2.8-3.1 system s against 4.1-5.0 (8 rounds, less CPU in each). A large file's
+# ranges go whole (1 MiB pieces): there the smaller folios cost more than they saved (2 x 1
+# GiB: 2.10 system s against 1.81, 3 of 4 rounds).
 WRITE_PIECE = 128 << 10
 
 
-def write_all(fd: int, data: bytes | memoryview, offset: int | None = None) -> None:
-    """Write all of ``data`` at ``offset`` (None: at the file's position), WRITE_PIECE at a
-    time. A write may write less than it was given (a disk filling up): the rest is written,
-    or the error raised, instead of a hole left in the file (with the last piece of a file,
-    nothing later would have failed)."""
+def write_all(
+    fd: int, data: bytes | memoryview, offset: int | None = None, *, step: int | None = None
+) -> None:
+    """Write all of ``data`` at ``offset`` (None: at the file's position), ``step`` bytes a
+    call (None: as much as the kernel takes). A write may write less than it was given (a disk
+    filling up): the rest is written, or the error raised, instead of a hole left in the file
+    (with the last piece of a file, nothing later would have failed)."""
     view, done = memoryview(data).cast("B"), 0
+    step = step or len(view)
     while done < len(view):
-        piece = view[done : done + WRITE_PIECE]
-        written = os.write(fd, piece) if offset is None else os.pwrite(fd, piece, offset + done)
+        part = view[done : done + step]
+        written = os.write(fd, part) if offset is None else os.pwrite(fd, part, offset + done)
         if written == 0:  # (not seen on a regular file; never loop forever on it)
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         done += written
