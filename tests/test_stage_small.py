@@ -22,7 +22,7 @@ import xxhash
 from azurite import partials, read_tree
 from stoker.errors import ChecksumError
 from stoker.stage import _small, stage
-from stoker.store import PosixStore
+from stoker.store import PosixStore, _posix
 from stoker.store._safety import PARTIAL_SUFFIX
 
 
@@ -303,28 +303,40 @@ def test_a_group_goes_when_it_is_full_or_when_the_gathering_time_is_up(
     assert len(list(tmp_path.iterdir())) == _small.GROUP_FILES + 1
 
 
+@pytest.mark.parametrize("lanes", ["1", "0"])
 @pytest.mark.parametrize("group_commit", [True, False])
-def test_an_object_fetched_whole_is_written_in_pieces_and_kept_only_if_its_md5_holds(
-    tmp_path: Path, group_commit: bool
+def test_objects_fetched_whole_are_written_in_pieces_and_kept_only_if_their_hash_holds(
+    tmp_path: Path, group_commit: bool, lanes: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Hashed as it is written (a PIECE at a time), an object whose MD5 is not its source's is
-    never published and leaves no partial file; its group's other files are published whole."""
-    good, bad = os.urandom(3 * _small.PIECE + 7), os.urandom(2 * _small.PIECE + 1)
-    damaged = bytes([bad[0] ^ 1]) + bad[1:]
-    jobs = [
-        _small.Job(
-            "good.bin",
-            str(tmp_path / "good.bin"),
-            _small.from_bytes(good, hashlib.md5(good).hexdigest(), True, "src/good.bin"),
-        ),
-        _small.Job(
-            "bad.bin",
-            str(tmp_path / "bad.bin"),
-            _small.from_bytes(damaged, hashlib.md5(bad).hexdigest(), True, "src/bad.bin"),
-        ),
+    """A group's objects in memory are hashed side by side (MD5 in SIMD lanes, or hashlib's
+    with STOKER_MD5_LANES=0) as they are written a piece at a time: an object whose MD5 is not
+    its source's is never published and leaves no partial file; the group's others, of every
+    length and with every kind of hash, are published whole with their own hashes."""
+    monkeypatch.setenv("STOKER_MD5_LANES", lanes)
+    piece = _posix.WRITE_PIECE
+    good = [os.urandom(n) for n in (3 * piece + 7, 0, 1, piece, piece - 1, 5 * piece + 63)]
+    bad = os.urandom(2 * piece + 1)
+    damaged = bad[:piece] + bytes([bad[piece] ^ 1]) + bad[piece + 1 :]
+    unchecked, unhashed = os.urandom(piece + 3), os.urandom(17)
+
+    def job(name: str, data: bytes, md5: str | None, hash_files: bool = True) -> _small.Job:
+        fill = _small.from_bytes(data, md5, hash_files, f"src/{name}")
+        return _small.Job(name, str(tmp_path / name), fill)
+
+    jobs = [job(f"good{i}", data, hashlib.md5(data).hexdigest()) for i, data in enumerate(good)]
+    jobs += [
+        job("bad", damaged, hashlib.md5(bad).hexdigest()),
+        job("unchecked", unchecked, None),
+        job("unhashed", unhashed, None, hash_files=False),
     ]
     outcomes = _small.write_group(jobs, group_commit)
-    assert outcomes[0] == hashlib.md5(good).hexdigest()
-    assert isinstance(outcomes[1], ChecksumError) and "src/bad.bin" in str(outcomes[1])
-    assert (tmp_path / "good.bin").read_bytes() == good
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.bin"]
+    assert outcomes[: len(good)] == [hashlib.md5(data).hexdigest() for data in good]
+    assert isinstance(outcomes[len(good)], ChecksumError) and "src/bad" in str(outcomes[len(good)])
+    assert outcomes[-2] == f"xxh128:{xxhash.xxh3_128(unchecked).hexdigest()}"
+    assert outcomes[-1] is None
+    for i, data in enumerate(good):
+        assert (tmp_path / f"good{i}").read_bytes() == data
+    assert (tmp_path / "unchecked").read_bytes() == unchecked
+    assert (tmp_path / "unhashed").read_bytes() == unhashed
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted([f"good{i}" for i in range(len(good))] + ["unchecked", "unhashed"])

@@ -25,9 +25,11 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import xxhash
 
+from .._many_md5 import md5s, update_together
 from ..errors import ChecksumError, StokerError, StoreError
 from ..store import PosixStore
 from ..store._posix import (
@@ -49,11 +51,6 @@ SMALL = 1 << 20  # a file that arrives in one piece
 # HELD_WHOLE of those above SMALL are held in memory at once (64 MiB).
 WHOLE = 4 << 20
 HELD_WHOLE = 16
-# Such an object is hashed and written a piece at a time, each written right after it is
-# hashed, still in the core's L2 cache (512 KiB here): hashed whole, then written whole, a
-# 4 MiB object came back from memory for the kernel's copy into the page cache. perf of 600
-# files log-normal ~1 MiB: that copy fell from 8.6 % of the samples to 1.9 %.
-PIECE = 256 << 10
 # Measured on 20,000 x 64 KiB (2 cores, ext4): 8 writers of up to 32 files beat 4 x 64 and
 # 16 x 16 by 0.5-1 s; more threads spend the difference queueing for the GIL.
 GROUP_FILES = 32
@@ -78,40 +75,74 @@ def named(hasher) -> str:  # noqa: ANN001
 class Job:
     """One small file: ``fill(fd)`` writes its bytes into the open partial file and returns
     its hash (or None); it runs in a writer's thread, after ``prepare()`` (when there is one)
-    ran for every job of its group."""
+    ran for every job of its group. A ``Held`` fill is written with the group's others."""
 
     key: str
     final: str  # its checked path (PosixStore.file)
-    fill: Callable[[int], str | None]
+    fill: Callable[[int], str | None] | Held
     prepare: Callable[[], None] | None = None
 
 
-def from_bytes(
-    data: bytes | memoryview, md5: str | None, hash_files: bool, source: str
-) -> Callable[[int], str | None]:
-    """A job's ``fill`` for an object that arrived whole: hashed as it is written into its
-    partial file, a PIECE at a time, and checked before it is published (a damaged copy's
-    partial file is removed: it never gets its name)."""
+@dataclass
+class Held:
+    """A job's ``fill`` for an object that arrived whole, in memory (see ``from_bytes``)."""
 
-    def fill(fd: int) -> str | None:
-        if not hash_files:
-            write_all(fd, data, step=WRITE_PIECE)
-            return None
-        hasher, view = hasher_for(md5), memoryview(data)
-        for at in range(0, len(view), PIECE):
-            piece = view[at : at + PIECE]
-            hasher.update(piece)
-            write_all(fd, piece, step=WRITE_PIECE)  # (while the hash has it in the CPU's cache)
-        digest = named(hasher)
-        if md5 and digest != md5:
-            raise ChecksumError(
-                f"{source}: MD5 {digest} of the copy does not match the source's "
-                f"Content-MD5 {md5} (it changed since it was listed, or was damaged on "
-                "the way); re-run to fetch it again"
-            )
-        return digest
+    data: memoryview
+    md5: str | None  # the source's, to check the copy against
+    hash_files: bool
+    source: str  # its URL, for the error
 
-    return fill
+
+def from_bytes(data: bytes | memoryview, md5: str | None, hash_files: bool, source: str) -> Held:
+    """A job's ``fill`` for an object that arrived whole: its group writes it into its partial
+    file with the group's other such objects (``write_held``), hashed as it is written, and
+    checks it before it is published (a damaged copy's partial file is removed: it never gets
+    its name)."""
+    return Held(memoryview(data), md5, hash_files, source)
+
+
+def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException]:
+    """Write each object into its open partial file, a WRITE_PIECE at a time, each piece right
+    after it is hashed, while the CPU's cache still holds it (hashed whole, then written whole,
+    a 4 MiB object came back from memory for the kernel's copy into the page cache: perf of
+    600 files log-normal ~1 MiB, that copy fell from 8.6 % of the samples to 1.9 %). The
+    objects go side by side: a round takes the next piece of each, and their MD5s in one call
+    (one SIMD lane each: see stoker._many_md5). Per object, its hash or its error."""
+    outcomes: list[str | None | BaseException] = [None] * len(items)
+    checked = [i for i, (held, _) in enumerate(items) if held.hash_files and held.md5]
+    hashers: dict[int, Any] = dict(zip(checked, md5s(len(checked)), strict=True))
+    for i, (held, _) in enumerate(items):
+        if held.hash_files and not held.md5:
+            hashers[i] = xxhash.xxh3_128()  # (no MD5 to check against: the cheaper hash)
+    live = list(range(len(items)))
+    at = 0
+    while live := [i for i in live if at < len(items[i][0].data)]:
+        pieces = {i: items[i][0].data[at : at + WRITE_PIECE] for i in live}
+        md5_now = [i for i in live if i in hashers and hashers[i].name == "md5"]
+        update_together([hashers[i] for i in md5_now], [pieces[i] for i in md5_now])
+        for i in live:
+            if i in hashers and i not in md5_now:
+                hashers[i].update(pieces[i])
+            try:
+                write_all(items[i][1], pieces[i])
+            except OSError as exc:
+                outcomes[i] = exc
+        live = [i for i in live if outcomes[i] is None]
+        at += WRITE_PIECE
+    for i, hasher in hashers.items():
+        if outcomes[i] is None:
+            outcomes[i] = _checked(items[i][0], named(hasher))
+    return outcomes
+
+
+def _checked(held: Held, digest: str) -> str | BaseException:
+    if held.md5 and digest != held.md5:
+        return ChecksumError(
+            f"{held.source}: MD5 {digest} of the copy does not match the source's "
+            f"Content-MD5 {held.md5} (it changed since it was listed, or was damaged on "
+            "the way); re-run to fetch it again"
+        )
+    return digest
 
 
 def read_ahead(path: str) -> Callable[[], None]:
@@ -227,16 +258,25 @@ def write_group(jobs: list[Job], group_commit: bool) -> list[str | None | BaseEx
             job.prepare()
     outcomes: list[str | None | BaseException] = [None] * len(jobs)
     written: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []  # (job, fd) of the objects in memory, written together
     for i, job in enumerate(jobs):
         fd = -1
         try:
             fd = create_partial_at(job.final)
+            if isinstance(job.fill, Held):
+                held.append((i, fd))
+                continue
             outcomes[i] = job.fill(fd)
             written.append((i, fd))
         except (OSError, StokerError) as exc:
-            if fd >= 0:
-                _discard(job.final, fd)
-            outcomes[i] = disk_error(exc, job.final) if isinstance(exc, OSError) else exc
+            outcomes[i] = _failed(job, fd, exc)
+    together = write_held([(jobs[i].fill, fd) for i, fd in held])  # type: ignore[misc]
+    for (i, fd), outcome in zip(held, together, strict=True):
+        if isinstance(outcome, BaseException):
+            outcomes[i] = _failed(jobs[i], fd, outcome)
+        else:
+            outcomes[i] = outcome
+            written.append((i, fd))
     if group_commit and written:
         try:
             syncfs(written[0][1])
@@ -251,6 +291,13 @@ def write_group(jobs: list[Job], group_commit: bool) -> list[str | None | BaseEx
         except StokerError as exc:
             outcomes[i] = exc
     return outcomes
+
+
+def _failed(job: Job, fd: int, exc: BaseException) -> BaseException:
+    """A file that failed: its partial file removed; the error to report for it."""
+    if fd >= 0:
+        _discard(job.final, fd)
+    return disk_error(exc, job.final) if isinstance(exc, OSError) else exc
 
 
 def _discard(final: str, fd: int) -> None:
