@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 import xxhash
 
+from stoker._many_md5 import new_md5
+from stoker.errors import StoreError
+from stoker.stage import _read_backs
 from stoker.stage._file_hasher import FileHasher
 
 BLOCK, PIECE = 4096, 1000
@@ -101,3 +104,50 @@ def test_read_back_through_one_buffer_hashes_every_byte(
         assert asyncio.run(go()) == hashlib.md5(data).hexdigest()
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("lanes", ["1", "0"])
+def test_read_backs_of_many_files_share_rounds_and_each_gets_its_own_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lanes: str
+) -> None:
+    """Files whose blocks finish at different times read back through one ReadBacks (MD5s side
+    by side in lanes, or hashlib's one after another): each joins the rounds under way, each
+    gets its own file's MD5, and a file cut short fails alone, naming where it ended."""
+    monkeypatch.setenv("STOKER_MD5_LANES", lanes)
+    monkeypatch.setattr(_read_backs, "READ_BACK", 1000)  # many rounds a block
+    block, rng = 4096, random.Random(7)
+    datas = [rng.randbytes(n) for n in (1, block, 3 * block + 5, 9 * block, 20 * block + 99)]
+    fds = [os.open(tmp_path / f"f{i}", os.O_RDWR | os.O_CREAT) for i in range(len(datas))]
+    for fd, data in zip(fds, datas, strict=True):
+        os.ftruncate(fd, len(data))  # each block's bytes come when it lands
+    short = os.open(tmp_path / "short", os.O_RDWR | os.O_CREAT)
+    fds.append(short)
+    datas_landing = [*datas, b"x" * (block + 10)]  # claims 3 blocks, holds 1 and a bit
+
+    async def go() -> list[str | BaseException]:
+        together = _read_backs.ReadBacks()
+        sizes = [len(d) for d in datas] + [3 * block]
+        hashers = [
+            FileHasher(new_md5(), fd, size, block, together)
+            for fd, size in zip(fds, sizes, strict=True)
+        ]
+
+        async def land(hasher: FileHasher, data: bytes, seed: int) -> str:
+            order = list(range(-(-hasher.size // block)))
+            random.Random(seed).shuffle(order)
+            for i in order:
+                await asyncio.sleep(random.Random(seed + i).random() * 0.002)
+                os.pwrite(hasher.fd, data[i * block : (i + 1) * block], i * block)
+                await hasher.block_done(i)
+            return hasher.hexdigest()
+
+        tasks = [land(h, d, n) for n, (h, d) in enumerate(zip(hashers, datas_landing, strict=True))]
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        *got, cut = asyncio.run(go())
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert got == [hashlib.md5(d).hexdigest() for d in datas]
+    assert isinstance(cut, StoreError) and f"ended at byte {block + 10}" in str(cut)

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define LANES 16 /* at most; fewer busy lanes run on narrower vectors (4, 8) */
+#define LANES 16 /* at most; fewer busy lanes run on narrower vectors (4, 8), or none (1) */
 
 typedef struct {
     uint32_t h[4];
@@ -56,8 +56,31 @@ static inline uint32_t load_le32(const uint8_t *p) {
 #define I(b, c, d) ((c) ^ ((b) | ~(d)))
 #define ROTL(x, r) (((x) << (r)) | ((x) >> (32 - (r))))
 /* a + K + w need not wait for the step before: only f, one add, the rotation and b's add do. */
-#define STEP(f, a, b, c, d, i, g, r) a = b + ROTL(f(b, c, d) + (a + (K[i] + w[g])), r)
+#define STEP(f, a, b, c, d, i, g, r) a = b + ROTL(f(b, c, d) + (a + (K[i] + w[g])), r);
+/* RFC 1321's 64 steps of a block, for S(f, a, b, c, d, step, word, rotation) to spell out. */
+#define MD5_STEPS(S) \
+    S(F, a, b, c, d, 0, 0, 7) S(F, d, a, b, c, 1, 1, 12) S(F, c, d, a, b, 2, 2, 17) S(F, b, c, d, a, 3, 3, 22) \
+    S(F, a, b, c, d, 4, 4, 7) S(F, d, a, b, c, 5, 5, 12) S(F, c, d, a, b, 6, 6, 17) S(F, b, c, d, a, 7, 7, 22) \
+    S(F, a, b, c, d, 8, 8, 7) S(F, d, a, b, c, 9, 9, 12) S(F, c, d, a, b, 10, 10, 17) S(F, b, c, d, a, 11, 11, 22) \
+    S(F, a, b, c, d, 12, 12, 7) S(F, d, a, b, c, 13, 13, 12) S(F, c, d, a, b, 14, 14, 17) S(F, b, c, d, a, 15, 15, 22) \
+    S(G, a, b, c, d, 16, 1, 5) S(G, d, a, b, c, 17, 6, 9) S(G, c, d, a, b, 18, 11, 14) S(G, b, c, d, a, 19, 0, 20) \
+    S(G, a, b, c, d, 20, 5, 5) S(G, d, a, b, c, 21, 10, 9) S(G, c, d, a, b, 22, 15, 14) S(G, b, c, d, a, 23, 4, 20) \
+    S(G, a, b, c, d, 24, 9, 5) S(G, d, a, b, c, 25, 14, 9) S(G, c, d, a, b, 26, 3, 14) S(G, b, c, d, a, 27, 8, 20) \
+    S(G, a, b, c, d, 28, 13, 5) S(G, d, a, b, c, 29, 2, 9) S(G, c, d, a, b, 30, 7, 14) S(G, b, c, d, a, 31, 12, 20) \
+    S(H, a, b, c, d, 32, 5, 4) S(H, d, a, b, c, 33, 8, 11) S(H, c, d, a, b, 34, 11, 16) S(H, b, c, d, a, 35, 14, 23) \
+    S(H, a, b, c, d, 36, 1, 4) S(H, d, a, b, c, 37, 4, 11) S(H, c, d, a, b, 38, 7, 16) S(H, b, c, d, a, 39, 10, 23) \
+    S(H, a, b, c, d, 40, 13, 4) S(H, d, a, b, c, 41, 0, 11) S(H, c, d, a, b, 42, 3, 16) S(H, b, c, d, a, 43, 6, 23) \
+    S(H, a, b, c, d, 44, 9, 4) S(H, d, a, b, c, 45, 12, 11) S(H, c, d, a, b, 46, 15, 16) S(H, b, c, d, a, 47, 2, 23) \
+    S(I, a, b, c, d, 48, 0, 6) S(I, d, a, b, c, 49, 7, 10) S(I, c, d, a, b, 50, 14, 15) S(I, b, c, d, a, 51, 5, 21) \
+    S(I, a, b, c, d, 52, 12, 6) S(I, d, a, b, c, 53, 3, 10) S(I, c, d, a, b, 54, 10, 15) S(I, b, c, d, a, 55, 1, 21) \
+    S(I, a, b, c, d, 56, 8, 6) S(I, d, a, b, c, 57, 15, 10) S(I, c, d, a, b, 58, 6, 15) S(I, b, c, d, a, 59, 13, 21) \
+    S(I, a, b, c, d, 60, 4, 6) S(I, d, a, b, c, 61, 11, 10) S(I, c, d, a, b, 62, 2, 15) S(I, b, c, d, a, 63, 9, 21)
 
+#define WIDTH 1
+#define NAME lanes_blocks_1
+#include "md5many_kernel.h"
+#undef WIDTH
+#undef NAME
 #define WIDTH 4
 #define NAME lanes_blocks_4
 #include "md5many_kernel.h"
@@ -103,7 +126,9 @@ static void run_lanes(lane_work *work, size_t count) {
             for (int j = 0; j < 4; j++) h[j][l] = l < n ? busy[l]->state->h[j] : 0;
             if (l < n && busy[l]->blocks < least) least = busy[l]->blocks;
         }
-        if (n <= 4)
+        if (n == 1)
+            lanes_blocks_1(h, at, step, least);
+        else if (n <= 4)
             lanes_blocks_4(h, at, step, least);
         else if (n <= 8)
             lanes_blocks_8(h, at, step, least);

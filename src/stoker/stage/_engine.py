@@ -44,6 +44,7 @@ from ..store._posix import disk_error, fsync_dir
 from ._fetch import download
 from ._manifest import Manifest, Pending
 from ._progress import Reporter
+from ._read_backs import ReadBacks
 from ._small import (
     HELD_WHOLE,
     SMALL,
@@ -101,6 +102,7 @@ class Engine:
         self.small = min(SMALL if local else WHOLE, block_size)
         self.held = asyncio.Semaphore(HELD_WHOLE)
         self.writer: SmallWriter | None = None
+        self.read_backs = ReadBacks()  # large files' MD5s, side by side (see _read_backs)
         self.counters = Counters()
         self.folders_to_sync: set[str] = set()  # of keys written, fsynced once at the end
         self.fatal: BaseException | None = None

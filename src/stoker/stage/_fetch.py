@@ -54,7 +54,11 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
         # between publishing and the done mark, the units live in the final file instead.
         done = engine.manifest.blocks_done(key, etag) if resumable and had_partial else set()
         engine.reporter.advance(sum(min(size, (i + 1) * unit) - i * unit for i in done))
-        hasher = FileHasher(hasher_for(md5), fd, size, unit) if engine.hash_files else None
+        hasher = (
+            FileHasher(hasher_for(md5), fd, size, unit, engine.read_backs)
+            if engine.hash_files
+            else None
+        )
         if hasher:
             for i in sorted(done):
                 await hasher.block_done(i)

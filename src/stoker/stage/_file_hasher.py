@@ -6,15 +6,13 @@ against Content-MD5 must still be of the file from its first byte.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import os
 import threading
+from typing import Any
 
 from ..errors import StoreError
+from ._read_backs import READ_BACK, ReadBacks
 from ._small import named
-
-READ_BACK = 1 << 20  # read-back pieces small enough to stay in the CPU cache while hashed
 
 
 class FileHasher:
@@ -24,12 +22,21 @@ class FileHasher:
     thread, still in the CPU cache (a hop per piece cost more than it saved). MD5 is too slow for
     the loop's thread: there every file's MD5 was one queue on one core. A block that finished
     ahead of the hash, and every MD5 block, is read back from the file (the page cache) when the
-    hash reaches it, in a thread for MD5 (files hash side by side; the loop goes on writing).
+    hash reaches it; MD5's by ``read_backs``, which hashes every file's side by side in a thread
+    (the loop goes on writing).
     Only one of the two ever moves ``pos``: a read-back stops at the first unfinished block, and
     while it runs pieces are not hashed at once (that block is read back when it finishes)."""
 
-    def __init__(self, hasher: hashlib._Hash, fd: int, size: int, block_size: int) -> None:
+    def __init__(
+        self,
+        hasher: Any,  # hashlib's, xxhash's or a LaneMd5: they share no base class
+        fd: int,
+        size: int,
+        block_size: int,
+        read_backs: ReadBacks | None = None,
+    ) -> None:
         self.hasher, self.fd, self.size, self.block_size = hasher, fd, size, block_size
+        self.read_backs = read_backs or ReadBacks()
         self.pos = 0
         self.finished: set[int] = set()
         self.reading_back = False
@@ -49,26 +56,33 @@ class FileHasher:
         try:
             while self.pos < self.size and self.pos // self.block_size in self.finished:
                 if self.slow:
-                    await asyncio.to_thread(self._read_back_block)
+                    await self.read_backs.read_back(self)
                 else:
                     self._read_back_block()
         finally:
             self.reading_back = False
 
+    def block_end(self) -> int:
+        """Where the block that ``pos`` is in ends."""
+        return min(self.size, (self.pos // self.block_size + 1) * self.block_size)
+
+    def read_piece(self, buffer: memoryview, end: int) -> memoryview:
+        """Read the file from ``pos`` into ``buffer``, up to ``end``; what was read."""
+        want = min(len(buffer), end - self.pos)
+        got = _read_into(self.fd, buffer[:want], self.pos)
+        if not got:
+            raise StoreError(f"the partial file ended at byte {self.pos} of {self.size}")
+        return buffer[:got]
+
     def _read_back_block(self) -> None:
         """Hash from ``pos`` to the end of its (finished) block, reading it from the file into
         this thread's buffer: a fresh 1 MiB buffer per read, or per file, was a fresh mapping
-        whose pages the kernel faulted in and zeroed each time. (A read-back runs within one
-        call on one thread, so the thread's buffer is never shared.)"""
-        end = min(self.size, (self.pos // self.block_size + 1) * self.block_size)
-        view = _thread_buffer()
+        whose pages the kernel faulted in and zeroed each time."""
+        end = self.block_end()
         while self.pos < end:
-            want = min(len(view), end - self.pos)
-            got = _read_into(self.fd, view[:want], self.pos)
-            if not got:
-                raise StoreError(f"the partial file ended at byte {self.pos} of {self.size}")
-            self.hasher.update(view[:got])
-            self.pos += got
+            piece = self.read_piece(_thread_buffer(), end)
+            self.hasher.update(piece)
+            self.pos += len(piece)
 
     def hexdigest(self) -> str:
         return named(self.hasher)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from typing import Any
 
 import xxhash
 
-from .._many_md5 import md5s, update_together
+from .._many_md5 import md5s, new_md5, update_together
 from ..errors import ChecksumError, StokerError, StoreError
 from ..store import PosixStore
 from ..store._posix import (
@@ -63,7 +62,7 @@ GATHER_S = 0.02
 
 def hasher_for(md5: str | None):  # noqa: ANN201 - hashlib and xxhash share no base class
     """MD5 when there is a source MD5 to check against, else the much cheaper XXH3-128."""
-    return hashlib.md5() if md5 else xxhash.xxh3_128()
+    return new_md5() if md5 else xxhash.xxh3_128()
 
 
 def named(hasher) -> str:  # noqa: ANN001
