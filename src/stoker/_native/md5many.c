@@ -55,7 +55,8 @@ static inline uint32_t load_le32(const uint8_t *p) {
 #define H(b, c, d) ((b) ^ (c) ^ (d))
 #define I(b, c, d) ((c) ^ ((b) | ~(d)))
 #define ROTL(x, r) (((x) << (r)) | ((x) >> (32 - (r))))
-/* a + K + w need not wait for the step before: only f, one add, the rotation and b's add do. */
+/* a + K + w need not wait for the step before: only f, one add, the rotation and b's add do
+ * (setup.py keeps GCC from reassociating the adds, which put one more add on that chain). */
 #define STEP(f, a, b, c, d, i, g, r) a = b + ROTL(f(b, c, d) + (a + (K[i] + w[g])), r);
 /* RFC 1321's 64 steps of a block, for S(f, a, b, c, d, step, word, rotation) to spell out. */
 #define MD5_STEPS(S) \
