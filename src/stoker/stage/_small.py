@@ -50,6 +50,10 @@ SMALL = 1 << 20  # a file that arrives in one piece
 # HELD_WHOLE of those above SMALL are held in memory at once (64 MiB).
 WHOLE = 4 << 20
 HELD_WHOLE = 16
+# Objects in memory are hashed and written side by side (write_held) this much of each a round:
+# 32 files' pieces (4 MiB) stay in the L3 cache until written, and a round's Python is paid
+# once per 128 KiB of each.
+HASH_ROUND = 128 << 10
 # Measured on 20,000 x 64 KiB (2 cores, ext4): 8 writers of up to 32 files beat 4 x 64 and
 # 16 x 16 by 0.5-1 s; more threads spend the difference queueing for the GIL.
 GROUP_FILES = 32
@@ -101,12 +105,13 @@ def from_bytes(data: bytes | memoryview, md5: str | None, hash_files: bool, sour
 
 
 def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException]:
-    """Write each object into its open partial file, a WRITE_PIECE at a time, each piece right
-    after it is hashed, while the CPU's cache still holds it (hashed whole, then written whole,
-    a 4 MiB object came back from memory for the kernel's copy into the page cache: perf of
-    600 files log-normal ~1 MiB, that copy fell from 8.6 % of the samples to 1.9 %). The
-    objects go side by side: a round takes the next piece of each, and their MD5s in one call
-    (one SIMD lane each: see stoker._many_md5). Per object, its hash or its error."""
+    """Write each object into its open partial file, a HASH_ROUND at a time (in WRITE_PIECE
+    writes), each piece right after it is hashed, while the CPU's cache still holds it
+    (hashed whole, then written whole, a 4 MiB object came back from memory for the kernel's
+    copy into the page cache: perf of 600 files log-normal ~1 MiB, that copy fell from 8.6 %
+    of the samples to 1.9 %). The objects go side by side: a round takes the next piece of
+    each, and their MD5s in one call (one SIMD lane each: see stoker._many_md5). Per object,
+    its hash or its error."""
     outcomes: list[str | None | BaseException] = [None] * len(items)
     checked = [i for i, (held, _) in enumerate(items) if held.hash_files and held.md5]
     hashers: dict[int, Any] = dict(zip(checked, md5s(len(checked)), strict=True))
@@ -116,18 +121,18 @@ def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException
     live = list(range(len(items)))
     at = 0
     while live := [i for i in live if at < len(items[i][0].data)]:
-        pieces = {i: items[i][0].data[at : at + WRITE_PIECE] for i in live}
+        pieces = {i: items[i][0].data[at : at + HASH_ROUND] for i in live}
         md5_now = [i for i in live if i in hashers and hashers[i].name == "md5"]
         update_together([hashers[i] for i in md5_now], [pieces[i] for i in md5_now])
         for i in live:
             if i in hashers and i not in md5_now:
                 hashers[i].update(pieces[i])
             try:
-                write_all(items[i][1], pieces[i])
+                write_all(items[i][1], pieces[i], step=WRITE_PIECE)
             except OSError as exc:
                 outcomes[i] = exc
         live = [i for i in live if outcomes[i] is None]
-        at += WRITE_PIECE
+        at += HASH_ROUND
     for i, hasher in hashers.items():
         if outcomes[i] is None:
             outcomes[i] = _checked(items[i][0], named(hasher))
