@@ -8,7 +8,9 @@ STAMP := $(VENV)/.stoker-installed
 
 .PHONY: demo test chromium bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
 
-$(STAMP): pyproject.toml
+# setup.py builds the one compiled part in place (src/stoker/_native): a changed source rebuilds it.
+NATIVE := setup.py $(wildcard src/stoker/_native/*.c src/stoker/_native/*.h)
+$(STAMP): pyproject.toml $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
@@ -122,4 +124,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .demo .bench
+	rm -rf $(VENV) node_modules .pytest_cache .demo .bench build src/stoker/_native/*.so
