@@ -151,3 +151,41 @@ def test_read_backs_of_many_files_share_rounds_and_each_gets_its_own_hash(
             os.close(fd)
     assert got == [hashlib.md5(d).hexdigest() for d in datas]
     assert isinstance(cut, StoreError) and f"ended at byte {block + 10}" in str(cut)
+
+
+def test_a_failed_round_reaches_every_waiter_and_the_next_read_back_runs_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever stops the runner (here a hash that raises) fails the read-backs it held, and
+    does not leave the next ones waiting for a runner that is gone."""
+    data = os.urandom(3 * BLOCK)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    os.pwrite(fd, data, 0)
+    real = _read_backs.update_together
+    calls = []
+
+    def fails_once(hashers: list, pieces: list) -> None:
+        calls.append(len(hashers))
+        if len(calls) == 1:
+            raise MemoryError("no room for a lane")
+        real(hashers, pieces)
+
+    monkeypatch.setattr(_read_backs, "update_together", fails_once)
+
+    async def go() -> tuple[BaseException | str, str]:
+        together = _read_backs.ReadBacks()
+        first = FileHasher(new_md5(), fd, len(data), BLOCK, together)
+        failed = await asyncio.gather(
+            asyncio.wait_for(first.block_done(0), 10), return_exceptions=True
+        )
+        again = FileHasher(new_md5(), fd, len(data), BLOCK, together)
+        for i in range(3):
+            await asyncio.wait_for(again.block_done(i), 10)
+        return failed[0], again.hexdigest()
+
+    try:
+        failed, digest = asyncio.run(go())
+    finally:
+        os.close(fd)
+    assert isinstance(failed, MemoryError) and "no room" in str(failed)
+    assert digest == hashlib.md5(data).hexdigest()

@@ -42,13 +42,38 @@ class ReadBacks:
             self.waiting.append((hasher, done))
             start, self.running = not self.running, True
         if start:
-            runner = loop.run_in_executor(None, self._run, loop)
+            try:
+                runner = loop.run_in_executor(None, self._run, loop)
+            except BaseException:  # (no thread to run on: the loop is closing)
+                with self.lock:
+                    self.waiting.clear()
+                    self.running = False
+                raise
             done.add_done_callback(lambda _: runner)  # (keeps the runner's future referenced)
         await done
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Rounds until no read-back is left: each takes the next piece of every one under way."""
+        """Rounds until no read-back is left. Whatever stops them (a bug, no memory for a
+        buffer) reaches every waiter, and the next read-back starts a runner again: a waiter
+        left unsettled would wait for ever."""
         active: list[tuple[FileHasher, asyncio.Future[None], int]] = []  # (.., its block's end)
+        try:
+            self._rounds(loop, active)
+        except BaseException as exc:
+            with self.lock:
+                stranded = [done for _, done in self.waiting] + [done for _, done, _ in active]
+                self.waiting.clear()
+                self.running = False
+            for done in stranded:
+                _settle(loop, done, exc)  # (they have it: the runner's own future need not)
+
+    def _rounds(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        active: list[tuple[FileHasher, asyncio.Future[None], int]],
+    ) -> None:
+        """Each round takes the next piece of every read-back under way (``active``, kept up to
+        date for ``_run``), until none is left."""
         while True:
             with self.lock:
                 while self.waiting and len(active) < LANES:
@@ -71,11 +96,9 @@ class ReadBacks:
             update_together([h.hasher for h in hashers], pieces)
             for hasher, piece in zip(hashers, pieces, strict=True):
                 hasher.pos += len(piece)
-            active = []
+            active[:] = [(h, done, end) for h, done, end in going if h.pos < end]
             for hasher, done, end in going:
-                if hasher.pos < end:
-                    active.append((hasher, done, end))
-                else:
+                if hasher.pos >= end:
                     _settle(loop, done, None)
 
 
