@@ -340,3 +340,28 @@ def test_objects_fetched_whole_are_written_in_pieces_and_kept_only_if_their_hash
     assert (tmp_path / "unhashed").read_bytes() == unhashed
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted([f"good{i}" for i in range(len(good))] + ["unchecked", "unhashed"])
+
+
+def test_a_hash_that_fails_fails_its_files_and_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever stops the side-by-side MD5 (here no memory) fails the files it hashed, removes
+    their partial files and publishes nothing of them; a file without MD5 in the group goes on."""
+
+    def no_memory(hashers: list, datas: list) -> None:
+        raise MemoryError("no room for a lane")
+
+    monkeypatch.setattr(_small, "update_together", no_memory)
+    data, other = os.urandom(3000), os.urandom(4000)
+    jobs = [
+        _small.Job(
+            "a.bin",
+            str(tmp_path / "a.bin"),
+            _small.from_bytes(data, hashlib.md5(data).hexdigest(), True, "src/a.bin"),
+        ),
+        _small.Job("b.bin", str(tmp_path / "b.bin"), _small.from_bytes(other, None, True, "b")),
+    ]
+    outcomes = _small.write_group(jobs, True)
+    assert isinstance(outcomes[0], MemoryError)
+    assert outcomes[1] == f"xxh128:{xxhash.xxh3_128(other).hexdigest()}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin"]

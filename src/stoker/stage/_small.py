@@ -123,8 +123,14 @@ def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException
     while live := [i for i in live if at < len(items[i][0].data)]:
         pieces = {i: items[i][0].data[at : at + HASH_ROUND] for i in live}
         md5_now = [i for i in live if i in hashers and hashers[i].name == "md5"]
-        update_together([hashers[i] for i in md5_now], [pieces[i] for i in md5_now])
+        try:
+            update_together([hashers[i] for i in md5_now], [pieces[i] for i in md5_now])
+        except Exception as exc:  # (no memory, a bug): those files fail, not silently
+            for i in md5_now:
+                outcomes[i] = exc
         for i in live:
+            if outcomes[i] is not None:
+                continue
             if i in hashers and i not in md5_now:
                 hashers[i].update(pieces[i])
             try:
