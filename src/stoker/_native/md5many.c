@@ -1,9 +1,10 @@
 /* MD5 of many buffers at once: one MD5 per SIMD lane (16 lanes of 32 bits).
  *
  * One MD5 is a chain of 64 dependent steps per 64-byte block, so a single stream is bound by
- * the chain's latency (OpenSSL: ~4.5 cycles a byte) and leaves most of the core idle. Sixteen
- * independent streams, one per lane, run the same chain on vectors (as minio's md5-simd does in
- * Go): several files, or two files' blocks, hashed in one call for little more than one costs.
+ * the chain's latency (OpenSSL's: ~700 MiB/s on a core here) and leaves most of the core idle.
+ * Up to sixteen independent streams, one per lane, run the same chain on vectors (as minio's
+ * md5-simd does in Go): 2 lanes hash ~1,070 MiB/s together, 16 ~6.7 GiB/s. One busy lane runs
+ * in plain 32-bit words (as fast as OpenSSL), where a vector's lane alone was slower.
  * The steps are RFC 1321's; GCC's vector extensions keep it one portable source, and
  * target_clones builds it for AVX-512, AVX2 and plain x86-64, picked when the module loads.
  *
