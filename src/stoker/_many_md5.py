@@ -25,6 +25,7 @@ try:
 except ImportError:  # built without it: hashlib does the work
     md5many = None
 
+
 def side_by_side() -> bool:
     """Whether MD5s can run in lanes here (the extension is built and not switched off)."""
     return md5many is not None and os.environ.get("STOKER_MD5_LANES", "1") != "0"
