@@ -24,7 +24,6 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import xxhash
 
@@ -114,32 +113,31 @@ def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException
     its hash or its error."""
     outcomes: list[str | None | BaseException] = [None] * len(items)
     checked = [i for i, (held, _) in enumerate(items) if held.hash_files and held.md5]
-    hashers: dict[int, Any] = dict(zip(checked, md5s(len(checked)), strict=True))
-    for i, (held, _) in enumerate(items):
-        if held.hash_files and not held.md5:
-            hashers[i] = xxhash.xxh3_128()  # (no MD5 to check against: the cheaper hash)
+    md5_of = dict(zip(checked, md5s(len(checked)), strict=True))
+    # No MD5 to check against: the cheaper hash, one object at a time.
+    xxh_of = {i: xxhash.xxh3_128() for i, (h, _) in enumerate(items) if h.hash_files and not h.md5}
     live = list(range(len(items)))
     at = 0
     while live := [i for i in live if at < len(items[i][0].data)]:
         pieces = {i: items[i][0].data[at : at + HASH_ROUND] for i in live}
-        md5_now = [i for i in live if i in hashers and hashers[i].name == "md5"]
+        md5_now = [i for i in live if i in md5_of]
         try:
-            update_together([hashers[i] for i in md5_now], [pieces[i] for i in md5_now])
+            update_together([md5_of[i] for i in md5_now], [pieces[i] for i in md5_now])
         except Exception as exc:  # (no memory, a bug): those files fail, not silently
             for i in md5_now:
                 outcomes[i] = exc
         for i in live:
             if outcomes[i] is not None:
                 continue
-            if i in hashers and i not in md5_now:
-                hashers[i].update(pieces[i])
+            if i in xxh_of:
+                xxh_of[i].update(pieces[i])
             try:
                 write_all(items[i][1], pieces[i], step=WRITE_PIECE)
             except OSError as exc:
                 outcomes[i] = exc
         live = [i for i in live if outcomes[i] is None]
         at += HASH_ROUND
-    for i, hasher in hashers.items():
+    for i, hasher in {**md5_of, **xxh_of}.items():
         if outcomes[i] is None:
             outcomes[i] = _checked(items[i][0], named(hasher))
     return outcomes
