@@ -135,10 +135,13 @@ def test_read_backs_of_many_files_share_rounds_and_each_gets_its_own_hash(
         async def land(hasher: FileHasher, data: bytes, seed: int) -> str:
             order = list(range(-(-hasher.size // block)))
             random.Random(seed).shuffle(order)
-            for i in order:
-                await asyncio.sleep(random.Random(seed + i).random() * 0.002)
-                os.pwrite(hasher.fd, data[i * block : (i + 1) * block], i * block)
-                await hasher.block_done(i)
+            try:
+                for i in order:
+                    await asyncio.sleep(random.Random(seed + i).random() * 0.002)
+                    os.pwrite(hasher.fd, data[i * block : (i + 1) * block], i * block)
+                    await hasher.block_done(i)
+            finally:
+                hasher.close()  # (as the engine does: the others stop waiting for it)
             return hasher.hexdigest()
 
         tasks = [land(h, d, n) for n, (h, d) in enumerate(zip(hashers, datas_landing, strict=True))]
@@ -178,6 +181,7 @@ def test_a_failed_round_reaches_every_waiter_and_the_next_read_back_runs_again(
         failed = await asyncio.gather(
             asyncio.wait_for(first.block_done(0), 10), return_exceptions=True
         )
+        first.close()
         again = FileHasher(new_md5(), fd, len(data), BLOCK, together)
         for i in range(3):
             await asyncio.wait_for(again.block_done(i), 10)
@@ -189,3 +193,83 @@ def test_a_failed_round_reaches_every_waiter_and_the_next_read_back_runs_again(
         os.close(fd)
     assert isinstance(failed, MemoryError) and "no room" in str(failed)
     assert digest == hashlib.md5(data).hexdigest()
+
+
+def _written(tmp_path: Path, name: str, data: bytes) -> int:
+    fd = os.open(tmp_path / name, os.O_RDWR | os.O_CREAT)
+    os.pwrite(fd, data, 0)
+    return fd
+
+
+def test_read_backs_that_come_apart_wait_for_each_other_and_hash_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files under way whose blocks finish at different moments: the first read-back waits
+    (up to LINGER) for the second, and every round hashes both."""
+    monkeypatch.setattr(_read_backs, "READ_BACK", 1000)
+    monkeypatch.setattr(_read_backs, "LINGER_ABOVE", BLOCK)  # (small files wait here too)
+    rounds: list[int] = []
+    real = _read_backs.update_together
+
+    def counted(hashers: list, pieces: list) -> None:
+        rounds.append(len(hashers))
+        real(hashers, pieces)
+
+    monkeypatch.setattr(_read_backs, "update_together", counted)
+    datas = [os.urandom(3 * BLOCK), os.urandom(3 * BLOCK)]
+    fds = [_written(tmp_path, f"f{i}", d) for i, d in enumerate(datas)]
+
+    async def go() -> list[str]:
+        together = _read_backs.ReadBacks()
+        hashers = [FileHasher(new_md5(), fd, 3 * BLOCK, BLOCK, together) for fd in fds]
+
+        async def land(hasher: FileHasher, delay: float) -> str:
+            await asyncio.sleep(delay)
+            await asyncio.gather(*(hasher.block_done(i) for i in range(3)))
+            hasher.close()
+            return hasher.hexdigest()
+
+        return await asyncio.wait_for(
+            asyncio.gather(land(hashers[0], 0), land(hashers[1], 0.05)), 10
+        )
+
+    try:
+        digests = asyncio.run(go())
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert digests == [hashlib.md5(d).hexdigest() for d in datas]
+    assert rounds and set(rounds) == {2}, rounds
+
+
+@pytest.mark.parametrize("partner", ["closes", "never opened", "stays open"])
+def test_a_lone_read_back_waits_for_no_file_that_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partner: str
+) -> None:
+    """A read-back waits for a partner only while another file is under way and only when it
+    has LINGER_ABOVE or more to hash: once the other closes (or when there is none, or the
+    read-back is small) it goes on at once, not after LINGER."""
+    monkeypatch.setattr(_read_backs, "LINGER", 60.0)
+    if partner != "stays open":
+        monkeypatch.setattr(_read_backs, "LINGER_ABOVE", BLOCK)
+    data = os.urandom(2 * BLOCK)
+    fd = _written(tmp_path, "f", data)
+
+    async def go() -> str:
+        together = _read_backs.ReadBacks()
+        hasher = FileHasher(new_md5(), fd, len(data), BLOCK, together)
+        other = None if partner == "never opened" else FileHasher(new_md5(), fd, 1, 1, together)
+
+        async def close_later() -> None:
+            await asyncio.sleep(0.05)
+            if other and partner == "closes":
+                other.close()
+
+        both = asyncio.gather(hasher.block_done(0), hasher.block_done(1), close_later())
+        await asyncio.wait_for(both, 10)
+        return hasher.hexdigest()
+
+    try:
+        assert asyncio.run(go()) == hashlib.md5(data).hexdigest()
+    finally:
+        os.close(fd)

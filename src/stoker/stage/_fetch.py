@@ -47,6 +47,7 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
     assert isinstance(engine.dst, PosixStore)
     dst, unit = engine.dst, resume_unit(engine.block_size)
     fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
+    hasher: FileHasher | None = None
     try:
         units = max(1, -(-size // unit))
         resumable = units > 1 and engine.record_blocks
@@ -115,5 +116,7 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
         engine.folders_to_sync.add(key.rpartition("/")[0])
         return digest
     finally:
+        if hasher:
+            hasher.close()
         if fd >= 0:
             os.close(fd)
