@@ -75,17 +75,21 @@ def test_a_host_name_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPa
         asyncio.run(first_batch())
 
 
+@pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY"])
 def test_through_a_proxy_the_check_is_left_to_the_requests(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
     """The proxy may reach what this machine cannot connect to directly."""
     endpoint = f"http://127.0.0.1:{free_port()}/{ACCOUNT}"
+    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
     with pytest.raises(StoreError, match="nothing answers"):
         asyncio.run(_reach.check_answers(endpoint, "listing"))
-    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
-    monkeypatch.delenv("no_proxy", raising=False)
-    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.setenv(variable, "http://proxy.example:3128")
     asyncio.run(_reach.check_answers(endpoint, "listing"))  # no error: not checked
+    monkeypatch.setenv("no_proxy", "localhost,127.0.0.1")  # ...unless the host bypasses it
+    with pytest.raises(StoreError, match="nothing answers"):
+        asyncio.run(_reach.check_answers(endpoint, "listing"))
 
 
 def test_an_endpoint_that_answered_is_not_asked_again(

@@ -32,7 +32,8 @@ def pull(
 ) -> None:
     """Make the model available under ROOT/NAME/versions/<version>; print its path."""
     from .._malloc import keep_freed_memory
-    from ..stage import RichReporter, cache_pull
+    from ..stage import cache_pull
+    from ..stage._progress import terminal_reporter
 
     keep_freed_memory()  # (this process exists to move data: see _malloc)
     with interruptible(kept="the partial download is kept and the next pull resumes it"):
@@ -42,7 +43,7 @@ def pull(
             name=name,
             stale_after_s=stale_after,
             timeout_s=timeout,
-            reporter=None if json_out else RichReporter(f"pull {src}"),
+            reporter=None if json_out else terminal_reporter(f"pull {src}"),
         )
     if json_out:
         emit_json(result.to_dict())

@@ -239,13 +239,14 @@ def stage(
     --delete also deletes every file in DST that SRC does not have (within --include,
     --exclude and --rank: nothing else is touched), naming each; more than a few need --yes."""
     from .._malloc import keep_freed_memory
-    from ..stage import JsonReporter, RichReporter
+    from ..stage import JsonReporter
     from ..stage import stage as run_stage
+    from ..stage._progress import terminal_reporter
     from ..units import format_bytes, format_duration, format_rate
 
     keep_freed_memory()  # (this process exists to move data: see _malloc)
 
-    reporter = JsonReporter() if json_out else RichReporter(f"{src} -> {dst}")
+    reporter = JsonReporter() if json_out else terminal_reporter(f"{src} -> {dst}")
     if record is not None:
         from ..report._records import RecordingReporter
 
@@ -336,8 +337,8 @@ def verify(
 ) -> None:
     """Re-check a finished copy: every missing, extra, resized or changed object is named
     (on the keys that --include/--exclude/--rank took, as for the stage that made it)."""
-    from ..stage import RichReporter
     from ..stage import verify as run_verify
+    from ..stage._progress import terminal_reporter
 
     with interruptible(kept="nothing was changed; run it again to check"):
         report = run_verify(
@@ -345,7 +346,7 @@ def verify(
             dst,
             **_selection(include, exclude, rank, world_size),
             allow_http=allow_http,
-            reporter=None if json_out else RichReporter(f"verify {dst} against {src}"),
+            reporter=None if json_out else terminal_reporter(f"verify {dst} against {src}"),
             follow_symlinks=follow_symlinks,
         )
     if json_out:

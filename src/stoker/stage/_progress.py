@@ -91,6 +91,30 @@ class JsonReporter(Reporter):
         self._emit("summary", **summary)
 
 
+def terminal_reporter(description: str) -> Reporter:
+    """What the commands show: a bar on a terminal; elsewhere (a log, a pipe, where a bar's last
+    frame is a wrapped, cut-off line) the notes and deletions as plain lines, without loading
+    rich's progress machinery or updating a bar nobody sees once per file."""
+    from rich.console import Console  # (its idea of a terminal: FORCE_COLOR, TTY_COMPATIBLE)
+
+    return RichReporter(description) if Console(stderr=True).is_terminal else LineReporter()
+
+
+class LineReporter(Reporter):
+    """A bar's notes and deletions as plain lines on stderr; no bar."""
+
+    def note(self, message: str) -> None:
+        _line(f"! {message}")
+
+    def deleting(self, key: str) -> None:
+        _line(f"deleting {key}")
+
+
+def _line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 class RichReporter(Reporter):
     def __init__(self, description: str) -> None:
         from rich.console import Console
