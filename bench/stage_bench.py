@@ -128,6 +128,7 @@ class Recorder:
             "sync_s": run.sync_s,
             "rss_mib": run.rss_mib,
             "cpu_s": run.cpu_s,
+            "kernel_s": run.kernel_s,
             "mb_s": mb_s(self.shape, run.total_s),
             **(extra or {}),
         }
