@@ -23,12 +23,13 @@ MAPPED_ABOVE = 64 << 20  # a buffer this large still gets its own mapping (and g
 TRIMMED_ABOVE = 512 << 20  # free memory past this at a heap's top goes back to the kernel
 
 
-def keep_freed_memory() -> bool:
-    """Fix glibc's thresholds for this process; False where the C library is not glibc."""
+def keep_freed_memory(mapped_above: int = MAPPED_ABOVE, trimmed_above: int = TRIMMED_ABOVE) -> bool:
+    """Fix glibc's thresholds for this process (a DataLoader worker's are smaller: see
+    stream/_worker_memory); False where the C library is not glibc."""
     libc = _LIBC  # (store._posix's handle on the C library; None on Windows)
     if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
         return False  # musl, macOS: their own allocators, left alone
     return bool(
-        libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_ABOVE)
-        and libc.mallopt(_M_TRIM_THRESHOLD, TRIMMED_ABOVE)
+        libc.mallopt(_M_MMAP_THRESHOLD, mapped_above)
+        and libc.mallopt(_M_TRIM_THRESHOLD, trimmed_above)
     )

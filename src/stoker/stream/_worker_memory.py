@@ -13,11 +13,11 @@ worker inherited are frozen out of the garbage collector (``freeze_inherited_obj
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+from .._malloc import keep_freed_memory as _keep_freed_memory
+
 KEEP_BYTES = 256 << 20  # free memory at an arena's top kept, not returned to the kernel
 MMAP_BYTES = 16 << 20  # allocations below this come from the heap (and its freed memory)
 
@@ -25,13 +25,7 @@ MMAP_BYTES = 16 << 20  # allocations below this come from the heap (and its free
 @functools.cache
 def keep_freed_memory() -> bool:
     """Set this process's malloc to keep freed memory; False where there is no glibc."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # a C library without mallopt
-        return False
-    return bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) and bool(
-        mallopt(M_MMAP_THRESHOLD, MMAP_BYTES)
-    )
+    return _keep_freed_memory(mapped_above=MMAP_BYTES, trimmed_above=KEEP_BYTES)
 
 
 @functools.cache
