@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from _render_stage_notes import memory_note, quiet_note
+from _render_stage_notes import KERNEL_NOTE, memory_note, quiet_note
 
 MiB = 1 << 20
 NAMES = {
@@ -148,10 +148,14 @@ def posix_table(shapes: list[dict], disk: dict, misses: list[str]) -> str:
     )
 
 
-def _with_kernel(runs: dict, tool: str) -> float:
-    """A tool's median CPU with what the kernel's threads did meanwhile (its writeback, if it
-    left that to them)."""
-    return statistics.median(r["cpu_s"] + r["kernel_s"] for r in runs[tool])
+def _with_kernel(runs: dict) -> str:
+    """stoker's CPU (then the command's) against rclone's, each with what the kernel's threads
+    did meanwhile (its writeback, if it left that to them); "" where not measured."""
+    tools = [t for t in ("rclone", "stoker", "stoker-cli") if t in runs]  # (rclone is there)
+    if not all("kernel_s" in r for t in tools for r in runs[t]):
+        return ""
+    cpu = [statistics.median(r["cpu_s"] + r["kernel_s"] for r in runs[t]) for t in tools]
+    return "; with the kernel's threads " + ", ".join(f"{c / cpu[0]:.2f}x" for c in cpu[1:])
 
 
 def resources_table(shapes: list[dict]) -> str:
@@ -176,22 +180,12 @@ def resources_table(shapes: list[dict]) -> str:
                     for t in ("stoker", "stoker-cli")
                     if t in runs
                 ]
-                with_kernel = [
-                    (t, _with_kernel(runs, t) / _with_kernel(runs, "rclone"))
-                    for t in ("stoker", "stoker-cli")
-                    if t in runs and all("kernel_s" in r for r in runs[t] + runs["rclone"])
-                ]
                 cells.append(
                     "; ".join(
                         f"{'the command ' if t == 'stoker-cli' else ''}{r:.2f}x ({_yes(r <= 1)})"
                         for t, r in ratios
                     )
-                    + (
-                        "; with the kernel's threads "
-                        + ", ".join(f"{r:.2f}x" for _, r in with_kernel)
-                        if with_kernel
-                        else ""
-                    )
+                    + _with_kernel(runs)
                 )
             else:
                 cells.append("-")
@@ -383,12 +377,7 @@ costs stoker.
 {posix}
 ### CPU seconds and peak memory per run (medians; peak of the runs)
 
-CPU is each process's own (user + system, from `/usr/bin/time`). rclone and AzCopy leave their
-pages to the kernel's flusher threads, whose work is on no process's account, while stoker
-starts its writeback and fsyncs each file in its own system time; where measured, the last
-column also compares each tool's CPU plus what the kernel's threads used from its start to the
-end of the `sync` after it (stoker, then the command, against rclone).
-
+{KERNEL_NOTE}
 {resources_table(shapes)}
 ### Resume after `kill -9`
 

@@ -1,7 +1,15 @@
-"""Notes of the ``## stage:`` section on the machine while it ran: other work on its cores, and
-what fresh memory costs on this VM (see bench/_machine.py)."""
+"""Notes of the ``## stage:`` section on the machine while it ran: other work on its cores, what
+fresh memory costs on this VM (see bench/_machine.py), and whose account the writeback is on."""
 
 from __future__ import annotations
+
+KERNEL_NOTE = """\
+CPU is each process's own (user + system, from `/usr/bin/time`). rclone and AzCopy leave their
+pages to the kernel's flusher threads, whose work is on no process's account, while stoker
+starts its writeback and fsyncs each file in its own system time; where measured, the last
+column also compares each tool's CPU plus what the kernel's threads used from its start to the
+end of the `sync` after it (stoker, then the command, against rclone).
+"""
 
 
 def quiet_note(shapes: list[dict]) -> str:
