@@ -39,6 +39,16 @@ def test_many_objects_split_anyhow_hash_as_hashlib_does(seed: int) -> None:
         assert md5many.digest(state) == hashlib.md5(data).digest()
 
 
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 8, 9, 16, 17])
+def test_every_kernel_hashes_as_hashlib_does(count: int) -> None:
+    """Each count of busy lanes has its own kernel (one or two chains of plain words, vectors
+    of 4, 8, 16); unequal lengths make a call pass through the narrower ones as lanes finish."""
+    datas = [os.urandom(64 * (3 + 5 * i) + i) for i in range(count)]
+    states = [md5many.new() for _ in datas]
+    md5many.update_many(states, datas)
+    assert [md5many.digest(s) for s in states] == [hashlib.md5(d).digest() for d in datas]
+
+
 def test_a_digest_leaves_the_state_to_go_on() -> None:
     state = md5many.new()
     md5many.update_many([state], [b"abc"])
