@@ -755,3 +755,27 @@ def test_a_download_goes_in_requests_of_blocks_and_is_recorded_in_units(
         (16 * MiB, 20 * MiB),
     ]
     assert sorted(recorded) == list(range(5))  # five 4 MiB units
+
+
+def test_a_large_download_keeps_a_window_of_requests_in_file_order(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's requests start in file order, at most WINDOW of them in flight (its MD5 goes in
+    order, so it can hash while the rest arrive), however many the engine allows at once."""
+    from stoker.stage import _fetch
+
+    data = os.urandom(40 * MiB)
+    upload(azurite.client(blob_env), "", {"big.bin": data})
+
+    async def slow(key: str, start: int, end: int) -> None:
+        await asyncio.sleep(0.05)
+
+    fetched = patch_reads(monkeypatch, slow)
+    summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, concurrency=32)
+    assert summary.ok, summary.failed
+    assert (tmp_path / "dst" / "big.bin").read_bytes() == data
+    assert len(fetched) > 2 * _fetch.WINDOW  # (20 requests of 2 MiB: 16 a file at least)
+    by_start = sorted(fetched, key=lambda r: r.began)
+    assert [r.start for r in by_start] == sorted(r.start for r in fetched)
+    most = max(sum(o.began <= r.began < o.ended for o in fetched) for r in fetched)
+    assert most <= _fetch.WINDOW, most

@@ -1,12 +1,13 @@
 """The transfer engine: many requests in flight, large objects in blocks, every step recorded.
 
 One asyncio loop drives it. A semaphore caps the requests in flight (``concurrency``); a large
-object is fetched in several ranged requests at once (of a block up to 64 MiB, see _fetch)
-written at their offsets into ``NAME.stoker-partial``, each finished 4 MiB unit recorded in the
-manifest as the stream passes it, so ``kill -9`` costs at most a unit per request in flight. A
-request streams in as 1 MiB pieces, each written (and, for XXH3, hashed when the hash has
-reached it) on the loop's thread the moment it lands, while it is still in the CPU cache:
-collecting whole blocks first made the copy into the page cache cost about twice the CPU.
+object is fetched in several ranged requests at once (of a block up to 32 MiB, started in file
+order, see _fetch) written at their offsets into ``NAME.stoker-partial``, each finished 4 MiB
+unit recorded in the manifest as the stream passes it, so ``kill -9`` costs at most a unit per
+request in flight. A request streams in as 1 MiB pieces, each written (and, for XXH3, hashed
+when the hash has reached it) on the loop's thread the moment it lands, while it is still in
+the CPU cache: collecting whole blocks first made the copy into the page cache cost about twice
+the CPU.
 Writeback to disk starts as each unit finishes, so the final fsync finds little left. The MD5 is
 computed in file order, read back on a thread, every file's side by side (see _file_hasher,
 _read_backs), and checked against Content-MD5. When the source has no MD5 to check against, the

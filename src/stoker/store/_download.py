@@ -7,7 +7,10 @@ once was copied from memory, and took about twice the CPU), and calls ``range_do
 end)`` as each range completes, so that a caller can record it (resume), hash it in order, or
 start its writeback. One request may span up to ``per_request`` consecutive ranges: the range
 stays the unit of resume, reported as the stream passes its end, while the store serves fewer,
-larger requests. Ranges in ``skip`` are not fetched (finished before a crash). A failure stops
+larger requests. With ``window``, at most that many of the call's requests are in flight,
+started in range order, so that the ranges land roughly in order (a caller that hashes them in
+order then hashes while the rest arrive). Ranges in ``skip`` are not fetched (finished before a
+crash). A failure stops
 the other requests at their next piece, and every request, and every ``range_done`` it started,
 has finished or given up before the first error is raised: nothing of this call writes after it
 returns.
@@ -19,6 +22,7 @@ stream's shard).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
@@ -58,11 +62,15 @@ async def fetch_ranges(
     skip: Collection[int] = (),
     range_done: Callable[[int, int, int], Awaitable[None] | None] | None = None,
     per_request: int = 1,
+    window: int | None = None,
 ) -> None:
     """Fetch ``key``'s bytes ``[start, end)`` by ranges into ``sink(pos, piece)``, ``pos`` the
     piece's offset in the object; range ``i`` is ``[start + i * range_size, ...)`` (see the
     module doc)."""
     gate = gate or asyncio.Semaphore(in_flight)
+    # (asyncio's semaphores wake their waiters first come, first served: the requests are
+    # created in range order, so they start in it)
+    ordered = asyncio.Semaphore(window) if window else contextlib.nullcontext()
     failed = False
 
     def span(i: int) -> tuple[int, int]:
@@ -79,7 +87,7 @@ async def fetch_ranges(
         first, last = span(ids[0])[0], span(ids[-1])[1]
         started: list[asyncio.Future] = []
         try:
-            async with gate:
+            async with ordered, gate:
                 if failed:  # a sibling failed: the caller will fetch again
                     return
                 pos, n = first, 0
