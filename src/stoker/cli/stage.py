@@ -157,7 +157,10 @@ def stage(
     exclude: ExcludeOpt = None,
     rank: RankOpt = None,
     world_size: WorldOpt = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 32,
+    concurrency: Annotated[
+        int,
+        typer.Option(min=1, help="Requests in flight (a large file takes a quarter, 8 at least)."),
+    ] = 32,
     block_size: Annotated[
         int,
         typer.Option(
