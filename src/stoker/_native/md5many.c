@@ -4,7 +4,7 @@
  * the chain's latency (OpenSSL's: ~700 MiB/s on a core here) and leaves most of the core idle.
  * Up to sixteen independent streams, one per lane, run the same chain on vectors (as minio's
  * md5-simd does in Go): 4 lanes hash ~2,400 MiB/s together, 16 ~7 GiB/s. One or two busy lanes
- * run in plain 32-bit words (773 and 1,380 MiB/s; OpenSSL 730), where vectors were slower.
+ * run in plain 32-bit words (773 and 1,336 MiB/s; OpenSSL 730), where vectors were slower.
  * The steps are RFC 1321's; GCC's vector extensions keep it one portable source, and
  * target_clones builds it for AVX-512, AVX2 and plain x86-64, picked when the module loads.
  *
@@ -41,8 +41,10 @@ static const uint32_t K[64] = {
  * elsewhere the compiler's default target. */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define SCALAR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CLONES
+#define SCALAR_CLONES
 #endif
 
 static inline uint32_t load_le32(const uint8_t *p) {
@@ -104,16 +106,14 @@ static inline uint32_t load_le32(const uint8_t *p) {
 #undef NAME
 
 /* Two lanes as two chains of plain 32-bit words, interleaved step by step: the core runs one
- * chain's step while the other's waits on its latency. 1,380 MiB/s here against 1,180 for two
- * lanes of a four-wide vector; three chains (1,590) lose to the vector's three lanes (~1,780).
+ * chain's step while the other's waits on its latency. 1,336 MiB/s here against 1,180 for two
+ * lanes of a four-wide vector; three chains (1,590) lose to the vector's three lanes (~1,730).
  * x86-64-v3's ANDN and RORX save a move a step; packed into vectors by GCC, the chains ran at
  * 1,040-1,300. */
 #define STEP_X_Y(f, a, b, c, d, i, g, r) \
     a##x = b##x + ROTL(f(b##x, c##x, d##x, (a##x + (K[i] + wx[g]))), r); \
     a##y = b##y + ROTL(f(b##y, c##y, d##y, (a##y + (K[i] + wy[g]))), r);
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-#endif
+SCALAR_CLONES
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-slp-vectorize"))) /* (GCC would pack the chains: 1,040) */
 #endif

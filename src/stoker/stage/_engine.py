@@ -5,18 +5,17 @@ object is fetched in several ranged requests at once (of a block up to 32 MiB, s
 order, see _fetch) written at their offsets into ``NAME.stoker-partial``, each finished 4 MiB
 unit recorded in the manifest as the stream passes it, so ``kill -9`` costs at most a unit per
 request in flight. A request streams in as 1 MiB pieces, each written (and, for XXH3, hashed
-when the hash has reached it) on the loop's thread the moment it lands, while it is still in
-the CPU cache: collecting whole blocks first made the copy into the page cache cost about twice
-the CPU.
-Writeback to disk starts as each unit finishes, so the final fsync finds little left. The MD5 is
-computed in file order, read back on a thread, every file's side by side (see _file_hasher,
-_read_backs), and checked against Content-MD5. When the source has no MD5 to check against, the
-recorded hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5 alone caps a
-copy near 600-700 MB/s per core. Files bound for POSIX of up to 1 MiB from a local source, or 4
-MiB from a remote one, are fetched whole (in one call, no copy) and written in groups by a
-SmallWriter (see _small): their MD5 taken in memory, one syncfs for a group. Uploads: a file up
-to ``block_size`` is read once and sent in one request; larger ones go in blocks that the store
-hashes as it reads them.
+when the hash has reached it) on the loop's thread the moment it lands, while it is still in the
+CPU cache: collecting whole blocks first made the copy into the page cache cost about twice the
+CPU. Writeback to disk starts as each unit finishes, so the final fsync finds little left. The
+MD5 is computed in file order, read back on a thread, every file's side by side (see
+_file_hasher, _read_backs), and checked against Content-MD5. When the source has no MD5 to check
+against, the recorded hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5
+alone caps a copy near 600-700 MB/s per core. Files bound for POSIX of up to 1 MiB from a local
+source, or 4 MiB from a remote one, are fetched whole (in one call, no copy) and written in
+groups by a SmallWriter (see _small): their MD5 taken in memory, one syncfs for a group.
+Uploads: a file up to ``block_size`` is read once and sent in one request; larger ones go in
+blocks that the store hashes as it reads them.
 """
 
 from __future__ import annotations

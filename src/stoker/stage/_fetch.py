@@ -29,11 +29,10 @@ if TYPE_CHECKING:
 # requests that land in order let it hash while the rest arrive: 16 requests of 64 MiB side by
 # side left ~15/16 of a 1 GiB file to hash after its last byte (two files that ended a little
 # apart hashed it in one lane; on a fast network that tail would be most of the copy). On 2 x
-# 1 GiB from
-# Azurite (bench/stage_cpu.py, two runs of 4 and 5 rounds): 32 MiB x 8 in flight 1.16x and
-# 1.08x rclone's MB/s against 1.01x and 1.04x, CPU per GiB as before (0.87x and 0.95x against
-# 0.88x and 0.94x), peak memory 94-121 MiB against 101-164; 16 MiB x 16 and 32 MiB x 4 gained
-# less (smaller requests cost the emulator more; 4 in flight fetched too little). Within a
+# 1 GiB from Azurite (bench/stage_cpu.py, two runs of 4 and 5 rounds): 32 MiB x 8 in flight
+# 1.16x and 1.08x rclone's MB/s against 1.01x and 1.04x, CPU per GiB as before (0.87x and 0.95x
+# against 0.88x and 0.94x), peak memory 94-121 MiB against 101-164; 16 MiB x 16 and 32 MiB x 4
+# gained less (smaller requests cost the emulator more; 4 in flight fetched too little). Within a
 # request, each UNIT is recorded (resume), hashed in order and written back as the stream
 # passes its end: a kill -9 fetches again only the unit each request had under way. Each unit
 # costs two thread hops (its MD5 read-back, its writeback start) and a small writeback: 4 MiB

@@ -10,10 +10,9 @@ stays the unit of resume, reported as the stream passes its end, while the store
 larger requests. With ``window``, at most that many of the call's requests are in flight,
 started in range order, so that the ranges land roughly in order (a caller that hashes them in
 order then hashes while the rest arrive). Ranges in ``skip`` are not fetched (finished before a
-crash). A failure stops
-the other requests at their next piece, and every request, and every ``range_done`` it started,
-has finished or given up before the first error is raised: nothing of this call writes after it
-returns.
+crash). A failure stops the other requests at their next piece, and every request, and every
+``range_done`` it started, has finished or given up before the first error is raised: nothing
+of this call writes after it returns.
 
 ``download`` is it into one local file, written in place and fsynced (a checkpoint's file, a
 stream's shard).
