@@ -39,3 +39,57 @@ def test_buffers_freed_and_made_again_reuse_the_heap() -> None:
     # By default each round's 64 MiB comes back as fresh pages (16,384 faults a round).
     assert default > 20 * 16 * 1024 // 2
     assert kept < default // 10
+
+
+# A library's stage run only moves glibc's dynamic thresholds (raise_dynamic_thresholds): rounds
+# of 16 buffers of 1 MiB, obstore's pieces, each written, then all freed.
+PIECES = """
+import resource, sys
+from stoker._malloc import raise_dynamic_thresholds
+if sys.argv[1] == "raised":
+    assert raise_dynamic_thresholds()
+    assert not raise_dynamic_thresholds()  # (once a process)
+def round_():
+    held = [bytearray(1 << 20) for _ in range(16)]
+    for b in held:
+        b[::4096] = b"x" * len(b[::4096])
+round_()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    round_()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc is Linux's")
+def test_a_stage_run_raises_the_thresholds_a_script_left_low() -> None:
+    def faults(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", PIECES, mode], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    default, raised = faults("default"), faults("raised")
+    # The first 1 MiB freed sets the thresholds to ~1 and ~2 MiB: a round's 16 MiB freed at the
+    # heap's top goes back to the kernel and is faulted in again (4,096 faults a round).
+    assert default > 20 * 16 * 256 // 2
+    assert raised < default // 10
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc is Linux's")
+def test_stage_raises_them_once_for_its_process(tmp_path) -> None:  # noqa: ANN001
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.bin").write_bytes(b"x" * 1000)
+    script = (
+        "import sys\n"
+        "from stoker._malloc import raise_dynamic_thresholds\n"
+        "from stoker.stage import stage\n"
+        "assert stage(sys.argv[1], sys.argv[2]).ok\n"
+        "print(raise_dynamic_thresholds())\n"  # (False: the run made the call already)
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "src"), str(tmp_path / "dst")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

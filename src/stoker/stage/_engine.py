@@ -29,6 +29,7 @@ from pathlib import Path
 
 import xxhash
 
+from .._malloc import raise_dynamic_thresholds
 from ..errors import (
     AccessDeniedError,
     NoContainerError,
@@ -112,6 +113,7 @@ class Engine:
         # Writes, fsyncs and hashes run in threads (they release the GIL); asyncio's default pool
         # of cpu + 4 threads would cap them far below the requests in flight.
         workers = ThreadPoolExecutor(max_workers=self.concurrency + 8, thread_name_prefix="io")
+        raise_dynamic_thresholds()  # (obstore's pieces reuse the heap: see _malloc)
         asyncio.get_running_loop().set_default_executor(workers)
         tasks: set[asyncio.Task] = set()
         flusher = asyncio.create_task(self._flush_every(0.05))
