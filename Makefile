@@ -122,6 +122,7 @@ bench-measure: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .demo .bench build src/stoker/_native/*.so

@@ -29,12 +29,22 @@ def render(doc: dict) -> str:
         "|---|---:|---:|---:|---:|",
         row("written, the whole command (s)", s["wall_s"], p["wall_s"], ".2f", t["wall_s"]),
         row("the same, CPU time (s)", s["cpu_s"], p["cpu_s"], ".2f", t["wall_s"]),
-        row("timed inside the process, after start-up (s)", s["in_process_s"], p["in_process_s"],
-            ".2f"),
-        row("file size (MB)", s["size_bytes"] / 1e6, p["size_bytes"] / 1e6, ".3f",
-            t["size_bytes"] / 1e6),
-        row("Chromium: load to the load event (s)", s["browser_load_s"], p["browser_load_s"],
-            ".2f"),
+        row(
+            "timed inside the process, after start-up (s)",
+            s["in_process_s"],
+            p["in_process_s"],
+            ".2f",
+        ),
+        row(
+            "file size (MB)",
+            s["size_bytes"] / 1e6,
+            p["size_bytes"] / 1e6,
+            ".3f",
+            t["size_bytes"] / 1e6,
+        ),
+        row(
+            "Chromium: load to the load event (s)", s["browser_load_s"], p["browser_load_s"], ".2f"
+        ),
         f"| console errors | {errors(s)} | {errors(p)} | | target 0 |",
         f"| charts drawn (an SVG with marks) / charts | {s['charts_drawn']} / {s['charts']} | "
         f"{p['charts_drawn']} / {p['charts']} | | every one |",

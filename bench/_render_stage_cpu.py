@@ -86,8 +86,7 @@ def _with_kernel_threads(runs: dict[str, list[dict]], gib: float) -> str:
     if not all("kernel_threads" in x for tool in runs.values() for x in tool):
         return ""
     both = {
-        tool: statistics.median(x["cpu"] + x["kernel_threads"] for x in runs[tool])
-        for tool in runs
+        tool: statistics.median(x["cpu"] + x["kernel_threads"] for x in runs[tool]) for tool in runs
     }
     lines = [
         f"- {tool}: its own {_median(runs, tool, 'cpu') / gib:.2f} CPU s / GiB, the kernel's "

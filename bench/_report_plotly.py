@@ -18,44 +18,83 @@ def charts(plan: dict, sim: dict) -> list[tuple[str, object]]:
 
     step = plan["step"]
     phases = ("compute_s", "exposed_comm_s", "data_stall_s", "checkpoint_s")
-    split = go.Figure([go.Bar(name=p, y=["plan"], x=[step[p] / step["total_s"] * 100],
-                              orientation="h") for p in phases])
-    split.update_layout(barmode="stack", title="Where a step's time goes",
-                        xaxis_title="share of the step (%)")
+    split = go.Figure(
+        [
+            go.Bar(name=p, y=["plan"], x=[step[p] / step["total_s"] * 100], orientation="h")
+            for p in phases
+        ]
+    )
+    split.update_layout(
+        barmode="stack", title="Where a step's time goes", xaxis_title="share of the step (%)"
+    )
     opts = [o for o in plan["data"]["options"] if o["stall_per_step_s"] is not None]
-    tiers = go.Figure(go.Bar(y=[o["tier"] for o in opts], orientation="h",
-                             x=[o["stall_per_step_s"] * 1e3 for o in opts]))
-    tiers.update_layout(title="Storage tiers: stall against cost",
-                        xaxis_title="GPU stall per step (ms)")
+    tiers = go.Figure(
+        go.Bar(
+            y=[o["tier"] for o in opts],
+            orientation="h",
+            x=[o["stall_per_step_s"] * 1e3 for o in opts],
+        )
+    )
+    tiers.update_layout(
+        title="Storage tiers: stall against cost", xaxis_title="GPU stall per step (ms)"
+    )
     ck = plan["checkpoints"]
     c, m, r, t0 = ck["blocking_s"], ck["job_mtbf_s"], ck["restart_s"], ck["interval_s"]
     lost = max(0.0, (1 - ck["goodput"] - c / t0) * m - t0 / 2 - r)
     xs = [t0 / 20 * 400 ** (i / 199) for i in range(200)]
     ys = [100 * (1 - min(1.0, c / x + (x / 2 + lost + r) / m)) for x in xs]
-    goodput = go.Figure([go.Scatter(x=[x / 60 for x in xs], y=ys, name="goodput"),
-                         go.Scatter(x=[t0 / 60], y=[ck["goodput"] * 100], mode="markers",
-                                    name="the plan's interval")])
-    goodput.update_layout(title="Goodput against checkpoint interval", xaxis_type="log",
-                          xaxis_title="interval (minutes)", yaxis_title="goodput (%)")
+    goodput = go.Figure(
+        [
+            go.Scatter(x=[x / 60 for x in xs], y=ys, name="goodput"),
+            go.Scatter(
+                x=[t0 / 60], y=[ck["goodput"] * 100], mode="markers", name="the plan's interval"
+            ),
+        ]
+    )
+    goodput.update_layout(
+        title="Goodput against checkpoint interval",
+        xaxis_type="log",
+        xaxis_title="interval (minutes)",
+        yaxis_title="goodput (%)",
+    )
     items = plan["cost"]["items"]
-    bill = go.Figure(go.Bar(y=[i["item"] for i in items], x=[i["usd"] or 0 for i in items],
-                            orientation="h"))
+    bill = go.Figure(
+        go.Bar(y=[i["item"] for i in items], x=[i["usd"] or 0 for i in items], orientation="h")
+    )
     bill.update_layout(title="The bill by item", xaxis_title="USD")
-    dist = go.Figure([go.Scatter(x=[sim[k]["p5"] * 100, sim[k]["p95"] * 100], y=[k, k],
-                                 mode="lines+markers", name=k) for k in ("goodput", "gpu_busy")])
+    dist = go.Figure(
+        [
+            go.Scatter(
+                x=[sim[k]["p5"] * 100, sim[k]["p95"] * 100], y=[k, k], mode="lines+markers", name=k
+            )
+            for k in ("goodput", "gpu_busy")
+        ]
+    )
     dist.update_layout(title="Goodput across simulated runs", xaxis_title="%")
     causes = sim["lost_hours"]
-    lost_chart = go.Figure(go.Bar(y=list(causes), x=[v["p50"] for v in causes.values()],
-                                  orientation="h"))
+    lost_chart = go.Figure(
+        go.Bar(y=list(causes), x=[v["p50"] for v in causes.values()], orientation="h")
+    )
     lost_chart.update_layout(title="Time lost by cause", xaxis_title="hours")
     events = sim["timeline"]
-    timeline = go.Figure(go.Scatter(x=[e["t_hours"] / 24 for e in events],
-                                    y=[e["event"] for e in events], mode="markers",
-                                    marker_symbol="line-ns-open"))
+    timeline = go.Figure(
+        go.Scatter(
+            x=[e["t_hours"] / 24 for e in events],
+            y=[e["event"] for e in events],
+            mode="markers",
+            marker_symbol="line-ns-open",
+        )
+    )
     timeline.update_layout(title="Timeline of one simulated run", xaxis_title="days")
-    return [("step-split", split), ("tier-options", tiers), ("goodput-interval", goodput),
-            ("bill", bill), ("sim-goodput", dist), ("sim-lost", lost_chart),
-            ("sim-timeline", timeline)]
+    return [
+        ("step-split", split),
+        ("tier-options", tiers),
+        ("goodput-interval", goodput),
+        ("bill", bill),
+        ("sim-goodput", dist),
+        ("sim-lost", lost_chart),
+        ("sim-timeline", timeline),
+    ]
 
 
 def main() -> None:

@@ -80,19 +80,30 @@ def measure(scrapes: int) -> dict:
     out: dict = {"target_ms": TARGET_MS, "scrapes": scrapes, "endpoints": []}
     with tempfile.TemporaryDirectory() as tmp:
         sources = _sources(Path(tmp))
-        for name, extra in (("stoker watch: 8 GPUs", {}), ("a rank: 8 GPUs + ledger, loader, checkpointer, stage", sources)):
+        for name, extra in (
+            ("stoker watch: 8 GPUs", {}),
+            ("a rank: 8 GPUs + ledger, loader, checkpointer, stage", sources),
+        ):
             server = serve(0, addr="127.0.0.1", job="bench", gpus=Gpus(FakeNvml(8)), **extra)
             try:
                 _scrape_ms(server.server_port, 20, "text/plain")  # warm: first GPU poll, imports
-                for fmt, accept in (("text", "text/plain"), ("OpenMetrics", "application/openmetrics-text")):
+                for fmt, accept in (
+                    ("text", "text/plain"),
+                    ("OpenMetrics", "application/openmetrics-text"),
+                ):
                     mark = cpu_mark()
                     times, size, series = _scrape_ms(server.server_port, scrapes, accept)
-                    out["endpoints"].append({
-                        "endpoint": name, "format": fmt, "series": series, "bytes": size,
-                        "median_ms": statistics.median(times),
-                        "p95_ms": statistics.quantiles(times, n=20)[18],
-                        "others_cpu": others_cpu_share(mark),
-                    })
+                    out["endpoints"].append(
+                        {
+                            "endpoint": name,
+                            "format": fmt,
+                            "series": series,
+                            "bytes": size,
+                            "median_ms": statistics.median(times),
+                            "p95_ms": statistics.quantiles(times, n=20)[18],
+                            "others_cpu": others_cpu_share(mark),
+                        }
+                    )
             finally:
                 server.shutdown()
         sources["checkpointer"].close()
@@ -100,7 +111,10 @@ def measure(scrapes: int) -> dict:
     t0 = time.perf_counter()
     gpus.sample(gpm_interval_s=0.1)  # the fake driver has GPM on GPU 0 only
     one_gpm = (time.perf_counter() - t0) * 1000
-    out["in_scrape_sampling_ms"] = {"measured_one_gpm_gpu": one_gpm, "eight_gpm_gpus_estimate": 8 * 100.0}
+    out["in_scrape_sampling_ms"] = {
+        "measured_one_gpm_gpu": one_gpm,
+        "eight_gpm_gpus_estimate": 8 * 100.0,
+    }
     return out
 
 
@@ -110,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="BENCHMARKS.md to render the section into")
     args = parser.parse_args(argv)
     results = measure(args.scrapes)
-    _results.save("exporter", results, command="python bench/exporter_bench.py --write BENCHMARKS.md")
+    _results.save(
+        "exporter", results, command="python bench/exporter_bench.py --write BENCHMARKS.md"
+    )
     import render
 
     publish(render.render("exporter"), args.write)

@@ -55,11 +55,15 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
 
 def inputs(folder: Path) -> tuple[Path, Path, str]:
     plan = folder / "plan.json"
-    plan.write_text(subprocess.run([str(STOKER), "plan", str(SPEC), "--json"], check=True,
-                                   capture_output=True, text=True).stdout)
+    plan.write_text(
+        subprocess.run(
+            [str(STOKER), "plan", str(SPEC), "--json"], check=True, capture_output=True, text=True
+        ).stdout
+    )
     sim = folder / "simulation.json"
-    made = subprocess.run([str(STOKER), "simulate", str(SPEC), "--json"], capture_output=True,
-                          text=True)
+    made = subprocess.run(
+        [str(STOKER), "simulate", str(SPEC), "--json"], capture_output=True, text=True
+    )
     if made.returncode == 0 and '"stoker.simulation/1"' in made.stdout:
         sim.write_text(made.stdout)
         return plan, sim, f"stoker simulate {SPEC.relative_to(ROOT)} --json"
@@ -101,14 +105,37 @@ def main() -> int:
         folder = Path(tmp)
         plan, sim, sim_source = inputs(folder)
         out = folder / "stoker.html"
-        stoker = measure("stoker", [str(STOKER), "report", "--out", str(out), "--plan", str(plan),
-                                    "--simulation", str(sim), "--json"], out, args.runs, folder)
+        stoker = measure(
+            "stoker",
+            [
+                str(STOKER),
+                "report",
+                "--out",
+                str(out),
+                "--plan",
+                str(plan),
+                "--simulation",
+                str(sim),
+                "--json",
+            ],
+            out,
+            args.runs,
+            folder,
+        )
         peer_python = ensure_report_venv()
         peer_out = folder / "plotly.html"
-        plotly = measure("plotly", [str(peer_python), str(HERE / "_report_plotly.py"), str(plan),
-                                    str(sim), str(peer_out)], peer_out, args.runs, folder)
-        version = subprocess.run([str(peer_python), "-c", "import plotly; print(plotly.__version__)"],
-                                 capture_output=True, text=True).stdout.strip()
+        plotly = measure(
+            "plotly",
+            [str(peer_python), str(HERE / "_report_plotly.py"), str(plan), str(sim), str(peer_out)],
+            peer_out,
+            args.runs,
+            folder,
+        )
+        version = subprocess.run(
+            [str(peer_python), "-c", "import plotly; print(plotly.__version__)"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         floor, _, _ = timed([sys.executable, "-c", "pass"])
         # Where stoker's CPU goes: the CLI's start-up, then importing matplotlib.
         cli_cpu = statistics.median(timed([str(STOKER), "report", "--help"])[1] for _ in range(3))

@@ -58,11 +58,21 @@ def open_page(url: str, screenshot: Path | None = None, width: int = 1000) -> Pa
         prefix="stoker-chromium-", ignore_cleanup_errors=True
     ) as profile:
         proc = subprocess.Popen(
-            [executable(), "--headless=new", "--no-sandbox", "--disable-gpu",
-             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-             "--remote-debugging-port=0", f"--user-data-dir={profile}",
-             f"--window-size={width},900", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                executable(),
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},900",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             port = _port(Path(profile) / "DevToolsActivePort", proc)
@@ -107,16 +117,23 @@ async def _drive(port: int, url: str, screenshot: Path | None, width: int) -> Pa
                 await asyncio.wait_for(loaded, 60)
                 view.load_s = time.perf_counter() - start
                 await asyncio.sleep(0.2)  # late console messages land before we look
-                result = await cdp.call("Runtime.evaluate", expression=_CHARTS_JS,
-                                        returnByValue=True)
+                result = await cdp.call(
+                    "Runtime.evaluate", expression=_CHARTS_JS, returnByValue=True
+                )
                 view.charts = result["result"].get("value") or []
                 if screenshot is not None:
                     metrics = await cdp.call("Page.getLayoutMetrics")
                     height = int(metrics["cssContentSize"]["height"]) + 1
-                    await cdp.call("Emulation.setDeviceMetricsOverride", width=width,
-                                   height=height, deviceScaleFactor=1, mobile=False)
-                    shot = await cdp.call("Page.captureScreenshot", format="png",
-                                          captureBeyondViewport=True)
+                    await cdp.call(
+                        "Emulation.setDeviceMetricsOverride",
+                        width=width,
+                        height=height,
+                        deviceScaleFactor=1,
+                        mobile=False,
+                    )
+                    shot = await cdp.call(
+                        "Page.captureScreenshot", format="png", captureBeyondViewport=True
+                    )
                     screenshot.parent.mkdir(parents=True, exist_ok=True)
                     screenshot.write_bytes(base64.b64decode(shot["data"]))
                     view.screenshot = screenshot
@@ -137,8 +154,7 @@ class _Session:
         self.next_id += 1
         fut = asyncio.get_running_loop().create_future()
         self.calls[self.next_id] = fut
-        await self.ws.send_str(json.dumps({"id": self.next_id, "method": method,
-                                           "params": params}))
+        await self.ws.send_str(json.dumps({"id": self.next_id, "method": method, "params": params}))
         return await asyncio.wait_for(fut, 60)
 
     def expect(self, event: str) -> asyncio.Future[Any]:
@@ -164,8 +180,9 @@ class _Session:
         if fut and not fut.done():
             fut.set_result(params)
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            args = " ".join(str(a.get("value", a.get("description", ""))) for a in
-                            params.get("args", []))
+            args = " ".join(
+                str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
+            )
             self.view.console_errors.append(f"console.{params['type']}: {args}")
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})

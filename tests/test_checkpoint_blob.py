@@ -103,9 +103,7 @@ def test_dcp_save_reaches_blob_and_loads_back_from_it(blob_env: str, tmp_path: P
     with Checkpointer(fast, url) as ckpt:
         dcp.save(state, storage_writer=ckpt.dcp_writer(40), no_dist=True)
         ckpt.wait()
-        assert {i.step: i.tiers for i in ckpt.list()} == {
-            40: {"fast": "ok", "durable": "ok"}
-        }
+        assert {i.step: i.tiers for i in ckpt.list()} == {40: {"fast": "ok", "durable": "ok"}}
     shutil.rmtree(fast)
     target = {"w": torch.zeros(3, 4), "epoch": 0}
     with Checkpointer(fast, url) as ckpt:

@@ -33,9 +33,7 @@ def test_ls_shows_tiers_and_prices_blob_from_the_catalog(blob_env: str, tmp_path
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert [c["step"] for c in data["checkpoints"]] == [30, 20, 10]
-    assert all(
-        c["tiers"] == {"fast": "ok", "durable": "ok"} for c in data["checkpoints"]
-    )
+    assert all(c["tiers"] == {"fast": "ok", "durable": "ok"} for c in data["checkpoints"])
     fast_cost, blob_cost = data["costs"]
     assert fast_cost["usd_per_month"] is None and "billed with its VM" in fast_cost["basis"]
     assert (

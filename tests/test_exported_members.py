@@ -124,9 +124,7 @@ def test_every_stoker_name_the_docs_use_is_exported() -> None:
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         # stoker.NAME, not stoker.NAME/1 (a format's name), stoker.MODULE.NAME, nor a file
         # (dashboards/stoker.json)
-        used.update(
-            re.findall(r"(?<![/\w])stoker\.([A-Za-z_]\w*)\b(?![/.\w])", doc.read_text())
-        )
+        used.update(re.findall(r"(?<![/\w])stoker\.([A-Za-z_]\w*)\b(?![/.\w])", doc.read_text()))
     modules = {n for n in used if importlib.util.find_spec(f"stoker.{n}") is not None}
     missing = sorted(used - modules - set(stoker.__all__))
     assert not missing, f"the docs use stoker.{missing}, which stoker does not export"

@@ -31,8 +31,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _readings(html: str) -> dict[str, str]:
-    found = re.findall(r'<figure class="chart" id="([^"]+)">.*?<p class="reading">(.*?)</p>',
-                       html, re.S)
+    found = re.findall(
+        r'<figure class="chart" id="([^"]+)">.*?<p class="reading">(.*?)</p>', html, re.S
+    )
     return {key: html_lib.unescape(text) for key, text in found}
 
 
@@ -80,8 +81,7 @@ def test_each_reading_is_computed_from_its_data(inputs, tmp_path):
 
 def test_measured_records_are_charted_beside_the_plan(inputs, tmp_path):
     out = tmp_path / "m.html"
-    result = stoker.report(out, plan=inputs["plan"],
-                           measured=[inputs["ledger"], inputs["ckpt"]])
+    result = stoker.report(out, plan=inputs["plan"], measured=[inputs["ledger"], inputs["ckpt"]])
     assert result.sections["Measured runs"] == ["ledger-0", "utilization", "checkpoint-blocking"]
     readings = _readings(out.read_text())
     # The step split shows the plan's bar and the measured one side by side.
@@ -101,9 +101,13 @@ def test_the_ledger_record_follows_the_loop_over_time(inputs):
     assert m.source == "ledger" and m.summary["steps"] == 39  # the first step is left out
     data = m.series["data_share"].values
     assert len(data) >= 3
-    shares = [sum(m.series[f"{p}_share"].values[i] for p in
-                  ("data", "copy", "compute", "exposed_comm", "checkpoint", "other"))
-              for i in range(len(data))]
+    shares = [
+        sum(
+            m.series[f"{p}_share"].values[i]
+            for p in ("data", "copy", "compute", "exposed_comm", "checkpoint", "other")
+        )
+        for i in range(len(data))
+    ]
     assert all(abs(s - 1) < 0.02 for s in shares)  # each window's phases add up to its steps
     assert data[-1] > data[0]  # the loader slowed down halfway: the data wait grew
 
@@ -112,8 +116,12 @@ def test_pdf_and_png_of_the_same_charts(inputs, tmp_path):
     import matplotlib
 
     before = dict(matplotlib.rcParams)
-    result = stoker.report(tmp_path / "r.html", measured=[inputs["ledger"]],
-                           pdf=tmp_path / "r.pdf", png=tmp_path / "png")
+    result = stoker.report(
+        tmp_path / "r.html",
+        measured=[inputs["ledger"]],
+        pdf=tmp_path / "r.pdf",
+        png=tmp_path / "png",
+    )
     pdf = (tmp_path / "r.pdf").read_bytes()
     assert pdf[:5] == b"%PDF-"
     # the step split, the ledger over time, utilization: a page and a PNG each
@@ -126,9 +134,21 @@ def test_pdf_and_png_of_the_same_charts(inputs, tmp_path):
 
 def test_cli_writes_the_report_and_says_where(inputs, tmp_path):
     out = tmp_path / "cli.html"
-    res = runner.invoke(app, ["report", "--out", str(out), "--plan", str(inputs["plan"]),
-                              "--simulation", str(SIMULATION), "--measured",
-                              str(inputs["ledger"]), "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "report",
+            "--out",
+            str(out),
+            "--plan",
+            str(inputs["plan"]),
+            "--simulation",
+            str(SIMULATION),
+            "--measured",
+            str(inputs["ledger"]),
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["path"] == str(out) and out.exists()
@@ -145,8 +165,12 @@ def test_cli_writes_the_report_and_says_where(inputs, tmp_path):
         ('{"kind": "stoker.simulation/0"}', "--simulation", "not a simulation"),
         ('{"kind": "stoker.simulation/1", "lost_hours": [1]}', "--simulation", "lost_hours"),
         ('{"kind": "stoker.measured/1", "source": "nvml"}', "--measured", "source 'nvml'"),
-        ('{"kind": "stoker.measured/1", "source": "ledger", "series": {"x": {"unit": "s", '
-         '"t_s": [1, 2], "values": [1]}}}', "--measured", "series.x"),
+        (
+            '{"kind": "stoker.measured/1", "source": "ledger", "series": {"x": {"unit": "s", '
+            '"t_s": [1, 2], "values": [1]}}}',
+            "--measured",
+            "series.x",
+        ),
     ],
 )
 def test_a_bad_input_is_one_line_naming_the_file(tmp_path, write, flag, message):
@@ -187,8 +211,22 @@ def test_bench_storage_record_is_charted_beside_the_plans_need(tmp_path, inputs)
     target = tmp_path / "tier"
     target.mkdir()
     record = tmp_path / "storage.json"
-    res = runner.invoke(app, ["bench", "storage", str(target), "--size", "4MiB", "--block",
-                              "1MiB", "--jobs", "1", "--record", str(record)])
+    res = runner.invoke(
+        app,
+        [
+            "bench",
+            "storage",
+            str(target),
+            "--size",
+            "4MiB",
+            "--block",
+            "1MiB",
+            "--jobs",
+            "1",
+            "--record",
+            str(record),
+        ],
+    )
     assert res.exit_code == 0, res.output
     m = stoker.report.read_measured(record)
     rates = {k: v for k, v in m.summary.items() if k.endswith("_bps")}
@@ -226,9 +264,11 @@ def test_a_data_stall_is_read_with_the_cheapest_tier_that_removes_it(inputs, tmp
     step = plan["step"]
     step["data_stall_s"] = step["total_s"] * 0.11 / 0.89  # the GPU waits 11 % of each step
     step["total_s"] += step["data_stall_s"]
-    for option, (stall, price) in zip(plan["data"]["options"],
-                                      [(1.5, None), (0.0, 0.0), (0.0, 40.0), (0.0, 90.0),
-                                       (0.3, 20.0)], strict=False):
+    for option, (stall, price) in zip(
+        plan["data"]["options"],
+        [(1.5, None), (0.0, 0.0), (0.0, 40.0), (0.0, 90.0), (0.3, 20.0)],
+        strict=False,
+    ):
         option.update(stall_per_step_s=stall, price_per_hour_usd=price, fits=True)
     plan["data"]["options"][1]["fits"] = False  # NVMe cannot hold it
     plan["data"]["chosen"] = plan["data"]["options"][0]  # Blob, which stalls

@@ -20,8 +20,7 @@ def full_report(
     folder = tmp_path_factory.mktemp("report-browser")
     measured = [ledger_record(folder), checkpoint_record(folder)]
     out = folder / "report.html"
-    return out, stoker.report(out, plan=plan_json(folder), simulation=SIMULATION,
-                              measured=measured)
+    return out, stoker.report(out, plan=plan_json(folder), simulation=SIMULATION, measured=measured)
 
 
 def test_chromium_opens_the_report_with_no_error_and_every_chart_drawn(full_report, tmp_path):

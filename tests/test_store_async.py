@@ -51,9 +51,7 @@ def test_the_public_api_runs_on_uvloop_from_plain_code_and_inside_a_loop() -> No
     assert asyncio.run(cell()).startswith("uvloop")
 
 
-def test_the_async_twins_copy_while_the_callers_loop_goes_on(
-    blob_env: str, tmp_path: Path
-) -> None:
+def test_the_async_twins_copy_while_the_callers_loop_goes_on(blob_env: str, tmp_path: Path) -> None:
     src = _tree(tmp_path / "model", files=4, size=1 << 20)
     ticks = 0
 

@@ -208,7 +208,9 @@ def test_az_against_azurite_stages_and_reads_back(blob_env: str, tmp_path: Path)
     assert report.ok and report.checked == 1
 
 
-def test_obstores_and_adlfs_variable_names_give_the_key_too(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_obstores_and_adlfs_variable_names_give_the_key_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from stoker.store import azure_auth
 
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "acct")

@@ -25,9 +25,14 @@ READ_ONLY = Path("/proc/sys")  # a read-only file system: not writable even by r
 
 def _record(folder: Path, name: str = "run", values: list | None = None, **extra) -> Path:
     values = [1e6, 2e6, 3e6, 2e6] if values is None else values
-    doc = {"kind": "stoker.measured/1", "source": "stage", "name": name,
-           "series": {"throughput_bps": {"unit": "bytes/s", "t_s": list(range(len(values))),
-                                         "values": values}}} | extra
+    doc = {
+        "kind": "stoker.measured/1",
+        "source": "stage",
+        "name": name,
+        "series": {
+            "throughput_bps": {"unit": "bytes/s", "t_s": list(range(len(values))), "values": values}
+        },
+    } | extra
     path = folder / "rec.json"
     path.write_text(json.dumps(doc))
     return path
@@ -47,30 +52,41 @@ def _one_line_error(res, *words: str) -> str:  # noqa: ANN001
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.rglob("*") if ".partial" in p.name or
-                  p.name.endswith(".tmp"))
+    return sorted(
+        p.name for p in folder.rglob("*") if ".partial" in p.name or p.name.endswith(".tmp")
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "words"),
     [
         ("", ["is empty"]),
-        ('{"kind": "stoker.measured/1", "source": "ledger", "series": [1, 2]}',
-         ["series should be an object"]),
-        ('{"kind": "stoker.measured/1", "source": "ledger", "summary": {"data_share": "x"}}',
-         ["summary.data_share", "number or null"]),
-        ('{"kind": "stoker.measured/1", "source": "stage", "series": {"throughput_bps": '
-         '{"unit": "bytes/s", "t_s": ["0"], "values": [1]}}}', ["series.throughput_bps.t_s"]),
+        (
+            '{"kind": "stoker.measured/1", "source": "ledger", "series": [1, 2]}',
+            ["series should be an object"],
+        ),
+        (
+            '{"kind": "stoker.measured/1", "source": "ledger", "summary": {"data_share": "x"}}',
+            ["summary.data_share", "number or null"],
+        ),
+        (
+            '{"kind": "stoker.measured/1", "source": "stage", "series": {"throughput_bps": '
+            '{"unit": "bytes/s", "t_s": ["0"], "values": [1]}}}',
+            ["series.throughput_bps.t_s"],
+        ),
         # stoker bench allreduce --json: another kind of JSON
-        ('{"backend": "gloo", "world_size": 2, "rows": [{"op": "all_reduce", "bytes": 8}]}',
-         ["not a measured record"]),
+        (
+            '{"backend": "gloo", "world_size": 2, "rows": [{"op": "all_reduce", "bytes": 8}]}',
+            ["not a measured record"],
+        ),
     ],
 )
 def test_a_bad_measured_file_is_one_line_naming_it(tmp_path, text, words):
     bad = tmp_path / "in.json"
     bad.write_text(text)
-    _one_line_error(_report("--out", str(tmp_path / "r.html"), "--measured", str(bad)),
-                    str(bad), *words)
+    _one_line_error(
+        _report("--out", str(tmp_path / "r.html"), "--measured", str(bad)), str(bad), *words
+    )
     assert not (tmp_path / "r.html").exists()
 
 
@@ -105,8 +121,10 @@ def test_a_plan_spec_that_fails_to_plan_names_its_file(tmp_path):
         (lambda p: p["data"]["options"][0].update(tier=5), "data.options[0].tier should be"),
         (lambda p: p["data"]["options"][0].update(tier=None), "data.options[0].tier should be"),
         (lambda p: p["data"]["options"][0].update(tier={}), "data.options[0].tier should be"),
-        (lambda p: p["data"]["options"][0].update(stall_per_step_s={}),
-         "data.options[0].stall_per_step_s"),
+        (
+            lambda p: p["data"]["options"][0].update(stall_per_step_s={}),
+            "data.options[0].stall_per_step_s",
+        ),
     ],
 )
 def test_a_plan_edited_by_hand_is_one_line_naming_the_key(tmp_path, edit, key):
@@ -125,12 +143,28 @@ def test_nothing_to_report_is_one_line(tmp_path):
 
 def test_not_finite_and_negative_values_are_left_out_and_counted(tmp_path):
     rec = tmp_path / "rec.json"  # json.dumps writes NaN and Infinity, as a careless writer would
-    rec.write_text(json.dumps({
-        "kind": "stoker.measured/1", "source": "stage", "name": "run",
-        "summary": {"throughput_bps": float("inf"), "seconds_s": -4.0, "files": 3,
-                    "bytes": 10**400},  # an integer past a float's range
-        "series": {"throughput_bps": {"unit": "bytes/s", "t_s": [0, 1, 2, 3, float("nan")],
-                                      "values": [1e6, 10**400, -5e6, 3e6, 2e6]}}}))
+    rec.write_text(
+        json.dumps(
+            {
+                "kind": "stoker.measured/1",
+                "source": "stage",
+                "name": "run",
+                "summary": {
+                    "throughput_bps": float("inf"),
+                    "seconds_s": -4.0,
+                    "files": 3,
+                    "bytes": 10**400,
+                },  # an integer past a float's range
+                "series": {
+                    "throughput_bps": {
+                        "unit": "bytes/s",
+                        "t_s": [0, 1, 2, 3, float("nan")],
+                        "values": [1e6, 10**400, -5e6, 3e6, 2e6],
+                    }
+                },
+            }
+        )
+    )
     m = stoker.report.read_measured(rec)
     assert m.summary == {"throughput_bps": None, "seconds_s": None, "files": 3, "bytes": None}
     assert m.series["throughput_bps"].t_s == [0, 1, 2, 3]
@@ -145,8 +179,9 @@ def test_not_finite_and_negative_values_are_left_out_and_counted(tmp_path):
 
 def test_huge_and_one_and_no_points_still_make_a_page(tmp_path):
     for values in ([1e300, 1e300], [2e6], []):
-        res = _report("--out", str(tmp_path / "r.html"), "--measured",
-                      str(_record(tmp_path, values=values)))
+        res = _report(
+            "--out", str(tmp_path / "r.html"), "--measured", str(_record(tmp_path, values=values))
+        )
         assert res.exit_code == 0, res.output
         assert (tmp_path / "r.html").read_text().endswith("</html>\n")
 
@@ -154,10 +189,22 @@ def test_huge_and_one_and_no_points_still_make_a_page(tmp_path):
 def test_a_million_points_make_a_small_page(tmp_path):
     n = 1_000_000
     rec = tmp_path / "big.json"
-    rec.write_text(json.dumps({
-        "kind": "stoker.measured/1", "source": "ledger", "name": "long run",
-        "series": {"data_share": {"unit": "ratio", "t_s": [i * 0.5 for i in range(n)],
-                                  "values": [0.25 if i % 2 else 0.75 for i in range(n)]}}}))
+    rec.write_text(
+        json.dumps(
+            {
+                "kind": "stoker.measured/1",
+                "source": "ledger",
+                "name": "long run",
+                "series": {
+                    "data_share": {
+                        "unit": "ratio",
+                        "t_s": [i * 0.5 for i in range(n)],
+                        "values": [0.25 if i % 2 else 0.75 for i in range(n)],
+                    }
+                },
+            }
+        )
+    )
     m = stoker.report.read_measured(rec)
     s = m.series["data_share"]
     assert len(s.t_s) <= MAX_POINTS and s.t_s[-1] == (n - 1) * 0.5
@@ -186,8 +233,12 @@ def test_a_unicode_name_is_on_the_page_and_its_images_warn_nothing(tmp_path):
     name = "训练 🚀 über"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        stoker.report(tmp_path / "r.html", measured=[_record(tmp_path, name=name)],
-                      png=tmp_path / "png", pdf=tmp_path / "r.pdf")
+        stoker.report(
+            tmp_path / "r.html",
+            measured=[_record(tmp_path, name=name)],
+            png=tmp_path / "png",
+            pdf=tmp_path / "r.pdf",
+        )
     assert name in (tmp_path / "r.html").read_text(encoding="utf-8")
     assert [str(w.message) for w in caught] == []
     assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
@@ -201,14 +252,22 @@ def test_out_is_checked_before_any_work(tmp_path):
         (["--out", str(tmp_path / "folder")], ["--out", "is a folder"]),
         (["--out", str(READ_ONLY / "r.html")], ["--out", "not writable"]),
         (["--out", str(tmp_path / "afile" / "r.html")], ["--out", "is a file, not a folder"]),
-        (["--out", str(tmp_path / "r.html"), "--pdf", str(READ_ONLY / "r.pdf")],
-         ["--pdf", "not writable"]),
-        (["--out", str(tmp_path / "r.html"), "--pdf", str(tmp_path / "folder")],
-         ["--pdf", "is a folder"]),
-        (["--out", str(tmp_path / "r.html"), "--png", str(tmp_path / "afile")],
-         ["--png", "is a file"]),
-        (["--out", str(tmp_path / "r.html"), "--png", str(READ_ONLY / "png")],
-         ["--png", "not writable"]),
+        (
+            ["--out", str(tmp_path / "r.html"), "--pdf", str(READ_ONLY / "r.pdf")],
+            ["--pdf", "not writable"],
+        ),
+        (
+            ["--out", str(tmp_path / "r.html"), "--pdf", str(tmp_path / "folder")],
+            ["--pdf", "is a folder"],
+        ),
+        (
+            ["--out", str(tmp_path / "r.html"), "--png", str(tmp_path / "afile")],
+            ["--png", "is a file"],
+        ),
+        (
+            ["--out", str(tmp_path / "r.html"), "--png", str(READ_ONLY / "png")],
+            ["--png", "not writable"],
+        ),
     ]
     for args, words in cases:
         _one_line_error(_report(*args, "--measured", str(rec)), *words)
@@ -231,8 +290,14 @@ def test_an_output_that_is_an_input_is_refused(tmp_path):
 
 def test_out_in_a_missing_folder_is_made(tmp_path):
     out = tmp_path / "new" / "deeper" / "r.html"
-    res = _report("--out", str(out), "--measured", str(_record(tmp_path)), "--png",
-                  str(tmp_path / "new" / "png"))
+    res = _report(
+        "--out",
+        str(out),
+        "--measured",
+        str(_record(tmp_path)),
+        "--png",
+        str(tmp_path / "new" / "png"),
+    )
     assert res.exit_code == 0, res.output
     assert out.stat().st_size > 0 and list((tmp_path / "new" / "png").glob("*.png"))
 
@@ -258,16 +323,28 @@ def test_record_is_checked_before_the_run(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.bin").write_bytes(b"x" * 1000)
-    res = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst"), "--record",
-                              str(READ_ONLY / "stage.json")])
+    res = runner.invoke(
+        app, ["stage", str(src), str(tmp_path / "dst"), "--record", str(READ_ONLY / "stage.json")]
+    )
     _one_line_error(res, "--record", "not writable")
     assert not (tmp_path / "dst").exists()  # nothing copied for a record that cannot be kept
-    res = runner.invoke(app, ["stage", str(src), str(tmp_path / "dst"), "--json", "--record",
-                              str(READ_ONLY / "stage.json")])
+    res = runner.invoke(
+        app,
+        [
+            "stage",
+            str(src),
+            str(tmp_path / "dst"),
+            "--json",
+            "--record",
+            str(READ_ONLY / "stage.json"),
+        ],
+    )
     last = json.loads(res.stdout.strip().splitlines()[-1])  # --json's reader learns why
     assert res.exit_code == 2 and last["fatal"] and "--record" in last["message"]
-    res = runner.invoke(app, ["bench", "storage", str(tmp_path), "--size", "1MiB", "--record",
-                              str(tmp_path / "src")])
+    res = runner.invoke(
+        app,
+        ["bench", "storage", str(tmp_path), "--size", "1MiB", "--record", str(tmp_path / "src")],
+    )
     _one_line_error(res, "--record", "is a folder")
     with pytest.raises(ReportError, match="--record .*not writable"):
         Measured("ledger", "x").save_json(READ_ONLY / "x.json")

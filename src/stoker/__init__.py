@@ -95,8 +95,8 @@ def __getattr__(name: str) -> Any:
     module = importlib.import_module(f".{_WHERE[name]}", __name__)
     # stoker.stage, stoker.provision, stoker.report and stoker.simulate are subpackages,
     # callable as the functions they name.
-    value = module if name in ("stage", "provision", "report", "simulate") else getattr(
-        module, name
+    value = (
+        module if name in ("stage", "provision", "report", "simulate") else getattr(module, name)
     )
     globals()[name] = value
     return value

@@ -39,8 +39,15 @@ def report(
 
     kept = "no report written; a file already at --out is untouched"
     with interruptible(kept=kept), steps_bar("report", quiet=json_out) as show:
-        result = run(out, plan=plan, simulation=simulation, measured=measured or [], pdf=pdf,
-                     png=png, progress=show)
+        result = run(
+            out,
+            plan=plan,
+            simulation=simulation,
+            measured=measured or [],
+            pdf=pdf,
+            png=png,
+            progress=show,
+        )
     if json_out:
         emit_json(result.to_dict())
         return

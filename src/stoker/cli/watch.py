@@ -16,8 +16,10 @@ def watch(
     port: Annotated[
         int,
         typer.Option(
-            min=0, max=65535, help="Prometheus port (/metrics); 0 picks a free one. Ranks of a "
-            "training process that serve their own figures take the next ports."
+            min=0,
+            max=65535,
+            help="Prometheus port (/metrics); 0 picks a free one. Ranks of a "
+            "training process that serve their own figures take the next ports.",
         ),
     ] = DEFAULT_PORT,
     job: Annotated[str, typer.Option(help="training_job label on every metric.")] = "",

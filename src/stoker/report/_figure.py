@@ -51,7 +51,7 @@ class Chart:
         buf = io.StringIO()
         self.fig.savefig(buf, format="svg")
         text = buf.getvalue()
-        text = text[text.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
+        text = text[text.index("<svg") :]  # no XML prolog or DOCTYPE inside HTML
         # Scale with the page: keep the viewBox, drop the fixed size.
         head_end = text.index(">")
         head = re.sub(r'\s(width|height)="[^"]*"', "", text[:head_end])
@@ -82,8 +82,13 @@ def fit(fig: Any) -> None:
     left = 10 + _CHAR_PT * widest + (_LINE_PT * 1.6 if first.get_ylabel() else 0)
     bottom = 8 + _LINE_PT * (1.4 + 1.3 * bool(first.get_xlabel()))
     top = 10 + (_LINE_PT * 2.0 if fig.legends else 0)
-    fig.subplots_adjust(left=min(0.6, left / w_pt), right=1 - 12 / w_pt,
-                        bottom=min(0.5, bottom / h_pt), top=1 - top / h_pt, wspace=0.08)
+    fig.subplots_adjust(
+        left=min(0.6, left / w_pt),
+        right=1 - 12 / w_pt,
+        bottom=min(0.5, bottom / h_pt),
+        top=1 - top / h_pt,
+        wspace=0.08,
+    )
 
 
 def style() -> Any:

@@ -19,8 +19,10 @@ def check_out(path: str | os.PathLike[str], flag: str, *, folder: bool = False) 
     naming ``flag`` and the path. ``folder``: the path is a folder to write files into."""
     path = Path(path)
     if path.is_dir() and not folder:
-        raise ReportError(f"{flag} {path}: is a folder; give a file name, e.g. "
-                          f"{path / ('report.html' if flag == '--out' else 'out')}")
+        raise ReportError(
+            f"{flag} {path}: is a folder; give a file name, e.g. "
+            f"{path / ('report.html' if flag == '--out' else 'out')}"
+        )
     if folder and path.exists() and not path.is_dir():
         raise ReportError(f"{flag} {path}: is a file; give a folder for the PNG files")
     above = path if folder else path.parent

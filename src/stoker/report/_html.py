@@ -72,8 +72,10 @@ def _what(plan: Any, sim: Any, measured: list[Measured]) -> str:
 
 
 def _figure(c: Chart) -> str:
-    return (f'<figure class="chart" id="{escape(c.key)}"><figcaption><h3>{escape(c.title)}</h3>'
-            f'<p class="reading">{escape(c.reading)}</p></figcaption>\n{c.svg()}</figure>')
+    return (
+        f'<figure class="chart" id="{escape(c.key)}"><figcaption><h3>{escape(c.title)}</h3>'
+        f'<p class="reading">{escape(c.reading)}</p></figcaption>\n{c.svg()}</figure>'
+    )
 
 
 def _rows(rows: list[tuple[str, str]]) -> str:
@@ -84,20 +86,29 @@ def _rows(rows: list[tuple[str, str]]) -> str:
 def _plan_facts(plan: dict[str, Any]) -> str:
     rows = [
         ("job", f"{plan.get('name', '?')} ({plan.get('kind', '?')})"),
-        ("cluster", f"{plan.get('nodes', '?')} x {plan.get('vm_size', '?')}, "
-                    f"{plan.get('gpus', '?')} GPUs, {plan.get('region', '?')}"),
+        (
+            "cluster",
+            f"{plan.get('nodes', '?')} x {plan.get('vm_size', '?')}, "
+            f"{plan.get('gpus', '?')} GPUs, {plan.get('region', '?')}",
+        ),
         ("catalog", f"as of {plan.get('catalog_as_of', '?')}"),
     ]
     run = plan.get("run") or {}
     if isinstance(run.get("wall_s"), int | float):
-        rows.append(("run", f"{duration(run['wall_s'])} wall clock, "
-                            f"{run.get('steps', 0):,.0f} steps"))
+        rows.append(
+            ("run", f"{duration(run['wall_s'])} wall clock, {run.get('steps', 0):,.0f} steps")
+        )
     cost = plan.get("cost") or {}
     if cost.get("total_usd") is not None:
         rows.append(("cost", money(cost["total_usd"])))
     elif cost.get("known_total_usd") is not None:
-        rows.append(("cost", f"{money(cost['known_total_usd'])} priced; no price for "
-                             f"{', '.join(cost.get('unknown') or [])}"))
+        rows.append(
+            (
+                "cost",
+                f"{money(cost['known_total_usd'])} priced; no price for "
+                f"{', '.join(cost.get('unknown') or [])}",
+            )
+        )
     warnings = plan.get("warnings") or []
     out = _rows(rows)
     if warnings:
@@ -109,15 +120,25 @@ def _plan_facts(plan: dict[str, Any]) -> str:
 def _sim_facts(sim: dict[str, Any]) -> str:
     from ._sim_charts import days
 
-    rows = [("simulated", f"{sim.get('runs', '?')} runs of {days(sim)} days on "
-                          f"{sim.get('gpus', '?')} GPUs, seed {sim.get('seed', '?')}"),
-            ("spec", str(sim.get("spec", "?")))]
+    rows = [
+        (
+            "simulated",
+            f"{sim.get('runs', '?')} runs of {days(sim)} days on "
+            f"{sim.get('gpus', '?')} GPUs, seed {sim.get('seed', '?')}",
+        ),
+        ("spec", str(sim.get("spec", "?"))),
+    ]
     return _rows(rows)
 
 
 def _measured_facts(measured: list[Measured]) -> str:
-    rows = [(m.name, f"{m.source}, recorded {m.recorded or '?'}"
-                     + (f", from {m.path}" if m.path else "")
-                     + (f"; {m.dropped:,} values not finite or negative left out"
-                        if m.dropped else "")) for m in measured]
+    rows = [
+        (
+            m.name,
+            f"{m.source}, recorded {m.recorded or '?'}"
+            + (f", from {m.path}" if m.path else "")
+            + (f"; {m.dropped:,} values not finite or negative left out" if m.dropped else ""),
+        )
+        for m in measured
+    ]
     return _rows(rows)

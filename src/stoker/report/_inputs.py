@@ -38,16 +38,20 @@ def load_plan(plan: Any) -> dict[str, Any]:
 
 def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
-        raise ReportError(f"{where}: not a plan (schema should be {PLAN_SCHEMA!r}); give a job "
-                          "spec (.toml) or the output of stoker plan --json")
+        raise ReportError(
+            f"{where}: not a plan (schema should be {PLAN_SCHEMA!r}); give a job "
+            "spec (.toml) or the output of stoker plan --json"
+        )
     for key in ("step", "data", "checkpoints", "cost", "run", "inference"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise ReportError(f"{where}: {key} should be an object (docs/plan-json.md)")
-    shapes = [("warnings", doc.get("warnings"), list),
-              ("data.chosen", (doc.get("data") or {}).get("chosen"), dict),
-              ("data.options", (doc.get("data") or {}).get("options"), list),
-              ("cost.items", (doc.get("cost") or {}).get("items"), list),
-              ("cost.unknown", (doc.get("cost") or {}).get("unknown"), list)]
+    shapes = [
+        ("warnings", doc.get("warnings"), list),
+        ("data.chosen", (doc.get("data") or {}).get("chosen"), dict),
+        ("data.options", (doc.get("data") or {}).get("options"), list),
+        ("cost.items", (doc.get("cost") or {}).get("items"), list),
+        ("cost.unknown", (doc.get("cost") or {}).get("unknown"), list),
+    ]
     for key, value, kind in shapes:
         if value is not None and not isinstance(value, kind):
             what = "a list" if kind is list else "an object"
@@ -66,8 +70,18 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
 
 # A plan's figures carry their unit in their name; each is a finite number or null (a plan
 # edited by hand: "x" or NaN there would draw nonsense or stop a chart midway).
-_UNITS = ("_s", "_usd", "_bps", "_bytes", "_hours", "_share", "_fraction", "_goodput", "_au",
-          "_utilization")
+_UNITS = (
+    "_s",
+    "_usd",
+    "_bps",
+    "_bytes",
+    "_hours",
+    "_share",
+    "_fraction",
+    "_goodput",
+    "_au",
+    "_utilization",
+)
 
 
 # Daly's optimum and the goodput curve take a square root and divide by these.
@@ -90,8 +104,10 @@ def _check_figures(doc: Any, where: str, path: str) -> None:
                 _check_figures(v, where, key)
             elif figure and v is not None and not _figure(v, key in _POSITIVE):
                 least = "> 0 " if key in _POSITIVE else ""
-                raise ReportError(f"{where}: {key} should be a finite number {least}or null, "
-                                  f"not {v!r:.40}; give the output of stoker plan --json")
+                raise ReportError(
+                    f"{where}: {key} should be a finite number {least}or null, "
+                    f"not {v!r:.40}; give the output of stoker plan --json"
+                )
 
 
 def _figure(v: Any, positive: bool) -> bool:
@@ -115,8 +131,10 @@ def load_simulation(sim: Any) -> dict[str, Any]:
         where = str(sim)
         sim = _read_json(Path(sim), "simulation")
     if not isinstance(sim, dict) or sim.get("kind") != SIMULATION_KIND:
-        raise ReportError(f"{where}: not a simulation (kind should be {SIMULATION_KIND!r}); give "
-                          "the output of stoker simulate --json")
+        raise ReportError(
+            f"{where}: not a simulation (kind should be {SIMULATION_KIND!r}); give "
+            "the output of stoker simulate --json"
+        )
     for key in ("goodput", "gpu_busy", "lost_hours"):
         if sim.get(key) is not None and not isinstance(sim[key], dict):
             raise ReportError(f"{where}: {key} should be an object of p5, p50, p95")

@@ -108,8 +108,10 @@ def parse_measured(doc: Any, where: str = "the measured record") -> Measured:
 
     p = where
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise ReportError(f"{p}: not a measured record (kind should be {KIND!r}); write one with "
-                          "--record or save_json()")
+        raise ReportError(
+            f"{p}: not a measured record (kind should be {KIND!r}); write one with "
+            "--record or save_json()"
+        )
     source = doc.get("source")
     if source not in SOURCES:
         raise ReportError(f"{p}: source {source!r} is not one of {', '.join(SOURCES)}")
@@ -130,8 +132,13 @@ def parse_measured(doc: Any, where: str = "the measured record") -> Measured:
             raise ReportError(f"{p}: series.{key}.values: every value should be a number or null")
         series[key], bad = _series(str(s.get("unit", "")), t, v)
         dropped += bad
-    m = Measured(str(source), shown(str(doc.get("name") or source)), summary, series,
-                 str(doc.get("recorded", ""))[:40])
+    m = Measured(
+        str(source),
+        shown(str(doc.get("name") or source)),
+        summary,
+        series,
+        str(doc.get("recorded", ""))[:40],
+    )
     m.dropped = dropped
     return m
 
@@ -208,5 +215,6 @@ def _read_json(p: Path, what: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportError(f"{p}: cannot read the {what} ({exc})") from exc
     except json.JSONDecodeError as exc:
-        raise ReportError(f"{p}: not JSON ({exc.msg}, line {exc.lineno}); give the {what} as "
-                          "stoker wrote it") from exc
+        raise ReportError(
+            f"{p}: not JSON ({exc.msg}, line {exc.lineno}); give the {what} as stoker wrote it"
+        ) from exc

@@ -30,8 +30,12 @@ def ledger_over_time(m: Measured, index: int) -> Chart | None:
     ax = fig.axes[0]
     t = next(iter(shares.values())).t_s
     ys = [[v * 100 if math.isfinite(v) else 0.0 for v in shares[ph].values] for ph in shares]
-    ax.stackplot(t, ys, colors=[PHASE_COLOURS[ph] for ph in shares],
-                 labels=[ph.replace("_", " ") for ph in shares])
+    ax.stackplot(
+        t,
+        ys,
+        colors=[PHASE_COLOURS[ph] for ph in shares],
+        labels=[ph.replace("_", " ") for ph in shares],
+    )
     ax.set_ylim(0, 100)
     ax.set_xlabel("time into the run (s)")
     ax.set_ylabel("share of step time (%)")
@@ -61,8 +65,13 @@ def utilization(records: list[Measured], plan: dict[str, Any] | None) -> Chart |
     fig = figure(6.4, 2.8)
     ax = fig.axes[0]
     for i, (m, (t, v)) in enumerate(lines):
-        ax.plot(t, [x * 100 for x in v], color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
-                label=f"{m.name} ({m.source})", marker="." if len(t) < 30 else None)
+        ax.plot(
+            t,
+            [x * 100 for x in v],
+            color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
+            label=f"{m.name} ({m.source})",
+            marker="." if len(t) < 30 else None,
+        )
     planned = ((plan or {}).get("step") or {}).get("gpu_utilization")
     if isinstance(planned, int | float):
         ax.axhline(planned * 100, color=PLAN, linestyle="--", label="the plan")
@@ -73,8 +82,9 @@ def utilization(records: list[Measured], plan: dict[str, Any] | None) -> Chart |
     parts = []
     for m, (t, v) in lines:
         low = min(range(len(v)), key=v.__getitem__)
-        parts.append(f"{m.name}: mean {pct(statistics.fmean(v))}, lowest {pct(v[low])} at "
-                     f"{t[low]:.0f} s")
+        parts.append(
+            f"{m.name}: mean {pct(statistics.fmean(v))}, lowest {pct(v[low])} at {t[low]:.0f} s"
+        )
     if isinstance(planned, int | float):
         parts.append(f"the plan expects {pct(planned)}")
     return Chart("utilization", "Accelerator utilization over time", "; ".join(parts) + ".", fig)
@@ -82,15 +92,23 @@ def utilization(records: list[Measured], plan: dict[str, Any] | None) -> Chart |
 
 def throughput(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
     """Loader and staging throughput over time; the plan's need per VM as a dashed line."""
-    lines = [(m, _clean(m.series["throughput_bps"])) for m in records
-             if "throughput_bps" in m.series and _clean(m.series["throughput_bps"])[0]]
+    lines = [
+        (m, _clean(m.series["throughput_bps"]))
+        for m in records
+        if "throughput_bps" in m.series and _clean(m.series["throughput_bps"])[0]
+    ]
     if not lines:
         return None
     fig = figure(6.4, 2.8)
     ax = fig.axes[0]
     for i, (m, (t, v)) in enumerate(lines):
-        ax.plot(t, [x / 1e6 for x in v], color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
-                label=f"{m.name} ({m.source})", marker="." if len(t) < 30 else None)
+        ax.plot(
+            t,
+            [x / 1e6 for x in v],
+            color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
+            label=f"{m.name} ({m.source})",
+            marker="." if len(t) < 30 else None,
+        )
     need = _need_per_vm(plan)
     if need:
         ax.axhline(need / 1e6, color=PLAN, linestyle="--", label="the plan's need per VM")
@@ -98,12 +116,16 @@ def throughput(records: list[Measured], plan: dict[str, Any] | None) -> Chart | 
     ax.set_xlabel("time into the run (s)")
     ax.set_ylabel("throughput (MB/s)")
     ax.legend(loc="lower right", frameon=False, fontsize=8)
-    parts = [f"{m.name} ({m.source}) moved a median {statistics.median(v) / 1e6:,.0f} MB/s "
-             f"(lowest {min(v) / 1e6:,.0f})" for m, (_, v) in lines]
+    parts = [
+        f"{m.name} ({m.source}) moved a median {statistics.median(v) / 1e6:,.0f} MB/s "
+        f"(lowest {min(v) / 1e6:,.0f})"
+        for m, (_, v) in lines
+    ]
     if need:
         parts.append(f"the plan needs {format_rate(need)} per VM")
-    return Chart("throughput", "Loader and staging throughput over time",
-                 "; ".join(parts) + ".", fig)
+    return Chart(
+        "throughput", "Loader and staging throughput over time", "; ".join(parts) + ".", fig
+    )
 
 
 def _need_per_vm(plan: dict[str, Any] | None) -> float | None:
@@ -114,15 +136,23 @@ def _need_per_vm(plan: dict[str, Any] | None) -> float | None:
 
 def checkpoint_blocking(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
     """How long each save held the training loop; the plan's blocking time beside it."""
-    runs = [(m, _clean(m.series["blocking_s"])) for m in records
-            if "blocking_s" in m.series and _clean(m.series["blocking_s"])[0]]
+    runs = [
+        (m, _clean(m.series["blocking_s"]))
+        for m in records
+        if "blocking_s" in m.series and _clean(m.series["blocking_s"])[0]
+    ]
     if not runs:
         return None
     fig = figure(6.4, 2.8)
     ax = fig.axes[0]
     for i, (m, (t, v)) in enumerate(runs):
-        ax.plot(t, [x * 1e3 for x in v], color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
-                marker="o", label=f"{m.name}: each save")
+        ax.plot(
+            t,
+            [x * 1e3 for x in v],
+            color=_LINE_COLOURS[i % len(_LINE_COLOURS)],
+            marker="o",
+            label=f"{m.name}: each save",
+        )
     planned = ((plan or {}).get("checkpoints") or {}).get("blocking_s")
     if isinstance(planned, int | float):
         ax.axhline(planned * 1e3, color=PLAN, linestyle="--", label="the plan's save")
@@ -130,8 +160,11 @@ def checkpoint_blocking(records: list[Measured], plan: dict[str, Any] | None) ->
     ax.set_xlabel("time into the run (s)")
     ax.set_ylabel("training loop held (ms)")
     ax.legend(loc="upper right", frameon=False, fontsize=8)
-    parts = [f"{m.name}: a save held the loop {duration(statistics.median(v))} (median of "
-             f"{len(v)}, worst {duration(max(v))})" for m, (_, v) in runs]
+    parts = [
+        f"{m.name}: a save held the loop {duration(statistics.median(v))} (median of "
+        f"{len(v)}, worst {duration(max(v))})"
+        for m, (_, v) in runs
+    ]
     if isinstance(planned, int | float):
         parts.append(f"the plan's save blocks {duration(planned)} at its scale")
     return Chart("checkpoint-blocking", "Checkpoint blocking", "; ".join(parts) + ".", fig)
@@ -139,9 +172,13 @@ def checkpoint_blocking(records: list[Measured], plan: dict[str, Any] | None) ->
 
 def storage(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
     """Each storage test's throughput, as ``stoker bench storage`` measured it."""
-    rows = [(f"{m.name}: {k.removesuffix('_bps').replace('_', ' ')}", v)
-            for m in records if m.source == "storage"
-            for k, v in m.summary.items() if k.endswith("_bps") and isinstance(v, int | float)]
+    rows = [
+        (f"{m.name}: {k.removesuffix('_bps').replace('_', ' ')}", v)
+        for m in records
+        if m.source == "storage"
+        for k, v in m.summary.items()
+        if k.endswith("_bps") and isinstance(v, int | float)
+    ]
     if not rows:
         return None
     fig = figure(6.4, 0.9 + 0.3 * len(rows))
@@ -163,6 +200,10 @@ def storage(records: list[Measured], plan: dict[str, Any] | None) -> Chart | Non
 
 def charts(records: list[Measured], plan: dict[str, Any] | None) -> list[Chart]:
     made = [ledger_over_time(m, i) for i, m in enumerate(records) if m.source == "ledger"]
-    made += [utilization(records, plan), throughput(records, plan),
-             checkpoint_blocking(records, plan), storage(records, plan)]
+    made += [
+        utilization(records, plan),
+        throughput(records, plan),
+        checkpoint_blocking(records, plan),
+        storage(records, plan),
+    ]
     return [c for c in made if c is not None]

@@ -27,8 +27,12 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
     rows: list[tuple[str, dict[str, float]]] = []
     if step and step.get("total_s"):
         total = step["total_s"]
-        rows.append((f"plan ({duration(total)} a step)",
-                     {ph: (step.get(k) or 0.0) / total for k, ph in _PLAN_PHASES}))
+        rows.append(
+            (
+                f"plan ({duration(total)} a step)",
+                {ph: (step.get(k) or 0.0) / total for k, ph in _PLAN_PHASES},
+            )
+        )
     for m in ledgers:
         shares = {ph: float(m.summary.get(f"{ph}_share") or 0.0) for ph in _LEDGER_PHASES}
         mean = m.summary.get("step_mean_s")
@@ -44,11 +48,24 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
             width = shares.get(ph, 0.0) * 100
             if width <= 0:
                 continue
-            ax.barh(y, width, left=left, color=PHASE_COLOURS[ph], edgecolor="white",
-                    label=ph.replace("_", " "))
+            ax.barh(
+                y,
+                width,
+                left=left,
+                color=PHASE_COLOURS[ph],
+                edgecolor="white",
+                label=ph.replace("_", " "),
+            )
             if width >= 6:
-                ax.text(left + width / 2, y, f"{width:.0f}", ha="center", va="center",
-                        color="white", fontsize=8)
+                ax.text(
+                    left + width / 2,
+                    y,
+                    f"{width:.0f}",
+                    ha="center",
+                    va="center",
+                    color="white",
+                    fontsize=8,
+                )
             left += width
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.invert_yaxis()
@@ -56,8 +73,9 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
     ax.set_xlabel("share of the step (%)")
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncols=6, frameon=False,
-               fontsize=8)
+    fig.legend(
+        unique.values(), unique.keys(), loc="upper center", ncols=6, frameon=False, fontsize=8
+    )
     return Chart("step-split", "Where a step's time goes", _step_reading(plan, rows), fig)
 
 
@@ -68,24 +86,33 @@ def _step_reading(plan: dict[str, Any] | None, rows: list[tuple[str, dict[str, f
         shares = rows[0][1]
         data = (plan or {}).get("data") or {}
         chosen = (data.get("chosen") or {}).get("name", "the chosen tier")
-        parts.append(f"Planned: the GPU computes {pct(shares['compute'])} of each step and "
-                     f"waits {pct(shares['data'], 1)} on data from {chosen}, "
-                     f"{pct(shares['exposed_comm'], 1)} on exposed communication and "
-                     f"{pct(shares['checkpoint'], 1)} on checkpoints")
+        parts.append(
+            f"Planned: the GPU computes {pct(shares['compute'])} of each step and "
+            f"waits {pct(shares['data'], 1)} on data from {chosen}, "
+            f"{pct(shares['exposed_comm'], 1)} on exposed communication and "
+            f"{pct(shares['checkpoint'], 1)} on checkpoints"
+        )
         if shares["data"] > 0:
             fix = _cheapest_without_stall(data)
             if fix:
                 parts[-1] += f"; {fix['name']} removes the data wait"
         rows = rows[1:]
     for label, shares in rows:
-        parts.append(f"{label.removeprefix('measured: ')}: compute {pct(shares['compute'])}, "
-                     f"data {pct(shares['data'], 1)}, checkpoint {pct(shares['checkpoint'], 1)}")
+        parts.append(
+            f"{label.removeprefix('measured: ')}: compute {pct(shares['compute'])}, "
+            f"data {pct(shares['data'], 1)}, checkpoint {pct(shares['checkpoint'], 1)}"
+        )
     return ". ".join(parts) + "."
 
 
 def _cheapest_without_stall(data: dict[str, Any]) -> dict[str, Any] | None:
-    options = [o for o in data.get("options") or [] if o.get("fits") and
-               o.get("stall_per_step_s") == 0 and o.get("price_per_hour_usd") is not None]
+    options = [
+        o
+        for o in data.get("options") or []
+        if o.get("fits")
+        and o.get("stall_per_step_s") == 0
+        and o.get("price_per_hour_usd") is not None
+    ]
     return min(options, key=lambda o: o["price_per_hour_usd"], default=None)
 
 
@@ -114,24 +141,31 @@ def tier_options(plan: dict[str, Any]) -> Chart | None:
         else:
             right.barh(y, price, color=colour)
             right.text(price, y, f" {money(price)}", va="center", fontsize=8)
-    labels = [o["tier"] + (" (chosen)" if o["tier"] == chosen else "") +
-              ("" if o.get("fits", True) else " (does not fit)") for o in options]
+    labels = [
+        o["tier"]
+        + (" (chosen)" if o["tier"] == chosen else "")
+        + ("" if o.get("fits", True) else " (does not fit)")
+        for o in options
+    ]
     left.set_yticks(range(len(options)), labels)
     left.invert_yaxis()
     left.set_xlabel(f"GPU stall per step ({unit})")
     right.set_xlabel("price of the tier (USD per hour)")
     left.set_xlim(0, max(stalls) * scale * 1.4 or 1.0)  # all zero: still an axis from 0
     right.set_xlim(0, max([o.get("price_per_hour_usd") or 0 for o in options]) * 1.5 or 1.0)
-    return Chart("tier-options", "Storage tiers: stall against cost", _tier_reading(data, options),
-                 fig)
+    return Chart(
+        "tier-options", "Storage tiers: stall against cost", _tier_reading(data, options), fig
+    )
 
 
 def _tier_reading(data: dict[str, Any], options: list[dict[str, Any]]) -> str:
     chosen = data.get("chosen") or {}
     price = chosen.get("price_per_hour_usd")
-    text = (f"Chosen: {chosen.get('name', chosen.get('tier'))}, stall "
-            f"{duration(chosen.get('stall_per_step_s') or 0)} a step"
-            + (f" at {money(price)}/h" if price else ""))
+    text = (
+        f"Chosen: {chosen.get('name', chosen.get('tier'))}, stall "
+        f"{duration(chosen.get('stall_per_step_s') or 0)} a step"
+        + (f" at {money(price)}/h" if price else "")
+    )
     others = [o for o in options if o["tier"] != chosen.get("tier")]
     worst = max(others, key=lambda o: o["stall_per_step_s"], default=None)
     if worst is not None and worst["stall_per_step_s"] > 0:
@@ -163,13 +197,30 @@ def goodput_curve(plan: dict[str, Any]) -> Chart | None:
     fig = figure(6.4, 3.0)
     ax = fig.axes[0]
     ax.plot([x / 60 for x in xs], [goodput(x) * 100 for x in xs], color=PLAN, label="goodput")
-    ax.scatter([opt / 60], [goodput(opt) * 100], marker="D", color=PLAN, zorder=3,
-               label=f"Daly's optimum, {duration(opt)}")
-    ax.scatter([t0 / 60], [ck["goodput"] * 100], s=90, color=MEASURED, zorder=4,
-               label=f"the plan's interval, {duration(t0)}")
+    ax.scatter(
+        [opt / 60],
+        [goodput(opt) * 100],
+        marker="D",
+        color=PLAN,
+        zorder=3,
+        label=f"Daly's optimum, {duration(opt)}",
+    )
+    ax.scatter(
+        [t0 / 60],
+        [ck["goodput"] * 100],
+        s=90,
+        color=MEASURED,
+        zorder=4,
+        label=f"the plan's interval, {duration(t0)}",
+    )
     if "safe" in str(ck.get("interval_basis", "")):  # the plan's interval is the floor
-        ax.axvspan(lo / 60, t0 / 60, color="#cccccc", alpha=0.4,
-                   label="sooner: the previous save is not yet safe")
+        ax.axvspan(
+            lo / 60,
+            t0 / 60,
+            color="#cccccc",
+            alpha=0.4,
+            label="sooner: the previous save is not yet safe",
+        )
     ax.set_xscale("log")
     ax.xaxis.set_minor_locator(NullLocator())  # a log axis's minor labels cost a third here
     ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")  # 0.1, 1, 10: no mathtext to parse
@@ -178,10 +229,12 @@ def goodput_curve(plan: dict[str, Any]) -> Chart | None:
     best = goodput(opt) * 100
     ax.set_ylim(max(0.0, best - 3 * max(best - ck["goodput"] * 100, 2)), min(100.0, best + 1))
     ax.legend(loc="lower center", frameon=False, fontsize=8)
-    reading = (f"Checkpointing every {duration(t0)} ({ck.get('interval_basis', '')}) gives "
-               f"goodput {pct(ck['goodput'], 1)}; Daly's optimum, {duration(opt)}, gives "
-               f"{pct(goodput(opt), 1)}. A save blocks {duration(c)}; the job fails every "
-               f"{duration(m)}.")
+    reading = (
+        f"Checkpointing every {duration(t0)} ({ck.get('interval_basis', '')}) gives "
+        f"goodput {pct(ck['goodput'], 1)}; Daly's optimum, {duration(opt)}, gives "
+        f"{pct(goodput(opt), 1)}. A save blocks {duration(c)}; the job fails every "
+        f"{duration(m)}."
+    )
     return Chart("goodput-interval", "Goodput against checkpoint interval", reading, fig)
 
 
@@ -208,11 +261,15 @@ def bill(plan: dict[str, Any]) -> Chart | None:
     ax.margins(x=0.2)
     known = cost.get("known_total_usd") or 0.0
     total = cost.get("total_usd")
-    biggest = max((i for i in items if i.get("usd") is not None), key=lambda i: i["usd"],
-                  default=None)
-    text = (f"The run costs {money(total)}" if total is not None else
-            f"The priced part costs {money(known)} (no price for "
-            f"{', '.join(cost.get('unknown') or [])})")
+    biggest = max(
+        (i for i in items if i.get("usd") is not None), key=lambda i: i["usd"], default=None
+    )
+    text = (
+        f"The run costs {money(total)}"
+        if total is not None
+        else f"The priced part costs {money(known)} (no price for "
+        f"{', '.join(cost.get('unknown') or [])})"
+    )
     if biggest and known > 0:
         text += f"; {biggest['item']} is {pct(biggest['usd'] / known)} of it"
     if cost.get("idle_gpu_usd"):
@@ -223,8 +280,9 @@ def bill(plan: dict[str, Any]) -> Chart | None:
 def cold_start(plan: dict[str, Any]) -> Chart | None:
     """An inference plan: how long every replica takes to load the model, per source."""
     inf = plan.get("inference") or {}
-    starts = {k: v for k, v in (inf.get("cold_start_s") or {}).items()
-              if isinstance(v, int | float)}
+    starts = {
+        k: v for k, v in (inf.get("cold_start_s") or {}).items() if isinstance(v, int | float)
+    }
     if not starts:
         return None
     fig = figure(6.4, 0.9 + 0.4 * len(starts))
@@ -232,22 +290,30 @@ def cold_start(plan: dict[str, Any]) -> Chart | None:
     for y, (source, secs) in enumerate(starts.items()):
         ax.barh(y, secs, color=MEASURED if source == inf.get("chosen") else PLAN)
         ax.text(secs, y, f" {duration(secs)}", va="center", fontsize=8)
-    ax.set_yticks(range(len(starts)), [s + (" (chosen)" if s == inf.get("chosen") else "")
-                                      for s in starts])
+    ax.set_yticks(
+        range(len(starts)), [s + (" (chosen)" if s == inf.get("chosen") else "") for s in starts]
+    )
     ax.invert_yaxis()
     ax.set_xlabel("time for every replica to load the model (s)")
     ax.margins(x=0.2)
     chosen = inf.get("chosen")
-    text = (f"{inf.get('replicas', '?')} replicas load {inf.get('model_bytes', 0) / 1e9:,.0f} GB "
-            f"each from {chosen} in {duration(starts.get(chosen, 0))}")
+    text = (
+        f"{inf.get('replicas', '?')} replicas load {inf.get('model_bytes', 0) / 1e9:,.0f} GB "
+        f"each from {chosen} in {duration(starts.get(chosen, 0))}"
+    )
     if "nvme" in starts:
         text += f"; a warm restart from the VM's NVMe takes {duration(starts['nvme'])}"
     return Chart("cold-start", "Cold start by model source", text + ".", fig)
 
 
 def charts(plan: dict[str, Any], ledgers: list[Measured]) -> list[Chart]:
-    made = [step_split(plan, ledgers), tier_options(plan), goodput_curve(plan), cold_start(plan),
-            bill(plan)]
+    made = [
+        step_split(plan, ledgers),
+        tier_options(plan),
+        goodput_curve(plan),
+        cold_start(plan),
+        bill(plan),
+    ]
     return [c for c in made if c is not None]
 
 

@@ -17,8 +17,12 @@ def ledger_record(summary: Any, points: Sequence[tuple[float, ...]], name: str) 
     """``points``: (t, steps seen, step seconds so far, seconds per phase so far...), cumulative;
     each window between two points becomes one share per phase."""
     m = Measured("ledger", name)
-    m.summary = {"steps": summary.steps, "step_mean_s": summary.step_mean_s,
-                 "step_total_s": summary.step_total_s, "clock": summary.clock}
+    m.summary = {
+        "steps": summary.steps,
+        "step_mean_s": summary.step_mean_s,
+        "step_total_s": summary.step_total_s,
+        "clock": summary.clock,
+    }
     m.summary |= {f"{ph}_share": p.share for ph, p in summary.phases.items()}
     m.summary |= {f"{ph}_s": p.mean_s for ph, p in summary.phases.items()}
     for a, b in zip(points, points[1:], strict=False):
@@ -84,9 +88,12 @@ def checkpoint_record(saves: Sequence[Any], t0: float, name: str) -> Measured:
         if s.durable_s is not None:
             m.add("durable_s", "s", t, s.durable_s)
     blocking = [s.blocking_s for s in saves]
-    m.summary = {"saves": len(saves), "bytes": saves[-1].bytes if saves else 0,
-                 "blocking_median_s": statistics.median(blocking) if blocking else None,
-                 "blocking_max_s": max(blocking, default=None)}
+    m.summary = {
+        "saves": len(saves),
+        "bytes": saves[-1].bytes if saves else 0,
+        "blocking_median_s": statistics.median(blocking) if blocking else None,
+        "blocking_max_s": max(blocking, default=None),
+    }
     return m
 
 

@@ -118,8 +118,9 @@ def _not_an_input(outputs: dict[str, Path | None], inputs: list[Any]) -> None:
     given = [Path(i) for i in inputs if isinstance(i, str | os.PathLike) and Path(i).exists()]
     for flag, out in outputs.items():
         if out is not None and out.exists() and any(out.samefile(i) for i in given):
-            raise ReportError(f"{flag} {out}: is also an input; writing it would replace it, "
-                              "choose another path")
+            raise ReportError(
+                f"{flag} {out}: is also an input; writing it would replace it, choose another path"
+            )
 
 
 def _charts(

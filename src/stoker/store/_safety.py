@@ -67,8 +67,7 @@ class SafeRoot:
         parent = os.path.realpath(os.path.dirname(path))
         if os.path.commonpath([self._real_root, parent]) != self._real_root:
             raise UnsafeKeyError(
-                f"refusing object key {key!r}: a symlink under {self.root or '/'} leads "
-                "outside it"
+                f"refusing object key {key!r}: a symlink under {self.root or '/'} leads outside it"
             )
         self._folders.add(folder)
         return path
