@@ -8,15 +8,21 @@ import sys
 
 import pytest
 
-# 20 rounds of 16 buffers of 4 MiB, each written, then all freed: the pattern of a copy's
-# pieces. Prints the minor page faults the rounds after the first cost.
+# 20 rounds of 16 buffers of MIB MiB, each written, then all freed: the pattern of a copy's
+# pieces (4 MiB: objects fetched whole; 1 MiB: obstore's pieces). Prints the minor page faults
+# the rounds after the first cost. "kept": the commands' fixed thresholds; "raised": what a
+# library's stage run does (once a process).
 CHURN = """
 import resource, sys
-from stoker._malloc import keep_freed_memory
-if sys.argv[1] == "kept":
+from stoker._malloc import keep_freed_memory, raise_dynamic_thresholds
+mode, mib = sys.argv[1], int(sys.argv[2])
+if mode == "kept":
     assert keep_freed_memory()
+if mode == "raised":
+    assert raise_dynamic_thresholds()
+    assert not raise_dynamic_thresholds()  # (once a process)
 def round_():
-    held = [bytearray(4 << 20) for _ in range(16)]
+    held = [bytearray(mib << 20) for _ in range(16)]
     for b in held:
         b[::4096] = b"x" * len(b[::4096])
 round_()
@@ -27,8 +33,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def _faults(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", CHURN, mode], capture_output=True, text=True)
+def _faults(mode: str, mib: int = 4) -> int:
+    argv = [sys.executable, "-c", CHURN, mode, str(mib)]
+    out = subprocess.run(argv, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return int(out.stdout)
 
@@ -41,34 +48,9 @@ def test_buffers_freed_and_made_again_reuse_the_heap() -> None:
     assert kept < default // 10
 
 
-# A library's stage run only moves glibc's dynamic thresholds (raise_dynamic_thresholds): rounds
-# of 16 buffers of 1 MiB, obstore's pieces, each written, then all freed.
-PIECES = """
-import resource, sys
-from stoker._malloc import raise_dynamic_thresholds
-if sys.argv[1] == "raised":
-    assert raise_dynamic_thresholds()
-    assert not raise_dynamic_thresholds()  # (once a process)
-def round_():
-    held = [bytearray(1 << 20) for _ in range(16)]
-    for b in held:
-        b[::4096] = b"x" * len(b[::4096])
-round_()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(20):
-    round_()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc is Linux's")
 def test_a_stage_run_raises_the_thresholds_a_script_left_low() -> None:
-    def faults(mode: str) -> int:
-        out = subprocess.run([sys.executable, "-c", PIECES, mode], capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr
-        return int(out.stdout)
-
-    default, raised = faults("default"), faults("raised")
+    default, raised = _faults("default", mib=1), _faults("raised", mib=1)
     # The first 1 MiB freed sets the thresholds to ~1 and ~2 MiB: a round's 16 MiB freed at the
     # heap's top goes back to the kernel and is faulted in again (4,096 faults a round).
     assert default > 20 * 16 * 256 // 2
