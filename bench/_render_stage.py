@@ -343,8 +343,8 @@ Peers install into `.bench/` on the first run{quick}. Machine: {info["nproc"]} c
 Python {info["python"]}; {v["rclone"]}, {v["azcopy"]}, azure-storage-blob
 {v["azure-storage-blob"]}, Azurite {v["azurite"]} in memory. Shapes: {shown}.
 
-How: MB/s are medians of the runs counted in each row. Every run copies into an empty
-destination {caches}.{primed} A run's time is the tool's process from start to exit plus a `sync` after it
+How: MB/s are medians of the runs counted in each row; each round runs the imports in another
+order. Every run copies into an empty destination {caches}.{primed} A run's time is the tool's process from start to exit plus a `sync` after it
 (stoker makes every file durable before naming it; the others leave that to the `sync`). "Process time only"
 compares the processes without the `sync`. Ceiling: the best run of obstore reading the whole
 dataset to memory from the same emulator ({" or ".join(map(str, S["ceiling_inflight"]))} requests in
