@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -779,3 +780,47 @@ def test_a_large_download_keeps_a_window_of_requests_in_file_order(
     assert [r.start for r in by_start] == sorted(r.start for r in fetched)
     most = max(sum(o.began <= r.began < o.ended for o in fetched) for r in fetched)
     assert most <= _fetch.WINDOW, most
+
+
+def test_a_download_starts_its_writeback_a_span_at_a_time(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 40 MiB blob (ten 4 MiB units): writeback starts once per 32 MiB span, when the last of
+    its units has landed, not once a unit; the copy is whole."""
+    from stoker.stage import _fetch
+
+    data = os.urandom(40 * MiB)
+    upload(azurite.client(blob_env), "", {"big.bin": data})
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(_fetch, "start_writeback", lambda fd, off, n: started.append((off, n)))
+    summary = stage(blob_env, str(tmp_path / "dst"), block_size=8 * MiB)
+    assert summary.ok, summary.failed
+    assert (tmp_path / "dst" / "big.bin").read_bytes() == data
+    assert sorted(started) == [(0, 32 * MiB), (32 * MiB, 8 * MiB)]
+
+
+def test_writeback_spans_complete_whatever_order_units_land_in() -> None:
+    from stoker.stage._fetch import WRITEBACK, WritebackSpans
+
+    unit, size = 4 * MiB, 100 * MiB  # 25 units: spans of 8, 8, 8 and 1
+    per = WRITEBACK // unit
+    order = list(range(25))
+    random.Random(7).shuffle(order)
+    spans = WritebackSpans(size, unit)
+    done: dict[int, tuple[int, int]] = {}
+    for k, i in enumerate(order):
+        span, s = spans.landed(i), i // per
+        if span is not None:
+            assert s not in done  # once a span, when every unit of it has landed
+            assert set(range(s * per, min(25, (s + 1) * per))) <= set(order[: k + 1])
+            done[s] = span
+    assert done == {
+        0: (0, WRITEBACK),
+        1: (WRITEBACK, WRITEBACK),
+        2: (2 * WRITEBACK, WRITEBACK),
+        3: (3 * WRITEBACK, 4 * MiB),
+    }
+    # A resumed run's units count as landed: the unit that lands last completes its span.
+    resumed = WritebackSpans(size, unit, landed={0, 1, 2, 3, 4, 5, 7})
+    assert resumed.landed(6) == (0, WRITEBACK)
+    assert resumed.landed(8) is None
