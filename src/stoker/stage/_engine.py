@@ -7,7 +7,7 @@ unit recorded in the manifest as the stream passes it, so ``kill -9`` costs at m
 request in flight. A request streams in as 1 MiB pieces, each written (and, for XXH3, hashed
 when the hash has reached it) on the loop's thread the moment it lands, while it is still in the
 CPU cache: collecting whole blocks first made the copy into the page cache cost about twice the
-CPU. Writeback to disk starts as each unit finishes, so the final fsync finds little left. The
+CPU. Writeback to disk starts as each 32 MiB span lands, so the final fsync finds little left. The
 MD5 is computed in file order, read back on a thread, every file's side by side (see
 _file_hasher, _read_backs), and checked against Content-MD5. When the source has no MD5 to check
 against, the recorded hash is XXH3-128 ("xxh128:..."), which costs a hundredth of MD5's CPU: MD5
