@@ -22,17 +22,16 @@ from urllib.parse import urlsplit
 
 from .._redact import remember
 from ..errors import StoreError
-from ._url import (
+from ._env_account import (
     ACCOUNT_VARS,
     CONN_VAR,
     DEV_ACCOUNT,
     DEV_KEY,
-    Location,
     conn_account,
     connection_endpoint,
-    is_loopback,
     parse_connection_string,
 )
+from ._url import Location, is_loopback
 
 KEY_VARS = ("AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY")
 
