@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import uuid
 from dataclasses import dataclass, field
 
 from ..catalog import Catalog
@@ -81,6 +82,8 @@ class Layout:
     ssh_public_key: str | None
     install: str
     notes: list[str] = field(default_factory=list)
+    # Unique per `stoker provision` run (not the plan name): the ownership tag's value.
+    deployment_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
     def identity(self) -> str:

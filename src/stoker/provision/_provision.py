@@ -70,6 +70,8 @@ class Deployment:
         return {
             "schema": SCHEMA,
             "plan": lay.plan_name,
+            "deployment_id": lay.deployment_id,
+            "subscription": os.environ.get("AZURE_SUBSCRIPTION_ID") or None,
             "out": str(self.out),
             "region": lay.region,
             "resource_group": lay.resource_group,

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..catalog._schema import Provisioning
 from ._layout import Layout
+from ._teardown import TAG_DEPLOYMENT
 
 
 def api(facts: Provisioning, namespace: str) -> str:
@@ -39,9 +40,11 @@ def account_name(lay: Layout, role: str) -> str:
 
 
 def tags(lay: Layout, hourly: dict[str, str], own: str | None) -> dict[str, str]:
-    """Plan name, the plan's cost per hour, this resource's (``stoker teardown`` sums these and
-    says what each step saves), and when to tear it down."""
+    """The deployment's identity (what ``stoker teardown`` proves ownership by), plan name, the
+    plan's cost per hour, this resource's (``stoker teardown`` sums these and says what each
+    step saves), and when to tear it down."""
     return {
+        TAG_DEPLOYMENT: lay.deployment_id,
         "stoker-plan": lay.plan_name,
         "stoker-plan-usd-per-hour": hourly["total"],
         "stoker-usd-per-hour": "unknown" if own is None else own,
