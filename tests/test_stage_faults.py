@@ -22,8 +22,8 @@ import pytest
 from azurite import Azurite, blob_tree, partials, read_tree
 from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
-from stoker.stage import _engine, _fetch, stage
-from stoker.store import _posix
+from stoker.stage import _engine, stage
+from stoker.store import _copy_down, _posix
 from stoker.store._azure import STREAM_CHUNK, BlobStore
 
 MiB = 1 << 20
@@ -345,7 +345,7 @@ def test_short_writes_leave_no_hole(
     with a hole, and with no hash nothing noticed."""
     files = _small_dataset()
     upload(azurite.client(blob_env), "", files)
-    for module in (_fetch, _posix):
+    for module in (_copy_down, _posix):
         monkeypatch.setattr(module, "os", ShortWrites())
     summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, hash_files=False)
     assert summary.ok, summary.failed
@@ -763,7 +763,7 @@ def test_a_large_download_keeps_a_window_of_requests_in_file_order(
 ) -> None:
     """A file's requests start in file order, at most WINDOW of them in flight (its MD5 goes in
     order, so it can hash while the rest arrive), however many the engine allows at once."""
-    from stoker.stage import _fetch
+    from stoker.store import _copy_down
 
     data = os.urandom(40 * MiB)
     upload(azurite.client(blob_env), "", {"big.bin": data})
@@ -775,11 +775,11 @@ def test_a_large_download_keeps_a_window_of_requests_in_file_order(
     summary = stage(blob_env, str(tmp_path / "dst"), block_size=BLOCK, concurrency=32)
     assert summary.ok, summary.failed
     assert (tmp_path / "dst" / "big.bin").read_bytes() == data
-    assert len(fetched) > 2 * _fetch.WINDOW  # (20 requests of 2 MiB: 16 a file at least)
+    assert len(fetched) > 2 * _copy_down.WINDOW  # (20 requests of 2 MiB: 16 a file at least)
     by_start = sorted(fetched, key=lambda r: r.began)
     assert [r.start for r in by_start] == sorted(r.start for r in fetched)
     most = max(sum(o.began <= r.began < o.ended for o in fetched) for r in fetched)
-    assert most <= _fetch.WINDOW, most
+    assert most <= _copy_down.WINDOW, most
 
 
 def test_a_download_starts_its_writeback_a_span_at_a_time(
@@ -787,12 +787,12 @@ def test_a_download_starts_its_writeback_a_span_at_a_time(
 ) -> None:
     """A 40 MiB blob (ten 4 MiB units): writeback starts once per 32 MiB span, when the last of
     its units has landed, not once a unit; the copy is whole."""
-    from stoker.stage import _fetch
+    from stoker.store import _copy_down
 
     data = os.urandom(40 * MiB)
     upload(azurite.client(blob_env), "", {"big.bin": data})
     started: list[tuple[int, int]] = []
-    monkeypatch.setattr(_fetch, "start_writeback", lambda fd, off, n: started.append((off, n)))
+    monkeypatch.setattr(_copy_down, "start_writeback", lambda fd, off, n: started.append((off, n)))
     summary = stage(blob_env, str(tmp_path / "dst"), block_size=8 * MiB)
     assert summary.ok, summary.failed
     assert (tmp_path / "dst" / "big.bin").read_bytes() == data
@@ -800,7 +800,7 @@ def test_a_download_starts_its_writeback_a_span_at_a_time(
 
 
 def test_writeback_spans_complete_whatever_order_units_land_in() -> None:
-    from stoker.stage._fetch import WRITEBACK, WritebackSpans
+    from stoker.store._copy_down import WRITEBACK, WritebackSpans
 
     unit, size = 4 * MiB, 100 * MiB  # 25 units: spans of 8, 8, 8 and 1
     per = WRITEBACK // unit

@@ -14,8 +14,8 @@ import xxhash
 
 from stoker._many_md5 import new_md5
 from stoker.errors import StoreError
-from stoker.stage import _read_backs
-from stoker.stage._file_hasher import FileHasher
+from stoker.store import _read_backs
+from stoker.store._file_hasher import FileHasher
 
 BLOCK, PIECE = 4096, 1000
 

@@ -21,8 +21,8 @@ import xxhash
 
 from azurite import partials, read_tree
 from stoker.errors import ChecksumError
-from stoker.stage import _small, stage
-from stoker.store import PosixStore, _posix
+from stoker.stage import stage
+from stoker.store import PosixStore, _posix, _small
 from stoker.store._safety import PARTIAL_SUFFIX
 
 
@@ -99,7 +99,7 @@ def test_kill_9_during_grouped_copy_leaves_only_whole_files(tmp_path: Path) -> N
     fill(src, files)
     # The child slows each group down so the kill surely lands mid-copy.
     code = (
-        "import sys, time; from stoker.stage import _small, stage\n"
+        "import sys, time; from stoker.stage import stage; from stoker.store import _small\n"
         "real = _small.write_group\n"
         "_small.write_group = lambda *a: (time.sleep(0.02), real(*a))[1]\n"
         "stage(sys.argv[1], sys.argv[2], concurrency=2)\n"

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from ..store._loop import run_async
+from ..store import run_async
 from ._cache import cache_pull
 from ._stage import stage
 from ._verify import verify

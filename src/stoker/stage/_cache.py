@@ -32,9 +32,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import StageError
-from ..store import PosixStore, open_store
-from ..store._loop import pause, run_sync
-from ..store._posix import disk_error, fsync_dir
+from ..store import disk_error, fsync_dir, open_store, pause, run_sync
 from ._guard import check_parent
 from ._progress import Reporter
 from ._stage import stage
@@ -53,8 +51,7 @@ class CacheResult:
 
 async def _version(url: str) -> str:
     store = open_store(url)
-    if isinstance(store, PosixStore):  # a Hugging Face snapshot: files are links into blobs/
-        store.follow_symlinks = True
+    store.follow_symlinks = True  # a Hugging Face snapshot: files are links into blobs/
     lines = []
     try:
         async for batch in store.list():

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import StageError, UnitError
-from ..store import PosixStore, Store
-from ..store._bwlimit import Bandwidth, parse_bwlimit
+from ..store import Bandwidth, Store, parse_bwlimit
 
 TIERS = {"hot": "Hot", "cool": "Cool", "cold": "Cold", "archive": "Archive"}
 
@@ -53,8 +52,7 @@ class Flags:
 
     def apply(self, src: Store, dst: Store) -> None:
         """Set the flags on the run's stores: one bandwidth budget shared by both sides."""
-        if isinstance(src, PosixStore):
-            src.follow_symlinks = self.follow_symlinks
+        src.follow_symlinks = self.follow_symlinks  # (only a folder has links to follow)
         limiter = Bandwidth(self.bwlimit) if self.bwlimit else None
         for store in (src, dst):
             store.limiter = limiter

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import StageError
 from ..shard import owns, rank_from_env
-from ..store import ObjectInfo, PosixStore, Store
+from ..store import ObjectInfo, Store
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,9 @@ def is_utf8(key: str) -> bool:
 
 def check_source(src: Store) -> None:
     """Raise unless a local source is a folder (a missing one would list as empty)."""
-    if isinstance(src, PosixStore) and not src.root.is_dir():
-        what = "is a file" if src.root.exists() else "does not exist"
+    root = src.local_root
+    if root is not None and not root.is_dir():
+        what = "is a file" if root.exists() else "does not exist"
         raise StageError(
             f"{src} {what}: the source is a folder (for one file, give its folder and "
             "--include NAME)"

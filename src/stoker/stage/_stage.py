@@ -21,11 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import StageError
-from ..store import PosixStore, Store, open_store
-from ..store._loop import run_sync
+from ..store import Store, clear_stale, open_store, resume_unit, run_sync
 from ..units import parse_bytes
 from ._engine import Engine
-from ._fetch import resume_unit
 from ._flags import Flags
 from ._guard import (
     check_parent,
@@ -38,7 +36,6 @@ from ._manifest import Manifest, job_id
 from ._mirror import extra_keys, mirror, refused_stop_delete
 from ._progress import Reporter
 from ._selection import Selection, check_source, select
-from ._spool import clear_stale
 from ._what_to_copy import ahead, listed_batches, reported, scan_destination
 
 MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
@@ -78,8 +75,8 @@ def state_path(src: Store, dst: Store, selection: Selection, state_dir: Path | N
     name = f"stage-{job_id(str(src), str(dst), str(selection))}.sqlite"
     if state_dir:
         return state_dir / name
-    if isinstance(dst, PosixStore):
-        return dst.root / ".stoker" / name
+    if dst.local_root is not None:
+        return dst.local_root / ".stoker" / name
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "stoker" / "stage" / name
 
@@ -171,17 +168,17 @@ async def _stage(
     try:
         check_source(src)
         _check_not_nested(src, dst)
-        if isinstance(dst, PosixStore):
-            check_parent(dst.root)
+        if dst.local_root is not None:
+            check_parent(dst.local_root)
             if not dry_run:
-                check_writable(dst.root)
+                check_writable(dst.local_root)
         if hash_files is None:
-            hash_files = not (isinstance(src, PosixStore) and isinstance(dst, PosixStore))
+            hash_files = src.local_root is None or dst.local_root is None
         path = state_path(src, dst, sel, state_dir)
         summary = StageSummary(str(src), str(dst), dry_run=dry_run, manifest=str(path))
         with contextlib.ExitStack() as held:
             if not dry_run:  # (a dry run writes nothing: no lock, no manifest)
-                own = isinstance(dst, PosixStore) and state_dir is None
+                own = dst.local_root is not None and state_dir is None
                 held.enter_context(
                     destination_lock(
                         path.parent,
@@ -315,8 +312,8 @@ def _copy_of(path: Path, folder: Path) -> Path:
 
 def _check_not_nested(src: Store, dst: Store) -> None:
     """Refuse a local copy into its own source (each run would copy the last run's copy)."""
-    if isinstance(src, PosixStore) and isinstance(dst, PosixStore):
-        inner, outer = dst.root.resolve(), src.root.resolve()
+    if src.local_root is not None and dst.local_root is not None:
+        inner, outer = dst.local_root.resolve(), src.local_root.resolve()
         if inner == outer or outer in inner.parents:
             raise StageError(f"{dst} is inside {src}: pick a destination outside the source")
 

@@ -9,10 +9,9 @@ source's (a local side is hashed, 8 files at a time).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 
-from ..store import ObjectInfo, PosixStore, Store
+from ..store import ObjectInfo, Store
 
 Found = tuple[int, float | None, str | None]  # at the destination: size, mtime, MD5
 
@@ -27,14 +26,14 @@ async def unchanged(
     """The keys of the source's ``objects`` whose copy ``found`` at the destination is
     this one."""
     limit = asyncio.Semaphore(8)
-    exact = isinstance(src, PosixStore) and isinstance(dst, PosixStore)
+    exact = src.exact_times and dst.exact_times
 
     async def same(key: str) -> bool:
         obj, (size, mtime, md5) = objects[key], found[key]
         if size != obj.size:
             return False
         if not checksum:
-            then = modified(obj, src)
+            then = src.modified(obj)
             if mtime is None or then is None:
                 return False
             if exact:  # both to the nanosecond
@@ -52,23 +51,14 @@ async def unchanged(
     return {key for key, ok in zip(keys, verdicts, strict=True) if ok}
 
 
-def modified(obj: ObjectInfo, store: Store) -> float | None:
-    """When ``obj`` was last modified; a POSIX ETag is ``mtime_ns:size``."""
-    if obj.mtime is not None or not isinstance(store, PosixStore):
-        return obj.mtime
-    with contextlib.suppress(ValueError):
-        return int(obj.etag.partition(":")[0]) / 1e9
-    return None
-
-
 async def _local_md5(store: Store, key: str) -> str | None:
     """A local file's MD5 (None for an object store's object without one)."""
-    if not isinstance(store, PosixStore):
+    if store.local_root is None:
         return None
 
     def digest() -> str | None:
         try:
-            with open(store.path(key), "rb") as f:
+            with open(store.local_path(key), "rb") as f:  # type: ignore[arg-type]
                 return hashlib.file_digest(f, "md5").hexdigest()
         except OSError:  # gone or unreadable: not the same, copy it
             return None

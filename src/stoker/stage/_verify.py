@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import StageError
-from ..store import PosixStore, Store, open_store
-from ..store._loop import run_sync
+from ..store import Store, open_store, run_sync
 from ._guard import state_error
 from ._progress import Reporter
 from ._selection import (
@@ -94,10 +93,11 @@ async def _list(
 async def _md5(store: Store, key: str, known: str | None) -> str | None:
     if known:
         return known
-    if isinstance(store, PosixStore):
+    if store.local_root is not None:
 
         def digest() -> str:
-            path = store.path(key)
+            path = store.local_path(key)
+            assert path is not None  # (a folder's)
             try:
                 with open(path, "rb") as f:
                     return hashlib.file_digest(f, "md5").hexdigest()
@@ -122,8 +122,7 @@ async def _verify(
 ) -> VerifyReport:
     src = open_store(src_url, allow_http=allow_http)
     dst = open_store(dst_url, allow_http=allow_http)
-    if isinstance(src, PosixStore):
-        src.follow_symlinks = follow_symlinks
+    src.follow_symlinks = follow_symlinks  # (only a folder has links to follow)
     report = VerifyReport(str(src), str(dst))
     try:
         tmp = tempfile.TemporaryDirectory(prefix="stoker-verify-")

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 from ..errors import AccessDeniedError, NoContainerError, StageError, UnsafeKeyError
 from ..shard import owns
-from ..store import ObjectInfo, PosixStore, Store, check_key
+from ..store import ObjectInfo, Store, check_key
 from ._manifest import Manifest, Pending
 from ._mirror import delete_needs_listing
 from ._progress import Reporter
 from ._selection import Selection, is_utf8, nothing_listed, nothing_selected
-from ._unchanged import modified, unchanged
+from ._unchanged import unchanged
 
 if TYPE_CHECKING:
     from ._stage import StageSummary
@@ -40,8 +40,8 @@ async def listed_batches(
 ) -> AsyncIterator[list[Pending]]:
     """List the source into the manifest, batch by batch; yields each batch's objects to copy.
     The summary's totals and skipped counts grow as it goes."""
-    local, seen, matched = isinstance(dst, PosixStore), 0, 0
-    local_names = isinstance(src, PosixStore)  # only a file system's names can be other than UTF-8
+    local, seen, matched = dst.local_root is not None, 0, 0
+    local_names = src.local_root is not None  # only a file system's names can be other than UTF-8
     sharded = sel.world_size > 1
     async for batch in src.list():
         seen += len(batch)
@@ -78,7 +78,7 @@ async def listed_batches(
             )
         if listed.pending:
             yield listed.pending
-    links = src.link_notes() if isinstance(src, PosixStore) else []
+    links = src.link_notes()
     summary.notes.extend(links)  # symbolic links skipped, said once
     if not seen:  # a mistyped path or prefix: never "done", least of all with --delete
         raise StageError(nothing_listed(src) + "".join(f" ({note})" for note in links))
@@ -164,12 +164,12 @@ async def scan_destination(
     in the destination's listing yet.) A local destination not made yet has nothing. Credentials
     that may write but not list (a CI job's upload SAS) skip it, and say so."""
     manifest.clear_present()
-    if isinstance(dst, PosixStore) and not dst.root.exists():
+    if dst.local_root is not None and not dst.local_root.exists():
         return
     try:
         async for batch in dst.list():
             manifest.add_present(
-                [(o.key, o.size, modified(o, dst), o.md5) for o in batch if is_utf8(o.key)]
+                [(o.key, o.size, dst.modified(o), o.md5) for o in batch if is_utf8(o.key)]
             )
     except NoContainerError:
         pass  # nothing there yet (the copy creates the container), or no longer

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from .._redact import redact
 from ._base import ObjectInfo, Store
+from ._bwlimit import Bandwidth, parse_bwlimit
+from ._copy import CopyRun, Journal, copy_object
+from ._copy_down import resume_unit
 from ._credentials import azure_auth
-from ._posix import PosixStore
+from ._loop import pause, run_async, run_sync
+from ._posix import PosixStore, disk_error, fsync_dir
 from ._safety import check_key, safe_path
+from ._small import HELD_WHOLE, SMALL, WHOLE, WRITERS, SmallWriter
+from ._spool import clear_stale
 from ._url import Location, parse_url
 
 
@@ -34,14 +40,31 @@ def open_store(
 
 
 __all__ = [
+    "HELD_WHOLE",
+    "SMALL",
+    "WHOLE",
+    "WRITERS",
+    "Bandwidth",
+    "CopyRun",
+    "Journal",
     "Location",
     "ObjectInfo",
     "PosixStore",
+    "SmallWriter",
     "Store",
     "azure_auth",
     "check_key",
+    "clear_stale",
+    "copy_object",
+    "disk_error",
+    "fsync_dir",
     "open_store",
+    "parse_bwlimit",
     "parse_url",
+    "pause",
     "redact",
+    "resume_unit",
+    "run_async",
+    "run_sync",
     "safe_path",
 ]

@@ -37,6 +37,34 @@ class Store(abc.ABC):
     limiter: Any = None
     tier: str | None = None
     content_type: str | None = None
+    # A listing's --follow-symlinks: only a file system has symbolic links to follow.
+    follow_symlinks: bool = False
+    # Whether ``modified`` is to the nanosecond on both sides of a comparison (a file
+    # system's); Blob's times are whole seconds.
+    exact_times: bool = False
+
+    # ---- what the store can do, asked by stage instead of its class (each store answers)
+    @property
+    def local_root(self) -> Path | None:
+        """The folder on this machine this store is (a POSIX store's root), else None."""
+        return None
+
+    def local_path(self, key: str) -> Path | None:
+        """The file on this machine holding ``key`` (checked: never outside the root), or
+        None for a store whose objects are not files here."""
+        return None
+
+    def modified(self, obj: ObjectInfo) -> float | None:
+        """When ``obj`` (as this store listed it) was last modified, if the store says."""
+        return obj.mtime
+
+    def link_notes(self) -> list[str]:
+        """What the last listing said of symbolic links it skipped, for the summary's notes."""
+        return []
+
+    def sync_folders(self, folders: set[str]) -> None:  # noqa: B027 - optional hook
+        """Make the renames into these folders (keys' parents, "" the root) durable, once per
+        folder for many files written with ``sync_dir=False``. Only a file system has any."""
 
     @abc.abstractmethod
     def list(self) -> AsyncIterator[list[ObjectInfo]]:

@@ -239,8 +239,32 @@ class PosixStore(Store):
         self.follow_symlinks = follow_symlinks
         self._tree: TreeListing | None = None  # the last listing (what it said of links)
 
+    exact_times = True  # (mtime_ns in the ETag)
+
     def __str__(self) -> str:
         return str(self.root)
+
+    @property
+    def local_root(self) -> Path:
+        return self.root
+
+    def local_path(self, key: str) -> Path:
+        return self.path(key)
+
+    def modified(self, obj: ObjectInfo) -> float | None:
+        """A POSIX ETag is ``mtime_ns:size``."""
+        if obj.mtime is not None:
+            return obj.mtime
+        with contextlib.suppress(ValueError):
+            return int(obj.etag.partition(":")[0]) / 1e9
+        return None
+
+    def sync_folders(self, folders: set[str]) -> None:
+        for folder in folders:
+            try:
+                fsync_dir(self.root.joinpath(*folder.split("/")) if folder else self.root)
+            except FileNotFoundError:  # removed meanwhile (a relay's spool): nothing to keep
+                pass
 
     def file(self, key: str) -> str:
         """The checked path of ``key`` as a string (see SafeRoot). A source that follows

@@ -1,29 +1,31 @@
-"""A large object from a remote (or local) source into its local file.
+"""Remote to local: an object from an object store into its file in a folder.
 
-It is fetched in several ranged requests at once (see REQUEST) and written at its offsets
-into ``NAME.stoker-partial`` as each 1 MiB piece lands. Each finished UNIT is recorded in the
-manifest as the stream passes it, so ``kill -9`` costs at most a unit per request in flight.
-Each unit is also hashed in file order (see _file_hasher), and the writeback of each 32 MiB span
-started once all of it has landed. The MD5 is checked against Content-MD5 before the file is
-published under its name.
+A small one (see ``fetch_small``) is fetched whole and handed to the SmallWriter. A large one
+is fetched in several ranged requests at once (see REQUEST) and written at its offsets into
+``NAME.stoker-partial`` as each 1 MiB piece lands. Each finished UNIT is recorded in the
+run's journal (its manifest) as the stream passes it, so ``kill -9`` costs at most a unit per
+request in flight. Each unit is also hashed in file order (see _file_hasher), and the writeback
+of each 32 MiB span started once all of it has landed. The MD5 is checked against Content-MD5
+before the file is published under its name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..errors import ChecksumError
-from ..store import PosixStore
-from ..store._download import fetch_ranges
-from ..store._posix import disk_error, start_writeback, write_all
+from ._base import Store
+from ._download import fetch_ranges
 from ._file_hasher import FileHasher
-from ._small import hasher_for
+from ._posix import PosixStore, disk_error, start_writeback, write_all
+from ._small import SMALL, Job, from_bytes, hasher_for
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._copy import CopyRun
 
 # A large object is fetched in requests of up to REQUEST bytes (at least a block; a file gets at
 # least REQUESTS_PER_FILE of them), at most WINDOW of them in flight for one file (or a quarter
@@ -75,24 +77,46 @@ def resume_unit(block_size: int) -> int:
     return min(block_size, UNIT)
 
 
-async def download(engine: Engine, key: str, size: int, etag: str, md5: str | None) -> str | None:
-    """``key`` of the engine's source into its partial file, then published under its name;
+async def fetch_small(
+    src: Store, dst: Store, key: str, size: int, etag: str, md5: str | None, run: CopyRun
+) -> str | None:
+    """A small object is fetched whole (one call, no copy) and handed to the run's writer,
+    which writes it with others in one thread call; returns its hash."""
+    assert isinstance(dst, PosixStore) and run.writer and run.held
+    final = dst.file(key)  # (checked before anything is fetched)
+    # Checked against the listing's MD5, the bytes need no version check as well (a
+    # changed object fails it): the read is then one call, ~0.13 ms less CPU a file.
+    version = None if md5 and run.hash_files else etag
+    async with run.held if size > SMALL else contextlib.nullcontext():
+        async with run.requests:
+            data = await src.read_range(key, 0, size, version)
+        source = f"{src}/{key}"
+        job = Job(key, final, from_bytes(data, md5, run.hash_files, source))
+        digest = await run.writer.write(job)  # (its bytes are held until written)
+    run.published(key)
+    run.moved(size)
+    run.progress(size)
+    return digest
+
+
+async def download(
+    src: Store, dst: Store, key: str, size: int, etag: str, md5: str | None, run: CopyRun
+) -> str | None:
+    """``key`` of ``src`` into its partial file in ``dst``, then published under its name;
     returns the file's hash (MD5 when the source has one to check against, else XXH3)."""
-    assert isinstance(engine.dst, PosixStore)
-    dst, unit = engine.dst, resume_unit(engine.block_size)
+    assert isinstance(dst, PosixStore)
+    unit = resume_unit(run.block_size)
     fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
     hasher: FileHasher | None = None
     try:
         units = max(1, -(-size // unit))
-        resumable = units > 1 and engine.record_blocks
+        resumable = units > 1 and run.record_blocks
         # Finished units count only if their partial file is still there: after a crash
         # between publishing and the done mark, the units live in the final file instead.
-        done = engine.manifest.blocks_done(key, etag) if resumable and had_partial else set()
-        engine.reporter.advance(sum(min(size, (i + 1) * unit) - i * unit for i in done))
+        done = run.journal.blocks_done(key, etag) if resumable and had_partial else set()
+        run.progress(sum(min(size, (i + 1) * unit) - i * unit for i in done))
         hasher = (
-            FileHasher(hasher_for(md5), fd, size, unit, engine.read_backs)
-            if engine.hash_files
-            else None
+            FileHasher(hasher_for(md5), fd, size, unit, run.read_backs) if run.hash_files else None
         )
         if hasher:
             for i in sorted(done):
@@ -112,44 +136,44 @@ async def download(engine: Engine, key: str, size: int, etag: str, md5: str | No
         async def finished(i: int, start: int, end: int) -> None:
             nbytes = end - start
             if resumable:
-                engine.manifest.block_done(key, etag, i)
+                run.journal.block_done(key, etag, i)
             if hasher:
                 await hasher.block_done(i)
             if units > 1 and (span := spans.landed(i)):  # (one unit is fsynced at once anyway)
                 # After the record: starting writeback can wait on a busy disk.
                 await asyncio.to_thread(start_writeback, fd, *span)
-            engine.counters.bytes += nbytes
-            engine.reporter.advance(nbytes)
+            run.moved(nbytes)
+            run.progress(nbytes)
 
         # The one ranged-read component (stream's and checkpoint's too): a failed request stops
         # the others, and every request finishes (or gives up) before it returns, so no late
         # write lands in whichever file reuses the descriptor number.
         await fetch_ranges(
-            engine.src,
+            src,
             key,
             size,
             write,
             range_size=unit,
-            per_request=max(engine.block_size, min(REQUEST, size // REQUESTS_PER_FILE)) // unit,
-            window=max(WINDOW, engine.concurrency // 4),
-            gate=engine.requests,
+            per_request=max(run.block_size, min(REQUEST, size // REQUESTS_PER_FILE)) // unit,
+            window=max(WINDOW, run.concurrency // 4),
+            gate=run.requests,
             etag=etag,
             skip=done,
             range_done=finished,
         )
         digest = hasher.hexdigest() if hasher else None
         if md5 and digest and digest != md5:
-            engine.manifest.mark_pending(key)
+            run.journal.mark_pending(key)
             os.close(fd)
             fd = -1
             dst.partial(key).unlink(missing_ok=True)
             raise ChecksumError(
-                f"{engine.src}/{key}: MD5 {digest} of the copy does not match the "
+                f"{src}/{key}: MD5 {digest} of the copy does not match the "
                 f"source's Content-MD5 {md5}; re-run to fetch it again"
             )
         whole, fd = fd, -1  # publish closes it, whatever happens
         await asyncio.to_thread(dst.publish, key, whole, sync_dir=False)
-        engine.folders_to_sync.add(key.rpartition("/")[0])
+        run.published(key)
         return digest
     finally:
         if hasher:

@@ -29,8 +29,8 @@ import xxhash
 
 from .._many_md5 import md5s, new_md5, update_together
 from ..errors import ChecksumError, StokerError, StoreError
-from ..store import PosixStore
-from ..store._posix import (
+from ._base import Store
+from ._posix import (
     WRITE_PIECE,
     copy_range,
     create_partial_at,
@@ -40,7 +40,7 @@ from ..store._posix import (
     syncs_as_a_whole,
     write_all,
 )
-from ..store._safety import PARTIAL_SUFFIX
+from ._safety import PARTIAL_SUFFIX
 
 SMALL = 1 << 20  # a file that arrives in one piece
 # From a remote source, files up to WHOLE go this way too: fetched whole (one call, no copy),
@@ -196,8 +196,9 @@ def from_file(path: str, size: int, hash_files: bool) -> Callable[[int], str | N
 class SmallWriter:
     """Writers that drain a queue of Jobs in groups into ``dst`` (each Job knows its path)."""
 
-    def __init__(self, dst: PosixStore, writers: int) -> None:
-        self.group_commit = syncs_as_a_whole(dst.root)
+    def __init__(self, dst: Store, writers: int) -> None:
+        assert dst.local_root is not None  # (a folder's writer)
+        self.group_commit = syncs_as_a_whole(dst.local_root)
         self.queue: asyncio.Queue[tuple[Job, asyncio.Future]] = asyncio.Queue()
         self.gathering = asyncio.Lock()
         self.group_full = asyncio.Event()  # a whole group waits: the gathering need wait no more
