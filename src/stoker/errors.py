@@ -29,22 +29,27 @@
 
     StreamWarning (a UserWarning)  a dataset that reads, but not as meant (an epoch with no batch)
 
+User files (specs, catalogs, JSON records) are read by stoker._user_files, which turns each
+problem (missing, a folder, a device or FIFO, too large, not UTF-8, not TOML/JSON) into the
+caller's error class, one line naming the file.
+
 Third-party errors (pydantic, tomllib, httpx) are translated where they are caught and chained
 with ``raise ... from exc`` so a debug run still shows the cause.
 """
 
 from __future__ import annotations
 
-from ._redact import redact
+from ._redact import printable, redact
 
 
 class _Redacted:
     """A message with the secrets taken out as the exception or warning is made: many are built
     from the URL the user gave, SAS and all, and str, repr, a traceback and a copy pickled from
-    a worker all read the message."""
+    a worker all read the message. Its control characters are escaped then too (a file or key
+    name holding ESC or CR, shown raw, would drive the user's terminal)."""
 
     def __init__(self, *args: object) -> None:
-        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
+        super().__init__(*(printable(redact(a)) if isinstance(a, str) else a for a in args))
 
 
 class StokerError(_Redacted, Exception):

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .._user_files import load_user_toml
 from .._validation import describe
 from ..errors import CatalogError
 from ._schema import Catalog, vm_size_name
@@ -70,18 +71,7 @@ def _read_builtin() -> dict[str, Any]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError as exc:
-        raise CatalogError(f"catalog file {path} does not exist") from exc
-    except IsADirectoryError as exc:
-        raise CatalogError(f"catalog file {path} is a folder; give a TOML file") from exc
-    except UnicodeDecodeError as exc:
-        raise CatalogError(f"catalog file {path} is not UTF-8 text ({exc.reason})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"catalog file {path} is not valid TOML: {exc}") from exc
-    except OSError as exc:
-        raise CatalogError(f"catalog file {path} cannot be read: {exc.strerror}") from exc
+    return load_user_toml(path, "catalog", CatalogError)
 
 
 def merge_override(base: dict[str, Any], override: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -27,12 +27,12 @@ the 8 GB one). The all-reduce was run across one VM's GPUs, so it becomes the VM
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._user_files import load_user_json
 from ..catalog import Catalog
 from ..catalog._schema import Source, vm_size_name
 from ..errors import SpecError
@@ -55,18 +55,7 @@ _KEYS = ("vm", "nvme", "allreduce")
 
 
 def read_measured(path: str | Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text("utf-8"))
-    except FileNotFoundError as exc:
-        raise SpecError(f"--measured {path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise SpecError(f"--measured {path}: is a folder; give the JSON file") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"--measured {path}: not UTF-8 text ({exc.reason})") from exc
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"--measured {path}: not JSON ({exc.msg}, line {exc.lineno})") from exc
-    except OSError as exc:
-        raise SpecError(f"--measured {path}: cannot be read: {exc.strerror}") from exc
+    data = load_user_json(path, "measured JSON", SpecError, name=f"--measured {path}")
     if not isinstance(data, dict):
         raise SpecError(f"--measured {path}: expected an object with nvme and/or allreduce")
     if _is_sweep(data):  # the raw output of `stoker bench allreduce --json`

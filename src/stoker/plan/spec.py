@@ -7,7 +7,6 @@ never silently falls back to a default.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -22,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from .._user_files import load_user_toml
 from .._validation import describe
 from ..catalog._schema import vm_size_name
 from ..errors import SpecError
@@ -272,20 +272,14 @@ class JobSpec(_Section):
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec; every problem is reported with the file and field."""
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError as exc:
-        raise SpecError(f"{path}: no such job spec; see examples/ for some to start from") from exc
-    except IsADirectoryError as exc:
-        raise SpecError(f"{path}: is a folder; give the job spec's TOML file") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); a job spec is TOML") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from exc
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the job spec: {exc.strerror}") from exc
+    data = read_spec_toml(path)
     return parse_spec(data, source=str(path))
+
+
+def read_spec_toml(path: str | Path) -> dict[str, Any]:
+    """The job spec's TOML as a dict, unvalidated; a file that cannot be one names itself."""
+    hint = "; see examples/ for some to start from"
+    return load_user_toml(path, "job spec", SpecError, missing_hint=hint)
 
 
 def parse_spec(data: dict, source: str = "<spec>") -> JobSpec:

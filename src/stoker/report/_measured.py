@@ -203,18 +203,6 @@ def _series(unit: str, t: list[float], v: list[float | None]) -> tuple[Series, i
 
 
 def _read_json(p: Path, what: str) -> Any:
-    if p.is_dir():
-        raise ReportError(f"{p}: is a folder; give the {what} file in it")
-    try:
-        text = p.read_text()
-        if not text.strip():
-            raise ReportError(f"{p}: the {what} file is empty; write it again with stoker")
-        return json.loads(text)
-    except FileNotFoundError:
-        raise ReportError(f"{p}: no such {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{p}: cannot read the {what} ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise ReportError(
-            f"{p}: not JSON ({exc.msg}, line {exc.lineno}); give the {what} as stoker wrote it"
-        ) from exc
+    from .._user_files import load_user_json
+
+    return load_user_json(p, what, ReportError)

@@ -7,12 +7,12 @@ that is either published (cited in docs/simulate.md) or stated as assumed.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._user_files import load_user_toml
 from .._validation import describe
 from ..errors import SpecError
 
@@ -84,19 +84,8 @@ def parse_knobs(table: Any, source: str = "<spec>") -> SimulateKnobs:
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:
     """The job spec's TOML as a dict; errors name the file, as the plan's loader does."""
-    path = Path(path)
-    try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError as exc:
-        raise SpecError(f"{path}: no such job spec; see examples/ for some to start from") from exc
-    except IsADirectoryError as exc:
-        raise SpecError(f"{path}: is a folder; give the job spec's TOML file") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text ({exc.reason}); a job spec is TOML") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from exc
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read the job spec: {exc.strerror}") from exc
+    hint = "; see examples/ for some to start from"
+    return load_user_toml(path, "job spec", SpecError, missing_hint=hint)
 
 
 def split_spec(

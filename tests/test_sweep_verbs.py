@@ -1,0 +1,189 @@
+"""A hostile user's sweep across the verbs (plan, simulate, report, catalog, stage, ...): files
+that never end or block the open, names holding terminal controls, URLs that climb out of their
+container, and the counts a run's events and its summary must agree on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from stoker._user_files import MAX_TOML_BYTES, load_user_json, load_user_toml, read_user_bytes
+from stoker.catalog import load_catalog
+from stoker.errors import CatalogError, ReportError, SpecError, StokerError
+from stoker.plan.calibrate import read_measured
+from stoker.plan.spec import load_spec
+from stoker.report._inputs import load_measured, load_plan, load_simulation
+from stoker.simulate._knobs import read_spec_file
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SPEC = EXAMPLES / "pretrain-64vm.toml"
+
+
+@pytest.fixture(autouse=True)
+def _no_hang() -> Iterator[None]:
+    """A read that blocks (a FIFO's open) fails the test in 20 s instead of hanging the run:
+    SIGALRM interrupts the blocked system call in the main thread."""
+
+    def _hung(signum: int, frame: object) -> None:
+        raise TimeoutError("blocked: the input was opened or read without end")
+
+    old = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(20)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# ------------------------------------------------------------ inputs that have no end
+
+
+@pytest.fixture
+def endless(tmp_path: Path) -> Iterator[Callable[[str], tuple[str, str]]]:
+    """``make(kind)`` -> (a path of that kind, the words its refusal must hold)."""
+    held: list[int] = []
+
+    def make(kind: str, suffix: str = ".toml") -> tuple[str, str]:
+        if kind in ("zero", "urandom"):
+            return f"/dev/{kind}", "not a regular file"
+        if kind == "folder":
+            (tmp_path / f"dir{suffix}").mkdir()
+            return str(tmp_path / f"dir{suffix}"), "is a folder"
+        if kind == "sparse":  # 2 GB that take no room, and would take 2 GB of memory to read
+            path = tmp_path / f"sparse{suffix}"
+            with open(path, "wb") as f:
+                f.truncate(2 * 10**9)
+            return str(path), "larger than"
+        path = tmp_path / f"{kind}{suffix}"
+        os.mkfifo(path)
+        if kind == "fifo-writer":  # a writer that never closes: a read would never see EOF
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+            os.write(fd, b"a = 1\n" * 1000)
+            held.append(fd)
+        return str(path), "not a regular file"
+
+    yield make
+    for fd in held:
+        os.close(fd)
+
+
+KINDS = ["zero", "urandom", "fifo", "fifo-writer", "folder", "sparse"]
+READERS: dict[str, tuple[Callable[[str], object], type[StokerError]]] = {
+    "job spec": (load_spec, SpecError),
+    "simulate spec": (read_spec_file, SpecError),
+    "catalog": (lambda p: load_catalog([p], defaults=False), CatalogError),
+    "--measured": (read_measured, SpecError),
+    "report plan": (load_plan, ReportError),
+    "report simulation": (load_simulation, ReportError),
+    "report measured": (load_measured, ReportError),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_user_file_reader_refuses_inputs_without_an_end(endless, reader, kind):
+    json_in = reader.startswith("report") or reader == "--measured"
+    path, words = endless(kind, ".json" if json_in else ".toml")
+    fn, error = READERS[reader]
+    with pytest.raises(error) as info:
+        fn(path)
+    message = str(info.value)
+    assert path in message and words in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("args", "kind"),
+    [
+        (["plan", "{p}"], "fifo"),
+        (["plan", str(SPEC), "--measured", "{p}"], "fifo-writer"),
+        (["plan", str(SPEC), "-c", "{p}"], "zero"),
+        (["simulate", "{p}", "--runs", "1"], "fifo"),
+        (["report", "--out", "{out}", "--simulation", "{p}"], "fifo"),
+        (["report", "--out", "{out}", "--measured", "{p}"], "urandom"),
+        (["catalog", "-c", "{p}"], "sparse"),
+    ],
+)
+def test_the_cli_refuses_them_in_one_line_exit_2(endless, tmp_path, args, kind):
+    from stoker.cli import app
+
+    path, words = endless(
+        kind, ".json" if "--simulation" in args or "--measured" in args else ".toml"
+    )
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, [a.format(p=path, out=out) for a in args])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+    assert path in lines[0] and words in lines[0], lines[0]
+    assert not out.exists()
+
+
+def test_a_fifo_swapped_in_after_the_stat_neither_blocks_nor_is_read(tmp_path, monkeypatch):
+    """The stat says regular file; by the open a FIFO with no writer is there: O_NONBLOCK opens
+    it at once and the opened descriptor's fstat refuses it."""
+    path = tmp_path / "spec.toml"
+    os.mkfifo(path)
+    real_stat = os.stat
+
+    def stat_says_regular(p, *a, **kw):  # noqa: ANN001, ANN002, ANN003
+        st = real_stat(p, *a, **kw)
+        if str(p) == str(path):
+            return os.stat_result((stat.S_IFREG | 0o644, *tuple(st)[1:]))
+        return st
+
+    monkeypatch.setattr(os, "stat", stat_says_regular)
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_user_toml(path, "job spec", SpecError)
+
+
+def test_a_file_that_grows_past_the_cap_while_read_is_refused(tmp_path, monkeypatch):
+    """/proc's files say size 0; whatever the stat claimed, no more than the cap is read."""
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * 100)
+    real_fstat = os.fstat
+    monkeypatch.setattr(
+        os,
+        "fstat",
+        lambda fd: os.stat_result((*tuple(real_fstat(fd))[:6], 0, *tuple(real_fstat(fd))[7:])),
+    )
+    with pytest.raises(SpecError, match="larger than"):
+        read_user_bytes(path, "job spec", SpecError, max_bytes=50)
+    assert read_user_bytes("/proc/self/status", "status", max_bytes=MAX_TOML_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "is empty"),
+        ("[" * 100_000, "not JSON"),
+        ("1" * 5_000, "not JSON"),
+        ('{"a": 1', "not JSON"),
+    ],
+)
+def test_json_that_parses_badly_is_one_line(tmp_path, text, words):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    with pytest.raises(ReportError, match=words):
+        load_user_json(path, "simulation", ReportError)
+
+
+def test_toml_nested_past_the_stack_or_with_huge_ints_is_one_line(tmp_path):
+    for text in ("a = " + "[" * 100_000, "a = " + "1" * 5_000):
+        path = tmp_path / "x.toml"
+        path.write_text(text)
+        with pytest.raises(SpecError, match="not valid TOML"):
+            load_spec(path)
+
+
+def test_a_file_below_a_file_is_no_such_file(tmp_path):
+    (tmp_path / "a").write_text("")
+    with pytest.raises(SpecError, match="no such job spec file.*see examples/"):
+        load_spec(tmp_path / "a" / "job.toml")
