@@ -39,6 +39,14 @@ def provision(
         str | None,
         typer.Option(help="pip requirement the nodes install stoker from (default: this version)."),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into --out whatever it holds: overwrite a main.json or README.md stoker "
+            "did not write, another deployment's files, and your edits to this one's.",
+        ),
+    ] = False,
     check: Annotated[
         bool,
         typer.Option("--check", help="Validate: ARM schemas (strict), CCWS schema, checkov."),
@@ -62,6 +70,7 @@ def provision(
         admin_username=admin_username,
         ssh_public_key=key,
         teardown_after=teardown_after,
+        force=force,
         **({"install": install} if install else {}),
     )
     summary = d.to_dict()
@@ -80,10 +89,13 @@ def provision(
     if json_out:
         emit_json(summary)
     else:
+        from rich.markup import escape
         from rich.table import Table
 
+        # The plan's name is the user's text: shown as is, never read as rich markup.
         table = Table(
-            title=f"stoker provision: {d.layout.plan_name} -> {out}", title_justify="left"
+            title=escape(f"stoker provision: {d.layout.plan_name} -> {out}"),
+            title_justify="left",
         )
         for col in ("#", "resource", "name", "size", "per hour"):
             table.add_column(col, overflow="fold", justify="right" if col == "per hour" else "left")
@@ -102,6 +114,12 @@ def provision(
             f"deploy and teardown commands: {out / 'README.md'}",
             highlight=False,
         )
+        for name in d.kept:
+            stdout.print(
+                f"kept {name} as you edited it (--force overwrites it with stoker's)",
+                highlight=False,
+                markup=False,
+            )
         if report is not None:
             checkov = (
                 "checkov not installed (make checkov)"

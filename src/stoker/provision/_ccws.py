@@ -16,12 +16,29 @@ from typing import Any
 
 from ..catalog._schema import Provisioning
 from ._layout import Layout
+from ._teardown import TAG_DEPLOYMENT
 
 SUBSCRIPTION = "__SUBSCRIPTION_ID__"
 MGS = "__LUSTRE_MGS_ADDRESS__"
 OS_IMAGE = "cycle.image.ubuntu22"
 SCHEDULER_SKU = "Standard_D4as_v5"
 LOGIN_SKU = "Standard_D2as_v5"
+# The resource types CCWS's getTags() reads tags for (its types.bicep, resource_tags_t); the
+# node arrays' VMs are Microsoft.Compute/virtualMachines.
+TAGGED = (
+    "Resource group",
+    "Microsoft.Compute/virtualMachines",
+    "Microsoft.Network/networkInterfaces",
+    "Microsoft.Network/networkSecurityGroups",
+    "Microsoft.Network/natGateways",
+    "Microsoft.Network/virtualNetworks",
+    "Microsoft.Network/bastionHosts",
+    "Microsoft.ManagedIdentity/userAssignedIdentities",
+    "Microsoft.Storage/storageAccounts",
+    "Microsoft.NetApp/netAppAccounts",
+    "Microsoft.DBforMySQL/flexibleServers",
+    "Microsoft.StorageCache/amlFileSystems",
+)
 ANF_HOME_TIB = 2  # /shared (home) on NetApp Premium, the ai-infrastructure example's default
 
 
@@ -46,6 +63,13 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
             "mountPath": lustre.mount_path,
             "mountOptions": "noatime,flock",
         }
+    # What teardown finds CCWS's resources by (the same id as main.json's), on every resource
+    # type CCWS tags. A parameters file is not evaluated by ARM: the plan's name goes in as is.
+    tags = {
+        TAG_DEPLOYMENT: lay.deployment_id,
+        "stoker-plan": lay.plan_name,
+        "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     params = {
         "location": _v(lay.region),
         "resourceGroup": _v(lay.resource_group),
@@ -80,14 +104,7 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
         "slurmSettings": _v(
             {"startCluster": True, "version": "25.11.5", "healthCheckEnabled": True}
         ),
-        "tags": _v(
-            {
-                "Resource group": {
-                    "stoker-plan": lay.plan_name,
-                    "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                }
-            }
-        ),
+        "tags": _v({kind: dict(tags) for kind in TAGGED}),
     }
     return {
         "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#",

@@ -12,9 +12,38 @@ import re
 from ..catalog import Catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan
+from ._text import TAG_VALUE_MAX, refuse_controls, shown
 
 TiB = 2**40
 _REGION = re.compile(r"[a-z][a-z0-9]{2,30}")
+# Where a spec's data can come from for a deployment: Blob over TLS, or a local path. Plain
+# http:// and wasb:// (no TLS) are refused: the nodes would fetch the data in the clear.
+SOURCE_SCHEMES = ("az", "abfs", "abfss", "wasbs", "https", "s3", "gs")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_plan_name(name: str) -> None:
+    """The spec's ``name`` goes verbatim into tags, the README and cloud-init: printable, and
+    short enough to be a tag value (escaping for each place is the writers' job)."""
+    refuse_controls("name", name)
+    if len(name) > TAG_VALUE_MAX:
+        raise ProvisionError(
+            f"name: the job spec's name {shown(name)} is {len(name)} characters; it becomes the "
+            f"stoker-plan tag, which Azure caps at {TAG_VALUE_MAX}: shorten it"
+        )
+
+
+def check_source(source: str | None) -> None:
+    """``data.source``: printable, and a URL only of a scheme the nodes fetch over TLS."""
+    if source is None:
+        return
+    refuse_controls("data.source", source)
+    m = _SCHEME.match(source)
+    if m and m.group(1).lower() not in SOURCE_SCHEMES:
+        raise ProvisionError(
+            f"data.source: {shown(source)} is a {m.group(1)}:// URL; a deployment reads its data "
+            f"over TLS only: {', '.join(s + '://' for s in SOURCE_SCHEMES)} or a local path"
+        )
 
 
 def check_region(spec: JobSpec, cat: Catalog) -> None:
@@ -82,6 +111,7 @@ def check_image(spec: JobSpec, cat: Catalog) -> None:
 
 
 def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) -> None:
+    check_source(spec.data.source)
     check_region(spec, cat)
     check_image(spec, cat)
     check_boundary(spec, cat, boundary)

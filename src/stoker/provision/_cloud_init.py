@@ -11,6 +11,9 @@ deployed nodes never see a placeholder.
 from __future__ import annotations
 
 import shlex
+from typing import Any
+
+import yaml
 
 from ._layout import Layout, Lustre
 from ._refs import account_name
@@ -61,8 +64,9 @@ def _nfs_mount(lay: Layout, v: Volume) -> str:
         opts = "vers=4,minorversion=1,sec=sys,nconnect=4"
     return (
         f"mkdir -p {mount} && (mountpoint -q {mount} || mount -t nfs -o {opts} {source} "
-        f"{mount}) >> {LOG} 2>&1 || echo 'stoker: {v.kind} volume {v.role} did not mount at "
-        f"{v.mount_path}' >> {LOG}"
+        f"{mount}) >> {LOG} 2>&1 || echo "
+        + shlex.quote(f"stoker: {v.kind} volume {v.role} did not mount at {v.mount_path}")
+        + f" >> {LOG}"
     )
 
 
@@ -72,42 +76,80 @@ def _lustre_mount(lu: Lustre) -> str:
         f"mkdir -p {mount} && "
         f"(mountpoint -q {mount} || mount -t lustre -o noatime,flock "
         f"{placeholder(lu)}@tcp:/lustrefs {mount}) >> {LOG} 2>&1 || "
-        f"echo 'stoker: Lustre {lu.name} did not mount at {lu.mount_path}' >> {LOG}"
+        "echo "
+        + shlex.quote(f"stoker: Lustre {lu.name} did not mount at {lu.mount_path}")
+        + f" >> {LOG}"
     )
+
+
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, with multi-line text (the RAID script) as a literal block."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+class _Flow(list):
+    """A runcmd entry, written on one line as cloud-init's docs write them: [bash, -c, CMD]."""
+
+
+def _flow(dumper: yaml.SafeDumper, items: _Flow) -> yaml.SequenceNode:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", items, flow_style=True)
+
+
+_Dumper.add_representer(str, _str)
+_Dumper.add_representer(_Flow, _flow)
+
+
+def _bash(command: str) -> list[str]:
+    return _Flow(["bash", "-c", command])
+
+
+def config(lay: Layout) -> dict[str, Any]:
+    """The cloud-config as data; every command line's user text (the install requirement, a
+    path) is one shell word by shlex.quote, and YAML quoting is PyYAML's."""
+    scratch = shlex.quote(lay.scratch_path)
+    install = shlex.quote(lay.install)
+    runcmd = [
+        _bash(f"echo stoker cloud-init start $(date -u +%FT%TZ) >> {LOG}"),
+        _bash(f"/usr/local/sbin/stoker-nvme-raid {scratch} >> {LOG} 2>&1"),
+        # The Azure HPC image ships the Lustre client; the log says so when it is missing.
+        *(_bash(_lustre_mount(lu)) for lu in lay.lustres),
+        *(_bash(_nfs_mount(lay, v)) for v in lay.volumes),
+        _bash(
+            f"python3 -m venv /opt/stoker && /opt/stoker/bin/pip install --quiet {install} "
+            f">> {LOG} 2>&1"
+        ),
+        _bash("ln -sf /opt/stoker/bin/stoker /usr/local/bin/stoker"),
+        # Kept where the operator reads it; a failing check still leaves its JSON behind.
+        _bash(f"/opt/stoker/bin/stoker doctor --json > {DOCTOR_JSON} 2>> {LOG} || true"),
+        _bash(f"echo stoker cloud-init done $(date -u +%FT%TZ) >> {LOG}"),
+    ]
+    return {
+        "write_files": [
+            {"path": "/usr/local/sbin/stoker-nvme-raid", "permissions": "0755", "content": _NVME}
+        ],
+        "runcmd": runcmd,
+    }
 
 
 def render(lay: Layout) -> str:
     """The cloud-config text, byte for byte what DIR/cloud-init.yaml holds."""
-    lines = [
-        "#cloud-config",
-        f"# stoker provision: GPU node of plan {lay.plan_name!r}; see README.md beside it.",
-        "# Lustre MGS addresses are filled in by the ARM template (customData), not by hand.",
-        "write_files:",
-        "  - path: /usr/local/sbin/stoker-nvme-raid",
-        "    permissions: '0755'",
-        "    content: |",
-        *(f"      {line}" if line else "" for line in _NVME.splitlines()),
-        "runcmd:",
-        f"  - [bash, -c, 'echo stoker cloud-init start $(date -u +%FT%TZ) >> {LOG}']",
-        f"  - [bash, -c, '/usr/local/sbin/stoker-nvme-raid {lay.scratch_path} >> {LOG} 2>&1']",
-    ]
-    for lu in lay.lustres:
-        # The Azure HPC image ships the Lustre client; say so in the log when it is missing.
-        lines.append(f"  - [bash, -c, {_yaml_str(_lustre_mount(lu))}]")
-    for v in lay.volumes:
-        lines.append(f"  - [bash, -c, {_yaml_str(_nfs_mount(lay, v))}]")
-    install = shlex.quote(lay.install)
-    lines += [
-        f"  - [bash, -c, {_yaml_str(f'python3 -m venv /opt/stoker && /opt/stoker/bin/pip install --quiet {install} >> {LOG} 2>&1')}]",  # noqa: E501
-        "  - [bash, -c, 'ln -sf /opt/stoker/bin/stoker /usr/local/bin/stoker']",
-        # Kept where the operator reads it; a failing check still leaves its JSON behind.
-        f"  - [bash, -c, {_yaml_str(f'/opt/stoker/bin/stoker doctor --json > {DOCTOR_JSON} 2>> {LOG} || true')}]",  # noqa: E501
-        f"  - [bash, -c, 'echo stoker cloud-init done $(date -u +%FT%TZ) >> {LOG}']",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _yaml_str(text: str) -> str:
-    """A YAML single-quoted scalar ('' escapes a quote)."""
-    return "'" + text.replace("'", "''") + "'"
+    # The plan's name stays out of the file: a comment is no place for text a user chose.
+    head = (
+        "#cloud-config\n"
+        "# stoker provision: GPU node; see README.md beside it.\n"
+        "# Lustre MGS addresses are filled in by the ARM template (customData), not by hand.\n"
+    )
+    # width: never fold a line, so each placeholder stays whole for ARM's replace().
+    body = yaml.dump(
+        config(lay),
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=False,
+        width=2**31 - 1,
+    )
+    return head + body

@@ -104,7 +104,7 @@ def _prefix(plan_name: str, given: str | None) -> str:
     stem = re.sub(r"[^a-z0-9]+", "-", plan_name.lower()).strip("-")[:20].strip("-")
     if not stem or not stem[0].isalpha():
         raise ProvisionError(
-            f"name: the plan's name {plan_name!r} gives no usable resource name; "
+            f"name: the plan's name {plan_name[:40]!r} gives no usable resource name; "
             "pass --name with 2-20 lowercase letters, digits or hyphens"
         )
     return stem
@@ -158,8 +158,9 @@ def layout(
     now: dt.datetime | None = None,
 ) -> Layout:
     """The resources that deploy ``plan``; raises ProvisionError naming the field it refuses."""
-    from ._checks import check_layout_inputs, lustre_needs_request
+    from ._checks import check_layout_inputs, check_plan_name, lustre_needs_request
 
+    check_plan_name(plan.name)  # before any name is derived from it
     prefix = _prefix(plan.name, options.name)
     boundary = shape(spec, cat).boundary_vms
     check_layout_inputs(plan, spec, cat, boundary)

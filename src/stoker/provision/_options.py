@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .. import __version__
 from .._validation import describe
 from ..errors import ProvisionError
+from ._text import refuse_controls, shown
+
+# URL schemes an --install requirement may fetch from (TLS only).
+INSTALL_SCHEMES = ("https", "git+https")
 
 # Linux admin names Azure refuses (osProfile.adminUsername), as the portal lists them.
 _RESERVED_USERS = {
@@ -121,10 +125,30 @@ class ProvisionOptions(BaseModel):
         if v is None:
             return v
         v = v.strip()
+        refuse_controls("ssh_public_key", v)  # its comment reaches the parameters files
         if not re.fullmatch(
             r"(ssh-(rsa|ed25519)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?", v
         ):
             raise ValueError("not an OpenSSH public key (ssh-rsa, ssh-ed25519 or ecdsa-sha2-...)")
+        return v
+
+    @field_validator("install")
+    @classmethod
+    def _install(cls, v: str) -> str:
+        # One pip argument on every node, fetched as root: no option, no control character,
+        # and any URL in it over TLS (https:// or git+https://).
+        refuse_controls("install", v)
+        if not v.strip() or v.lstrip().startswith("-") or len(v) > 2000:
+            raise ValueError(
+                f"{shown(v)}: give one pip requirement (stoker==X, stoker @ https://.../x.whl), "
+                "not an option or an empty text"
+            )
+        for m in re.finditer(r"([A-Za-z][A-Za-z0-9+.-]*)://", v):
+            if m.group(1).lower() not in INSTALL_SCHEMES:
+                raise ValueError(
+                    f"{shown(v)}: the nodes would fetch {m.group(1)}:// in the clear; "
+                    f"give an {' or '.join(s + '://' for s in INSTALL_SCHEMES)} URL"
+                )
         return v
 
     @field_validator("teardown_after")

@@ -7,6 +7,7 @@ byte is written: a deployment folder is either complete or untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -23,17 +24,10 @@ from ..plan.shape import canonical
 from . import _ccws, _cloud_init, _readme, _template
 from ._cost import Bill, Line, bill
 from ._layout import Layout, layout
+from ._names import check_names
 from ._options import options as make_options
+from ._out import FILES, RECORD, SCHEMA, digest, edited, prior, write
 
-SCHEMA = "stoker.deployment/1"
-FILES = (
-    "main.json",
-    "main.parameters.json",
-    "cloud-init.yaml",
-    "ccws.parameters.json",
-    "README.md",
-    "stoker-deployment.json",
-)
 _ARM_TYPES = {
     "networkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
     "publicIPAddress": "Microsoft.Network/publicIPAddresses",
@@ -59,6 +53,9 @@ class Deployment:
     bill: Bill
     files: list[Path] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # Files of an earlier run of this deployment the user edited, left as they are.
+    kept: list[str] = field(default_factory=list)
+    sha256: dict[str, str] = field(default_factory=dict)  # of stoker's own text, per file
 
     @property
     def per_hour_usd(self) -> float:
@@ -98,6 +95,8 @@ class Deployment:
             ],
             "volumes": [asdict(v) for v in lay.volumes],
             "files": [p.name for p in self.files],
+            "kept": list(self.kept),
+            "sha256": dict(self.sha256),
             "elapsed_s": round(self.elapsed_s, 4),
         }
 
@@ -114,6 +113,7 @@ ARM_MAX_RESOURCES = 800
 def render(lay: Layout, cat: Catalog, plan: Plan) -> tuple[Bill, dict[str, str]]:
     """Every file's text, in memory: nothing is written until all of them exist."""
     facts = cat.provision
+    check_names(lay)
     the_bill = bill(lay, _template.network_lines(lay))
     main = _template.template(lay, facts, the_bill)
     if len(main["resources"]) > ARM_MAX_RESOURCES:
@@ -133,58 +133,30 @@ def render(lay: Layout, cat: Catalog, plan: Plan) -> tuple[Bill, dict[str, str]]
     return the_bill, texts
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise ProvisionError(f"--out {out}: is a file; give a folder for the deployment")
-    if out.is_dir():
-        strangers = [p.name for p in out.iterdir() if p.name not in FILES]
-        if strangers:
-            raise ProvisionError(
-                f"--out {out}: holds files stoker did not write ({', '.join(sorted(strangers)[:3])}"
-                "); give an empty or new folder"
-            )
-
-
-def _write(out: Path, texts: dict[str, str]) -> list[Path]:
-    """Each file whole or not at all (written aside, then renamed); a folder that cannot be
-    written (missing parent, read-only, full) is one error that names it."""
-    written = []
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in texts.items():
-            path = out / name
-            tmp = path.with_name(f".{name}.tmp")
-            try:
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
-            written.append(path)
-    except OSError as exc:
-        raise ProvisionError(
-            f"--out {out}: cannot write the deployment there ({exc.strerror or exc}); "
-            "give a folder this user can write"
-        ) from exc
-    return written
-
-
 def provision(
     spec: str | Path | JobSpec | dict[str, Any],
     out: str | Path,
     catalog: Catalog | str | Path | Iterable[str | Path] = (),
     *,
     now: dt.datetime | None = None,
+    force: bool = False,
     **opts: Any,
 ) -> Deployment:
     """Write the deployment for ``spec`` into ``out``: ARM template and parameters, cloud-init,
     CCWS parameters, README and ``stoker-deployment.json``. ``opts`` are ProvisionOptions fields
     (``name``, ``resource_group``, ``address_space``, ``admin_username``, ``ssh_public_key``,
     ``teardown_after``, ``install``). Raises ProvisionError (or SpecError) naming the field,
-    before anything is written."""
+    before anything is written.
+
+    ``out`` must be new, empty, or a folder stoker wrote for this same deployment (plan and
+    resource group): a re-run keeps its deployment id and a ``main.parameters.json`` the user
+    edited (``Deployment.kept``). ``force=True`` writes the six files whatever the folder
+    holds, overwriting edits and another deployment's files; it never removes other files."""
     started = time.perf_counter()
     options = make_options(**opts)
     out = Path(out)
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise ProvisionError(f"--out {out}: is a file; give a folder for the deployment")
     if isinstance(spec, JobSpec):
         job = spec
     elif isinstance(spec, dict):
@@ -197,11 +169,16 @@ def provision(
     plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
     job = canonical(job, cat)  # "standard_nd96isr_h100_v5" as the catalog keys it, for lookups
     lay = layout(plan, job, cat, options, now=now)
+    found = prior(out, lay.plan_name, lay.resource_group, force=force)
+    if found.deployment_id:  # the same deployment again: its resources keep their tag
+        lay = dataclasses.replace(lay, deployment_id=found.deployment_id)
     the_bill, texts = render(lay, cat, plan)
     deployment = Deployment(out, plan, lay, the_bill)
+    deployment.kept = edited(out, found, texts, force=force)
+    deployment.sha256 = {name: digest(text.encode()) for name, text in texts.items()}
     deployment.files = [out / name for name in FILES]
-    texts["stoker-deployment.json"] = _dumps(deployment.to_dict() | {"elapsed_s": None})
-    deployment.files = _write(out, texts)
+    texts[RECORD] = _dumps(deployment.to_dict() | {"elapsed_s": None})
+    deployment.files = write(out, texts, deployment.kept)
     deployment.elapsed_s = time.perf_counter() - started
     return deployment
 

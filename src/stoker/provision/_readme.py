@@ -3,10 +3,14 @@ the totals per hour and per idle day, and the exact commands to deploy and to te
 
 from __future__ import annotations
 
+import re
+
 from ..catalog._schema import Provisioning
 from ._cloud_init import DOCTOR_JSON
 from ._cost import Bill
 from ._layout import Layout
+from ._teardown import TAG_DEPLOYMENT
+from ._text import sh
 
 
 def money(value: float | None) -> str:
@@ -14,20 +18,74 @@ def money(value: float | None) -> str:
 
 
 def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
-    rg, tags = lay.resource_group, f"stoker-plan={lay.plan_name!r}"
+    """The deploy lines; every word stoker did not write itself is one quoted shell word."""
+    rg = sh(lay.resource_group)
+    tags = " ".join(
+        sh(f"{k}={v}")
+        for k, v in (
+            (TAG_DEPLOYMENT, lay.deployment_id),
+            ("stoker-plan", lay.plan_name),
+            ("teardown-after", lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        )
+    )
     extra = ""
     if not lay.ssh_public_key:
         extra += ' sshPublicKey="$(cat ~/.ssh/id_ed25519.pub)"'
     if lay.lustres:
         extra += (
-            f' amlfsPrincipalId="$(az ad sp show --id {facts.hpc_cache_rp_app_id} '
+            f' amlfsPrincipalId="$(az ad sp show --id {sh(facts.hpc_cache_rp_app_id)} '
             '--query id -o tsv)"'
         )
     return [
-        f"az group create --name {rg} --location {lay.region} --tags {tags}",
+        f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}",
         f"az deployment group create --resource-group {rg} --name stoker "
         f"--template-file main.json --parameters @main.parameters.json{extra}",
     ]
+
+
+def teardown_commands(lay: Layout) -> list[str]:
+    rg = sh(lay.resource_group)
+    return [
+        f"stoker teardown --dry-run . --resource-group {rg}   "
+        "# each step and what it saves per hour",
+        f"stoker teardown --yes . --resource-group {rg}   "
+        "# archive Lustre to Blob, wait, delete it; deallocate the scale sets",
+    ]
+
+
+def ccws_commands(lay: Layout, facts: Provisioning) -> list[str]:
+    rg = sh(lay.resource_group)
+    return [
+        f"git clone https://github.com/Azure/cyclecloud-slurm-workspace && "
+        f"git -C cyclecloud-slurm-workspace checkout {sh(facts.ccws_commit)}",
+        'sed -e "s/__SUBSCRIPTION_ID__/$(az account show --query id -o tsv)/" '
+        + (
+            f'-e "s/__LUSTRE_MGS_ADDRESS__/$(az deployment group show -g {rg} '
+            f"-n stoker --query properties.outputs.lustreMgsAddress_"
+            f"{_ccws_lustre_role(lay)}"
+            '.value -o tsv)/" '
+            if lay.lustres
+            else ""
+        )
+        + ("" if lay.ssh_public_key else '-e "s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|" ')
+        + "ccws.parameters.json > ccws.deploy.json",
+        f"az deployment sub create --name {sh('ccws-' + lay.prefix)} --location {sh(lay.region)} "
+        "--template-file cyclecloud-slurm-workspace/bicep/mainTemplate.bicep "
+        "--parameters @ccws.deploy.json adminPassword=... databaseAdminPassword=...",
+    ]
+
+
+def shell_lines(lay: Layout, facts: Provisioning) -> list[str]:
+    """Every command line the README shows, in its order (tests run each through bash -n)."""
+    return [*deploy_commands(lay, facts), *teardown_commands(lay), *ccws_commands(lay, facts)]
+
+
+def _code(text: str) -> str:
+    """``text`` as Markdown inline code that no backtick in it can end early."""
+    run = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _ccws_lustre_role(lay: Layout) -> str:
@@ -38,10 +96,10 @@ def _ccws_lustre_role(lay: Layout) -> str:
 
 def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
     out = [
-        f"# Deployment for plan `{lay.plan_name}`",
+        f"# Deployment for plan {_code(lay.plan_name)}",
         "",
         f"Written by `stoker provision` from the same plan as `stoker plan` (region "
-        f"`{lay.region}`, resource group `{lay.resource_group}`). Tagged `teardown-after` "
+        f"`{lay.region}`, resource group {_code(lay.resource_group)}). Tagged `teardown-after` "
         f"{lay.teardown_after:%Y-%m-%d %H:%M} UTC.",
         "",
         "## What will be created, in order",
@@ -105,22 +163,19 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             )
             or "no shared file system"
         )
-        + f", installs `{lay.install}` and runs `stoker doctor --json` at boot; read the result "
-        f"in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`). The nodes run "
-        f"`pip install {lay.install}`: where your stoker comes from elsewhere (a wheel in Blob, "
-        "a private index), provision again with `--install`.",
+        + f", installs {_code(lay.install)} and runs `stoker doctor --json` at boot; read the "
+        f"result in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`). The nodes run "
+        f"{_code('pip install ' + sh(lay.install))}: where your stoker comes from elsewhere "
+        "(a wheel in Blob, a private index), provision again with `--install`.",
         "",
         "## Tear down",
         "",
         "```sh",
-        f"stoker teardown --dry-run . --resource-group {lay.resource_group}   "
-        "# each step and what it saves per hour",
-        f"stoker teardown --yes . --resource-group {lay.resource_group}   "
-        "# archive Lustre to Blob, wait, delete it; deallocate the scale sets",
+        *teardown_commands(lay),
         "```",
         "",
         "Blob is kept. To remove everything once the archive is safe: "
-        f"`az group delete --name {lay.resource_group}`.",
+        f"{_code('az group delete --name ' + sh(lay.resource_group))}.",
         "",
         "## Slurm instead (CycleCloud Workspace for Slurm)",
         "",
@@ -128,22 +183,7 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         f"`{facts.ccws_commit[:7]}`). Deploy `main.json` with `deployScaleSets=false`, then:",
         "",
         "```sh",
-        f"git clone https://github.com/Azure/cyclecloud-slurm-workspace && "
-        f"git -C cyclecloud-slurm-workspace checkout {facts.ccws_commit}",
-        'sed -e "s/__SUBSCRIPTION_ID__/$(az account show --query id -o tsv)/" '
-        + (
-            f'-e "s/__LUSTRE_MGS_ADDRESS__/$(az deployment group show -g {lay.resource_group} '
-            f"-n stoker --query properties.outputs.lustreMgsAddress_"
-            f"{_ccws_lustre_role(lay)}"
-            '.value -o tsv)/" '
-            if lay.lustres
-            else ""
-        )
-        + ("" if lay.ssh_public_key else '-e "s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|" ')
-        + "ccws.parameters.json > ccws.deploy.json",
-        f"az deployment sub create --name ccws-{lay.prefix} --location {lay.region} "
-        "--template-file cyclecloud-slurm-workspace/bicep/mainTemplate.bicep "
-        "--parameters @ccws.deploy.json adminPassword=... databaseAdminPassword=...",
+        *ccws_commands(lay, facts),
         "```",
         "",
     ]

@@ -8,6 +8,7 @@ from typing import Any
 from ..catalog._schema import Provisioning
 from ._layout import Layout
 from ._teardown import TAG_DEPLOYMENT
+from ._text import arm_literal, check_tag
 
 
 def api(facts: Provisioning, namespace: str) -> str:
@@ -42,14 +43,18 @@ def account_name(lay: Layout, role: str) -> str:
 def tags(lay: Layout, hourly: dict[str, str], own: str | None) -> dict[str, str]:
     """The deployment's identity (what ``stoker teardown`` proves ownership by), plan name, the
     plan's cost per hour, this resource's (``stoker teardown`` sums these and says what each
-    step saves), and when to tear it down."""
-    return {
+    step saves), and when to tear it down. Values are checked against Azure's tag limits and
+    escaped for ARM (a plan named ``[listKeys(...)]`` stays that text, not an expression)."""
+    values = {
         TAG_DEPLOYMENT: lay.deployment_id,
         "stoker-plan": lay.plan_name,
         "stoker-plan-usd-per-hour": hourly["total"],
         "stoker-usd-per-hour": "unknown" if own is None else own,
         "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    for key, value in values.items():
+        check_tag("name" if key == "stoker-plan" else key, key, value)
+    return {key: arm_literal(value) for key, value in values.items()}
 
 
 def with_skip(resource: dict[str, Any], *skips: tuple[str, str]) -> dict[str, Any]:

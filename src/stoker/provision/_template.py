@@ -19,6 +19,7 @@ from ._res_compute import amlfs, identity, role_assignments, vmss
 from ._res_network import nat_name, network, nsg_name, pip_name
 from ._res_storage import storage
 from ._res_volumes import volume_resources
+from ._text import arm_literal
 
 TEMPLATE_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#"
 PARAMETERS_SCHEMA = (
@@ -111,7 +112,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
         "contentVersion": "1.0.0.0",
         "metadata": {
             "generator": "stoker provision",
-            "plan": lay.plan_name,
+            "plan": arm_literal(lay.plan_name),
             "costPerHourUsd": hourly["total"],
             "teardownAfter": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
