@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 
 from stoker._user_files import MAX_TOML_BYTES, load_user_json, load_user_toml, read_user_bytes
 from stoker.catalog import load_catalog
-from stoker.errors import CatalogError, ReportError, SpecError, StokerError
+from stoker.errors import CatalogError, ReportError, SpecError, StokerError, StoreError
 from stoker.plan.calibrate import read_measured
 from stoker.plan.spec import load_spec
 from stoker.report._inputs import load_measured, load_plan, load_simulation
 from stoker.simulate._knobs import read_spec_file
+from stoker.store._url import parse_url
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -187,3 +188,92 @@ def test_a_file_below_a_file_is_no_such_file(tmp_path):
     (tmp_path / "a").write_text("")
     with pytest.raises(SpecError, match="no such job spec file.*see examples/"):
         load_spec(tmp_path / "a" / "job.toml")
+
+
+# ------------------------------------------------------------ '.' and '..' in every URL form
+
+URL_FORMS = [
+    "az://data/{p}",
+    "abfs://data/{p}",
+    "abfss://data@acct.dfs.core.windows.net/{p}",
+    "wasbs://data@acct.blob.core.windows.net/{p}",
+    "https://acct.blob.core.windows.net/data/{p}",
+    "https://acct.blob.core.windows.net/data/{p}?sv=2022&sig=abc",
+    "http://127.0.0.1:10000/devstoreaccount1/data/{p}",
+    "http://azurite/devstoreaccount1/data/{p}",
+    "s3://bucket/{p}",
+    "gs://bucket/{p}",
+]
+DOT_FORMS = [
+    "..",
+    ".",
+    "../other",
+    "x/../../other",
+    "x/./y",
+    "%2e%2e/other",
+    "%2E%2E",
+    "%2e.",
+    ".%2E/y",
+    "..%2fother",
+    "x%2f..%2f..",
+    "x\\..\\y",
+    "x%5cy",
+]
+
+
+@pytest.mark.parametrize("dots", DOT_FORMS)
+@pytest.mark.parametrize("form", URL_FORMS)
+def test_no_url_form_lets_a_dot_segment_leave_its_prefix(monkeypatch, form, dots):
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
+    with pytest.raises(StoreError) as info:
+        parse_url(form.format(p=dots))
+    message = str(info.value)
+    assert "'..'" in message or "'.'" in message or "backslash" in message, message
+    assert "sig=abc" not in message
+
+
+@pytest.mark.parametrize("form", URL_FORMS)
+def test_names_with_dots_that_are_no_segment_still_parse(monkeypatch, form):
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
+    loc = parse_url(form.format(p=".hidden/a..b/.../v1.2"))
+    assert loc.prefix == ".hidden/a..b/.../v1.2/"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://acct.blob.core.windows.net/../data/x",
+        "https://acct.blob.core.windows.net/%2e%2e/data/x",
+        "http://127.0.0.1:10000/../data/x",
+        "http://127.0.0.1:10000/devstoreaccount1/%2E%2E/x",
+        "az://../x",
+        "az://%2e%2e/x",
+    ],
+)
+def test_a_dot_segment_for_the_container_or_account_is_refused(monkeypatch, url):
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
+    with pytest.raises(StoreError):
+        parse_url(url)
+
+
+def test_a_local_path_and_a_file_url_resolve_dots_alike(tmp_path):
+    written = f"{tmp_path}/a/../b"
+    assert parse_url(f"file://{written}").path == parse_url(written).path == tmp_path / "b"
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("az:/data/x", "needs '://'"),
+        ("az:data", "needs '://'"),
+        ("az:///x", "names no container"),
+        ("az://", "names no container"),
+        ("https://x", "path-style"),
+        ("https://", "no host"),
+        ("htps://acct.blob.core.windows.net/data", "did you mean https"),
+    ],
+)
+def test_url_typos_are_one_line(monkeypatch, url, words):
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
+    with pytest.raises(StoreError, match=words):
+        parse_url(url)

@@ -26,6 +26,10 @@ ambiguous and refused, with the two ways to write it.
     s3://BUCKET/PREFIX, gs://BUCKET/PREFIX   through obstore, credentials from env
     /path, ./path, file:///path              POSIX (Lustre, NetApp, NVMe, Files)
 
+A remote URL's path with a '.' or '..' segment, or a backslash, written as it is or
+percent-encoded, is refused: a client or the service could resolve it out of the container or
+prefix the URL seems to name. A local path or file:// URL is resolved (its '..' is the user's).
+
 Anything that looks like a URL but is not one of these (``az:/container`` with one slash,
 ``az:container``, ``htps://``, an unknown scheme, no container) is refused with the forms
 accepted, never read as a local path: an upload would land in a folder named ``az:``.
@@ -45,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..errors import StoreError
 from ._env_account import account_host, env_account
@@ -154,6 +158,25 @@ def _looks_like_url(text: str) -> str | None:
     return None
 
 
+def _check_dots(shown: str, path: str) -> None:
+    """Refuse a remote path with a '.' or '..' segment, written as it is or percent-encoded
+    (%2e%2e, %2E., ..%2f), or with a backslash. An HTTP client or the service may resolve
+    them (Blob reads a backslash as '/'), and the prefix would then name another folder, or
+    another container, than the one the URL seems to: a copy or a --delete would act there."""
+    decoded = unquote(path)
+    if "\\" in decoded:
+        raise StoreError(
+            f"{shown}: a backslash in a storage URL's path (Blob reads it as '/'); write '/'"
+        )
+    for seg in decoded.split("/"):
+        if seg in (".", ".."):
+            raise StoreError(
+                f"{shown}: the path has a {seg!r} segment (written as it is or percent-encoded); "
+                "a storage URL names its container and prefix as they are: write them without "
+                "'.' or '..'"
+            )
+
+
 def _close_scheme(scheme: str) -> str | None:
     close = difflib.get_close_matches(scheme, SCHEMES, n=1, cutoff=0.6)
     return close[0] if close else None
@@ -201,6 +224,8 @@ def parse_url(url: str | Path) -> Location:
             f"{shown}: '?' starts a query, and only an https:// (or http://) Blob URL takes "
             "one, its SAS; name a prefix without '?'"
         )
+    if scheme != "file":
+        _check_dots(shown, parts.path)
     if scheme == "file":
         if host not in ("", "localhost"):
             raise _not_a_url(shown, f"a file:// URL names a path on this machine, not {host!r}")
