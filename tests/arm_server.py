@@ -9,7 +9,11 @@ speaks ARM's long-running-operation protocol as documented (azure-resource-manag
 - the AMLFS ``archive`` action is not an LRO: 200 with no body, and the file system's
   ``properties.hsm.archiveStatus`` goes InProgress -> Completed (or Failed / Canceled);
 - ``throttle(n, ...)`` answers the next ``n`` matching requests 429 with ``Retry-After``;
-- every request is logged (method, path, api-version, time) so tests can assert order.
+- every request is logged (method, path, api-version, time, and the ``stoker-deployment-id``
+  tag its resource carried when it was answered) so tests can assert order, and that nothing
+  was changed on a resource that was not the deployment's (``changed_not_owned``);
+- ``before(method, contains, fn)`` runs ``fn`` once just before a matching request is answered
+  (a tag changed, a VM started, between teardown's reads and its writes).
 
 The ARM ids are lower-cased for lookup, as ARM treats them case-insensitively.
 """
@@ -28,6 +32,8 @@ from urllib.parse import parse_qs, urlsplit
 
 AMLFS = "Microsoft.StorageCache/amlFilesystems"
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
+VM = "Microsoft.Compute/virtualMachines"
+TAG_DEPLOYMENT = "stoker-deployment-id"
 MUTATING = {"PUT", "POST", "DELETE", "PATCH"}
 
 
@@ -39,6 +45,7 @@ class Logged:
     status: int
     at: float
     authorized: bool
+    owner: str | None = None  # its resource's stoker-deployment-id then; None: none, or no resource
 
 
 @dataclass
@@ -65,6 +72,7 @@ class ArmState:
     log: list[Logged] = field(default_factory=list)
     throttles: list[_Throttle] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)  # (log index, what happened)
+    hooks: list[tuple[str | None, str, Any]] = field(default_factory=list)  # one-shot
 
 
 class ArmServer:
@@ -146,6 +154,30 @@ class ArmServer:
         }  # fmt: skip
         return rid
 
+    def add_vm(self, group: str, name: str, tags: dict[str, str], power: str = "running") -> str:
+        if group.lower() not in self.state.groups:
+            self.add_group(group)
+        rid = self.rid(group, VM, name)
+        self.state.resources[rid.lower()] = {
+            "id": rid, "name": name, "type": VM, "location": "eastus", "tags": tags,
+            "properties": {"provisioningState": "Succeeded"}, "_power": power,
+        }  # fmt: skip
+        return rid
+
+    def body(self, rid: str) -> dict[str, Any]:
+        return self.state.resources[rid.lower()]
+
+    def retag(self, rid: str, tags: dict[str, str]) -> None:
+        self.body(rid)["tags"] = dict(tags)
+
+    def before(self, method: str | None, contains: str, fn: Any) -> None:
+        """Run ``fn()`` once, just before the next request that matches is answered."""
+        self.state.hooks.append((method, contains.lower(), fn))
+
+    def changed_not_owned(self, deployment_id: str) -> list[Logged]:
+        """Mutating requests on a resource that did not carry ``deployment_id`` right then."""
+        return [r for r in self.mutating() if r.owner != deployment_id]
+
     def throttle(self, n: int, *, method: str | None = None, contains: str = "",
                  retry_after: int = 1) -> None:  # fmt: skip
         """Answer the next ``n`` requests that match 429 with ``Retry-After``."""
@@ -212,6 +244,17 @@ class ArmServer:
                     status["percentComplete"] = 50
         return {k: v for k, v in body.items() if not k.startswith("_")}
 
+    def owner(self, path: str) -> str | None:
+        m = re.match(r"(/subscriptions/.+?/providers/[^/]+/[^/]+/[^/]+)", path.lower())
+        body = self.state.resources.get(m.group(1)) if m else None
+        return (body.get("tags") or {}).get(TAG_DEPLOYMENT) if body else None
+
+    def run_hooks(self, method: str, path: str) -> None:
+        for hook in list(self.state.hooks):
+            if hook[0] in (None, method) and hook[1] in path.lower():
+                self.state.hooks.remove(hook)
+                hook[2]()
+
     def handle(self, method: str, path: str, query: dict[str, str]) -> tuple[int, dict, Any]:
         st = self.state
         lower = path.lower().rstrip("/")
@@ -265,6 +308,9 @@ class ArmServer:
             if body["type"] == AMLFS:
                 return 200, {}, self._fs_view(body)
             return 200, {}, {k: v for k, v in body.items() if not k.startswith("_")}
+        if method == "GET" and action == "instanceview" and body["type"] == VM:
+            codes = ["ProvisioningState/succeeded", f"PowerState/{body['_power']}"]
+            return 200, {}, {"statuses": [{"code": c, "level": "Info"} for c in codes]}
         if method == "GET" and action == "instanceview":
             power = body["_power"]
             if power == "deallocating" and body.get("_settle_reads") is not None:
@@ -327,6 +373,8 @@ def _handler(server: ArmServer) -> type[BaseHTTPRequestHandler]:
             if length:
                 self.rfile.read(length)
             with server.lock:
+                server.run_hooks(self.command, parts.path)
+                owner = server.owner(parts.path)
                 status, headers, body = server.handle(self.command, parts.path, query)
                 server.state.log.append(
                     Logged(
@@ -336,6 +384,7 @@ def _handler(server: ArmServer) -> type[BaseHTTPRequestHandler]:
                         status,
                         time.monotonic(),
                         self.headers.get("Authorization", "").startswith("Bearer "),
+                        owner,
                     )
                 )
             data = b"" if body is None else json.dumps(body).encode()

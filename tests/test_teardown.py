@@ -20,13 +20,20 @@ from stoker.provision._arm_client import ArmClients
 from stoker.provision._lro import ArchiveState, wait_archive, wait_gone
 
 TOKEN = "fake-token-must-not-show-0123456789"
-TAGS = {"stoker-plan": "pretrain", "stoker-usd-per-hour": "196.64"}
-FS_TAGS = {"stoker-plan": "pretrain", "stoker-usd-per-hour": "21.5"}
+DID = "5f0c2a7e9b8d4e1f8a3c6b2d1e0f9a87"  # the deployment's stoker-deployment-id
+OWN = {"stoker-deployment-id": DID}
+TAGS = OWN | {"stoker-plan": "pretrain", "stoker-usd-per-hour": "196.64"}
+FS_TAGS = OWN | {"stoker-plan": "pretrain", "stoker-usd-per-hour": "21.5"}
 
 
 class FakeCredential:
     def get_token(self, *scopes: str, **kwargs: object) -> AccessToken:
         return AccessToken(TOKEN, int(time.time()) + 3600)
+
+
+@pytest.fixture(autouse=True)
+def no_env_subscription(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
 
 
 @pytest.fixture
@@ -35,10 +42,10 @@ def arm() -> ArmServer:
         server.add_vmss("rg-train", "gpus", TAGS)
         server.add_amlfs("rg-train", "lustre", FS_TAGS)
         server.add_other(
-            "rg-train", "Microsoft.Storage/storageAccounts", "acct", {"stoker-plan": "p"}
+            "rg-train", "Microsoft.Storage/storageAccounts", "acct", OWN | {"stoker-plan": "p"}
         )
         server.add_other(
-            "rg-train", "Microsoft.Network/virtualNetworks", "vnet", {"stoker-plan": "p"}
+            "rg-train", "Microsoft.Network/virtualNetworks", "vnet", OWN | {"stoker-plan": "p"}
         )
         yield server
 
@@ -154,8 +161,10 @@ def test_failed_or_cancelled_archive_leaves_the_file_system(arm: ArmServer, outc
 def test_a_group_without_stoker_resources_is_left_alone() -> None:
     with ArmServer() as arm:
         arm.add_vmss("rg-other", "theirs", {})
+        arm.add_amlfs("rg-other", "old", {"stoker-plan": "p"})  # an older stoker's: no id
         report = run(arm, "rg-other")
-        assert not report.steps and "carries the stoker-plan tag" in report.note
+        assert not report.steps and "carries a stoker-deployment-id tag" in report.note
+        assert "old carry only stoker-plan" in report.note
         assert not arm.mutating()
 
 
@@ -202,16 +211,22 @@ def test_delete_scale_sets_instead_of_deallocating(arm: ArmServer) -> None:
     assert not index(arm, "POST", "/deallocate")
 
 
-def write_template(directory: Path) -> Path:
+def write_template(
+    directory: Path, group: str | None = None, did: str | None = DID, sub: str | None = None
+) -> Path:
+    """A provision folder: main.json, its parameters, and stoker-deployment.json recording
+    ``did``, ``group`` and ``sub`` (as `stoker provision` writes them)."""
     directory.mkdir(parents=True, exist_ok=True)
     template = {
         "parameters": {"prefix": {"type": "string", "defaultValue": "demo"},
+                       "id": {"type": "string", "defaultValue": str(did)},
                        "tags": {"type": "object", "defaultValue": {}}},
         "variables": {"fsName": "lustre"},
         "resources": [
             {"type": "Microsoft.Network/virtualNetworks", "name": "[format('{0}-vnet', 'x')]"},
             {"type": "Microsoft.Compute/virtualMachineScaleSets", "name": "[parameters('prefix')]",
-             "tags": {"stoker-plan": "demo", "stoker-usd-per-hour": "98.32"}},
+             "tags": {"stoker-plan": "demo", "stoker-usd-per-hour": "98.32",
+                      "stoker-deployment-id": "[parameters('id')]"}},
             {"type": "Microsoft.StorageCache/amlFilesystems", "name": "[variables('fsName')]",
              "tags": "[parameters('tags')]"},
             {"type": "Microsoft.Storage/storageAccounts", "name": "acct", "tags": {}},
@@ -221,12 +236,15 @@ def write_template(directory: Path) -> Path:
     params = {"parameters": {"prefix": {"value": "gpus"},
                              "tags": {"value": {"stoker-usd-per-hour": "21.5"}}}}  # fmt: skip
     (directory / "main.parameters.json").write_text(json.dumps(params))
+    record = {"schema": "stoker.deployment/1", "deployment_id": did, "subscription": sub,
+              "resource_group": group}  # fmt: skip
+    (directory / "stoker-deployment.json").write_text(json.dumps(record))
     return directory
 
 
 def test_dry_run_of_a_provision_directory_is_offline(tmp_path: Path) -> None:
     report = teardown(write_template(tmp_path / "deploy"))
-    assert not report.queried_azure and "not queried" in report.note
+    assert not report.queried_azure and "could not check the ownership tags" in report.note
     assert [(s.action, s.resource.name, s.saves_usd_per_hour) for s in report.steps] == [
         ("deallocate", "gpus", 98.32), ("archive", "lustre", 0.0), ("delete", "lustre", 21.5),
         ("keep", "acct", 0.0),
@@ -234,12 +252,12 @@ def test_dry_run_of_a_provision_directory_is_offline(tmp_path: Path) -> None:
     assert report.saves_usd_per_hour == pytest.approx(119.82)
     assert [r.type for r in report.left_alone] == ["Microsoft.Network/virtualNetworks"]
     assert report.still_usd_per_hour == 0.0 and report.still_unknown == []
-    with pytest.raises(TeardownError, match="--resource-group"):
+    with pytest.raises(TeardownError, match="names no resource group; name it with --resource"):
         teardown(tmp_path / "deploy", dry_run=False)
 
 
 def test_provision_directory_acts_only_on_its_own_resources(arm: ArmServer, tmp_path: Path) -> None:
-    arm.add_vmss("rg-train", "someone-elses", TAGS)
+    arm.add_vmss("rg-train", "someone-elses", TAGS | {"stoker-deployment-id": "another-run"})
     deploy = write_template(tmp_path / "deploy")
     report = run(arm, deploy, resource_group="rg-train")
     assert [s.resource.name for s in report.steps] == ["gpus", "lustre", "lustre", "acct"]

@@ -43,7 +43,10 @@ def test_dry_run_of_a_folder_is_offline_and_lists_savings(tmp_path: Path) -> Non
     for line in ("deallocate", "scale set gpus", "$98.32", "archive", "Lustre lustre", "$21.50"):
         assert line in out
     assert "saves $119.82/h ($2,875.68/day)" in out
-    assert "read from the template only: Azure was not queried." in out
+    assert "could not check the ownership tags or the live state" in out
+    assert "ownership and live state: NOT checked (Azure was not queried)" in out
+    # Where --yes would act is named even offline (the folder records no group here).
+    assert "would act on: subscription unknown, resource group unknown" in out
     assert "dry run: nothing was changed" in out
 
 

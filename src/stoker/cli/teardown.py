@@ -1,9 +1,12 @@
 """``stoker teardown DEPLOYMENT``: stop the scale sets, archive Lustre to Blob, wait, delete the
-file system, keep Blob. A dry run (the default without ``--yes``) lists the steps and what each
-saves per hour; ``--expired`` lists deployments past their ``teardown-after`` tag.
+file system, keep Blob; only resources carrying the deployment's ``stoker-deployment-id``. A dry
+run (the default without ``--yes``) names the subscription and group, lists the steps, what each
+saves per hour and, when Azure answers, each resource's live state and whether its tag matches;
+``--expired`` lists deployments past their ``teardown-after`` tag.
 
 Exit codes: 0 done (or listed), 1 the archive failed or was cancelled (the file system is left
-in place), 2 anything else that stopped it (a re-run resumes)."""
+in place), 2 anything else that stopped it: resources not provably the deployment's, a file
+system still in use, Azure errors (a re-run resumes)."""
 
 from __future__ import annotations
 
@@ -35,6 +38,21 @@ def teardown(
     subscription: Annotated[
         str | None, typer.Option(help="Subscription id (default: $AZURE_SUBSCRIPTION_ID).")
     ] = None,
+    deployment_id: Annotated[
+        str | None,
+        typer.Option(
+            "--deployment-id",
+            help="Which deployment, where the group holds several (its stoker-deployment-id).",
+        ),
+    ] = None,
+    skip_foreign: Annotated[
+        bool,
+        typer.Option(
+            "--skip-foreign",
+            help="Leave resources of the template's names that are not this deployment's "
+            "alone and tear down the rest (without: refuse).",
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do it (without: a dry run).")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List the steps and savings; change nothing.")
@@ -83,6 +101,8 @@ def teardown(
             deployment,
             resource_group=resource_group,
             subscription=subscription,
+            deployment_id=deployment_id,
+            skip_foreign=skip_foreign,
             dry_run=not yes,
             delete_scale_sets=delete_scale_sets,
             archive=not no_archive,
@@ -135,8 +155,10 @@ def _show(report: Any) -> None:
     from rich.table import Table
 
     mode = "dry run" if report.dry_run else "teardown"
-    where = report.group or report.deployment
-    table = Table(title=f"stoker {mode}: {where}", title_justify="left")
+    verb = "would act on" if report.dry_run else "acting on"
+    who = f", deployment {report.deployment_id}" if report.deployment_id else ""
+    stdout.print(f"{verb}: {escape(report.where())}{escape(who)}", highlight=False, soft_wrap=True)
+    table = Table(title=f"stoker {mode}: {escape(report.deployment)}", title_justify="left")
     for col in ("#", "step", "resource", "saves /h", "status", "why"):
         right, keep = col in ("#", "saves /h"), col in ("#", "step", "saves /h", "status")
         table.add_column(col, justify="right" if right else "left", overflow="fold", no_wrap=keep)
@@ -147,6 +169,7 @@ def _show(report: Any) -> None:
         table.add_row(str(i), s.action, escape(f"{s.resource.label} {s.resource.name}"),
                       _money(s.saves_usd_per_hour), status, escape(why))  # fmt: skip
     stdout.print(table)
+    _show_checked(report)
     if report.left_alone:
         alone = ", ".join(f"{r.label} {r.name}" for r in report.left_alone)
         stdout.print(f"left as is: {escape(alone)}", highlight=False, soft_wrap=True)
@@ -162,10 +185,32 @@ def _show(report: Any) -> None:
         still += f"; cost unknown: {', '.join(report.still_unknown)}"
     stdout.print(still, highlight=False)
     if report.note:
-        stdout.print(f"{report.note}.", highlight=False)
+        stdout.print(f"{escape(report.note)}.", highlight=False, soft_wrap=True)
     if report.dry_run:
         how = "--yes" if report.group else "--yes (and -g RG if stoker-deployment.json lacks it)"
         stdout.print(f"dry run: nothing was changed; add {how} to do it", highlight=False)
+
+
+def _show_checked(report: Any) -> None:
+    """Per resource, its live state and whether its tag matches (or that nothing was checked)."""
+    if not report.queried_azure:
+        stdout.print("ownership and live state: NOT checked (Azure was not queried)",
+                     highlight=False)  # fmt: skip
+        return
+    tag = {True: "tag matches", False: "tag does not match", None: "tag not checked"}
+    seen = set()
+    stdout.print("checked in Azure:", highlight=False)
+    for s in report.steps:
+        key = (s.resource.kind, s.resource.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        live = s.live or ("not found" if s.resource.id is None else "not read")
+        line = f"  {s.resource.label} {s.resource.name}: {live}; {tag[s.owned]}"
+        stdout.print(escape(line), highlight=False, soft_wrap=True)
+    for f in report.foreign:
+        line = f"  {f.resource.label} {f.resource.name}: not stoker's ({f.why}): left alone"
+        stdout.print(escape(line), highlight=False, soft_wrap=True)
 
 
 def _show_expired(found: list[Any], json_out: bool) -> None:

@@ -36,8 +36,9 @@ TAG_DEPLOYMENT = "stoker-deployment-id"
 
 AMLFS = "microsoft.storagecache/amlfilesystems"
 VMSS = "microsoft.compute/virtualmachinescalesets"
+VM = "microsoft.compute/virtualmachines"
 STORAGE = "microsoft.storage/storageaccounts"
-_LABELS = {VMSS: "scale set", AMLFS: "Lustre", STORAGE: "storage"}
+_LABELS = {VMSS: "scale set", AMLFS: "Lustre", STORAGE: "storage", VM: "VM"}
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,10 @@ class Step:
     resource: Resource
     saves_usd_per_hour: float | None  # what the step stops paying; None = not known
     why: str
-    status: str = "planned"  # planned, done, already, failed, skipped
+    status: str = "planned"  # planned, done, already, failed, skipped (not provably ours)
     detail: str = ""
+    owned: bool | None = None  # its stoker-deployment-id tag matched; None: not checked
+    live: str = ""  # its state as Azure reported it ("running 2", "gone"); "" offline
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

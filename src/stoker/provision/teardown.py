@@ -1,20 +1,32 @@
 """``teardown``: the ordered, idempotent, resumable end of a run (``stoker teardown``).
 
-    report = stoker.teardown(".demo/deploy")                         # dry run, offline
-    report = stoker.teardown(".demo/deploy", resource_group="rg-train", dry_run=False)
+    report = stoker.teardown(".demo/deploy")                         # dry run
+    report = stoker.teardown(".demo/deploy", dry_run=False)          # where it was deployed
     for dep in stoker.expired(subscription="..."): print(dep.group, dep.overdue_s)
 
-**Which deployment.** ``deployment`` is the directory ``stoker provision --out`` wrote (its
-``main.json`` names the resources; only those are touched), or a resource group name, or a
-resource group id ``/subscriptions/SUB/resourceGroups/RG`` (then the resources carrying the
-``stoker-plan`` tag are torn down). To act, a directory needs the resource group it was deployed
-to: ``resource_group``, else the one ``stoker provision`` recorded in its
-``stoker-deployment.json``; the subscription is ``subscription`` or ``AZURE_SUBSCRIPTION_ID``.
+**Which deployment, and where.** ``deployment`` is the directory ``stoker provision --out``
+wrote (its ``main.json`` names the resources; only those are candidates), or a resource group
+name, or a resource group id ``/subscriptions/SUB/resourceGroups/RG`` (then the candidates are
+the resources carrying the group's ``stoker-deployment-id``; ``deployment_id`` chooses where
+the group holds several). A directory is acted on in the subscription and group its
+``stoker-deployment.json`` records, unless ``subscription`` / ``resource_group`` say otherwise
+(see ``_ownership``); the subscription falls back to ``AZURE_SUBSCRIPTION_ID``. The report names
+the subscription and group in every case.
+
+**Ownership.** teardown acts only on resources whose ``stoker-deployment-id`` tag is the
+deployment's id. A resource of a name the template gives but another tag (or none) is foreign:
+it is left alone and reported, and teardown raises ``TeardownError`` before changing anything
+unless ``skip_foreign``. Each mutating call (deallocate, archive, delete) is preceded by a fresh
+GET proving the tag again. A folder whose record has no id (an older stoker) is refused for
+anything but a dry run.
+
+**Nothing in use is cut off.** A file system is archived and deleted only once every compute
+resource that may mount it (the template's scale sets, every scale set or VM in the group
+carrying the deployment's id) is deallocated or gone; otherwise ``TeardownError`` names them.
 
 **Dry run** (the default) lists each step and what it saves per hour, from the resources' cost
-tags. With only a directory it reads the template and does not query Azure (the report says
-so); with a resource group it reads the current state from Azure (GET only) and marks steps that
-are already done.
+tags. When the subscription and group are known and Azure answers, it reads the live state and
+the tags (GET only); otherwise it says it could not check and works from the template.
 
 **Idempotent and resumable.** Each step reads its resource first: a resource that is gone is a
 done step, a deallocated scale set is not deallocated again, an archive already running is
@@ -34,12 +46,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArchiveError, TeardownError
+from ..errors import TeardownError
 from ._expired import Expired, expired
-from ._lro import ArchiveState, wait_archive, wait_gone
+from ._ownership import (
+    Foreign,
+    Target,
+    choose_group_id,
+    classify,
+    folder_target,
+    foreign_line,
+    plan_only,
+    require_id,
+)
 from ._teardown import (
-    AMLFS,
-    TAG_PLAN,
+    TAG_DEPLOYMENT,
     VMSS,
     Resource,
     Step,
@@ -58,7 +78,7 @@ _GROUP_ID = re.compile(r"^/subscriptions/([^/]+)/resourcegroups/([^/]+)/?$", re.
 class TeardownReport:
     deployment: str
     dry_run: bool
-    queried_azure: bool
+    queried_azure: bool  # the live state and the ownership tags were read
     steps: list[Step]
     left_alone: list[Resource]
     saves_usd_per_hour: float  # the steps whose saving is known
@@ -68,6 +88,12 @@ class TeardownReport:
     note: str = ""
     still_usd_per_hour: float = 0.0  # what goes on after teardown (kept storage, left alone)
     still_unknown: list[str] = field(default_factory=list)
+    deployment_id: str | None = None
+    foreign: list[Foreign] = field(default_factory=list)  # not provably ours: left alone
+
+    def where(self) -> str:
+        sub = self.subscription or "unknown"
+        return f"subscription {sub}, resource group {self.group or 'unknown'}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,8 +102,10 @@ class TeardownReport:
             "queried_azure": self.queried_azure,
             "subscription": self.subscription,
             "resource_group": self.group,
+            "deployment_id": self.deployment_id,
             "steps": [s.to_dict() for s in self.steps],
             "left_alone": [{"type": r.type, "name": r.name} for r in self.left_alone],
+            "foreign": [f.to_dict() for f in self.foreign],
             "saves_usd_per_hour": round(self.saves_usd_per_hour, 4),
             "saves_usd_per_day": round(self.saves_usd_per_hour * 24, 2),
             "unknown_cost": self.unknown_cost,
@@ -92,6 +120,8 @@ def teardown(
     *,
     resource_group: str | None = None,
     subscription: str | None = None,
+    deployment_id: str | None = None,
+    skip_foreign: bool = False,
     dry_run: bool = True,
     delete_scale_sets: bool = False,
     archive: bool = True,
@@ -102,35 +132,40 @@ def teardown(
     progress: Progress | None = None,
 ) -> TeardownReport:
     """Tear down ``deployment`` (see the module docstring); returns what was (or would be) done.
-    Raises ``ArchiveError`` (file system left intact) or ``TeardownError``; either carries the
-    report so far as ``.report``."""
+    Raises ``ArchiveError`` (file system left intact) or ``TeardownError`` (foreign resources,
+    a file system still in use, Azure errors); either carries the report so far as
+    ``.report``."""
     from ._arm_client import ArmClients, subscription_from_env
 
-    template, group, sub = _where(deployment, resource_group, subscription)
+    template, target = _where(deployment, resource_group, subscription, deployment_id,
+                              subscription_from_env(None))  # fmt: skip
     label = str(deployment)
-    if group is None and not dry_run:
-        group = _recorded_group(Path(deployment))
-    if group is None:
+    plan = {"delete_scale_sets": delete_scale_sets, "archive": archive}
+    if not dry_run and template is not None:
+        require_id(target, Path(deployment))
+    missing = _missing(target)
+    if missing:
         if not dry_run:
-            raise TeardownError(
-                f"{deployment}: a provision directory does not say where it was deployed; name "
-                "the resource group with --resource-group (and --subscription)"
-            )
-        steps = plan_steps(template or [], delete_scale_sets=delete_scale_sets, archive=archive)
-        return _report(label, True, False, steps, left_alone(template or []), None, None,
-                       "read from the template only: Azure was not queried")  # fmt: skip
-    sub = subscription_from_env(sub)
+            raise TeardownError(f"{deployment}: {missing}")
+        return _offline(label, template, target, plan, f"{missing}")
     arm = ArmClients(
-        sub, credential=credential, base_url=base_url, polling_interval_s=polling_interval_s
-    )
+        target.subscription or "", credential=credential, base_url=base_url,
+        polling_interval_s=polling_interval_s,
+    )  # fmt: skip
     try:
-        live = _inventory(arm, group, template)
-        steps = plan_steps(live, delete_scale_sets=delete_scale_sets, archive=archive)
-        note = ""
-        if template is None and not live:
-            note = f"no resource in {group} carries the {TAG_PLAN} tag: nothing to do"
-        report = _report(label, dry_run, True, steps, left_alone(live), group, sub, note)
-        runner = _Runner(arm, group, report, progress or (lambda e: None), archive_timeout_s)
+        from ._runner import Runner, list_group
+
+        try:
+            live = list_group(arm, target.group or "")
+        except TeardownError as exc:
+            if not dry_run:
+                raise
+            return _offline(label, template, target, plan, f"Azure did not answer ({exc})")
+        report = _checked(label, template, target, live, plan, dry_run, skip_foreign)
+        names = {r.name for r in template or [] if r.kind == VMSS}
+        runner = Runner(arm, report, progress or (lambda e: None),
+                        archive_timeout_s=archive_timeout_s, skip_foreign=skip_foreign,
+                        template_scale_sets=names)  # fmt: skip
         runner.run()
         return report
     finally:
@@ -138,16 +173,24 @@ def teardown(
 
 
 def _where(
-    deployment: str | Path, group: str | None, sub: str | None
-) -> tuple[list[Resource] | None, str | None, str | None]:
-    """(template resources or None, resource group, subscription) from what the user gave."""
+    deployment: str | Path,
+    group: str | None,
+    sub: str | None,
+    deployment_id: str | None,
+    env_sub: str | None,
+) -> tuple[list[Resource] | None, Target]:
+    """(template resources or None, where and for whom) from what the user gave."""
     path = Path(deployment)
     if path.is_dir():
-        return read_template(path), group, sub
+        return read_template(path), folder_target(path, group, sub, deployment_id, env_sub)
     text = str(deployment)
     m = _GROUP_ID.match(text)
     if m:
-        return None, m.group(2), sub or m.group(1)
+        if sub and sub.lower() != m.group(1).lower():
+            raise TeardownError(f"subscription given twice: {m.group(1)} and --subscription {sub}")
+        if group and group.lower() != m.group(2).lower():
+            raise TeardownError(f"resource group given twice: {text} and --resource-group {group}")
+        return None, Target(m.group(1), m.group(2), deployment_id, False)
     if "/" in text or text.endswith(".json") or path.exists():
         raise TeardownError(
             f"{deployment}: neither a directory written by `stoker provision` nor a resource "
@@ -155,208 +198,84 @@ def _where(
         )
     if group and group != text:
         raise TeardownError(f"resource group given twice: {text} and --resource-group {group}")
-    return None, text, sub
+    return None, Target(sub or env_sub or None, text, deployment_id, False)
 
 
-def _recorded_group(directory: Path) -> str | None:
-    """The resource group ``stoker provision`` wrote the directory for (stoker-deployment.json);
-    used to act (never for a dry run, which then stays offline)."""
-    import json
+def _missing(target: Target) -> str:
+    """What stops teardown from reaching Azure ("" when nothing does)."""
+    if not target.group:
+        return (
+            "a provision directory whose stoker-deployment.json names no resource group; name "
+            "it with --resource-group (and --subscription)"
+        )
+    if not target.subscription:
+        return (
+            "no subscription: pass --subscription or set AZURE_SUBSCRIPTION_ID (`az account "
+            "show --query id -o tsv` prints yours)"
+        )
+    return ""
 
-    try:
-        data = json.loads((directory / "stoker-deployment.json").read_text())
-    except (OSError, ValueError):
-        return None
-    group = data.get("resource_group") if isinstance(data, dict) else None
-    return group if isinstance(group, str) and group else None
+
+def _offline(label: str, template: list[Resource] | None, target: Target, plan: dict[str, bool],
+             why: str) -> TeardownReport:  # fmt: skip
+    steps = plan_steps(template or [], **plan)
+    note = (f"Azure was not queried ({why}): could not check the ownership tags or the live "
+            "state; the steps are read from the template only")  # fmt: skip
+    return _report(label, True, False, steps, left_alone(template or []), target, note)
 
 
-def _report(label, dry, queried, steps, alone, group, sub, note) -> TeardownReport:  # type: ignore[no-untyped-def]
+def _checked(label: str, template: list[Resource] | None, target: Target, live: list[Resource],
+             plan: dict[str, bool], dry_run: bool, skip: bool) -> TeardownReport:  # fmt: skip
+    """The report of what Azure holds, ownership classified; raises (report attached) for
+    foreign resources or a moved target nothing proves."""
+    did = target.deployment_id
+    if template is None:
+        did = choose_group_id(live, did, target.where())
+    acted, foreign, owned = classify(template, live, did, target.group or "")
+    steps = plan_steps(acted, **plan)
+    for s in steps:
+        s.owned = owned.get(f"{s.resource.kind}|{s.resource.name.lower()}")
+    notes = []
+    if template is None and did is None:
+        notes.append(f"no resource in {target.group} carries a {TAG_DEPLOYMENT} tag: nothing to do")
+        old = plan_only(live)
+        if old:
+            notes.append(f"{', '.join(old)} carry only stoker-plan (an older stoker): not "
+                         "provably a deployment's, left alone")  # fmt: skip
+    elif template is None and not acted:
+        notes.append(f"no resource in {target.group} carries {TAG_DEPLOYMENT} {did}: nothing to do")
+    elif did is None:
+        notes.append("stoker-deployment.json has no deployment_id (an older stoker): ownership "
+                     "cannot be proven, and --yes refuses")  # fmt: skip
+    if foreign and skip:
+        notes.append(f"{len(foreign)} not stoker's: left alone (--skip-foreign)")
+    report = _report(label, dry_run, True, steps, left_alone(acted), target, "; ".join(notes),
+                     did, foreign)  # fmt: skip
+    proven = any(v for v in owned.values())
+    if target.moved and did and not proven:
+        err = TeardownError(
+            f"{label}: the command line names {target.moved}, and nothing in resource group "
+            f"{target.group} carries {TAG_DEPLOYMENT} {did}: refusing to act on "
+            f"{target.where()}; nothing was changed"
+        )
+        err.report = report  # type: ignore[attr-defined]
+        raise err
+    if foreign and not skip:
+        err = TeardownError(foreign_line(foreign, Target(
+            target.subscription, target.group, did, target.from_folder)))  # fmt: skip
+        err.report = report  # type: ignore[attr-defined]
+        raise err
+    return report
+
+
+def _report(label: str, dry: bool, queried: bool, steps: list[Step], alone: list[Resource],
+            target: Target, note: str, did: str | None = None,
+            foreign: list[Foreign] | None = None) -> TeardownReport:  # fmt: skip
     known, unknown = total_saving(steps)
     still, still_unknown = still_billed(steps, alone)
-    return TeardownReport(label, dry, queried, steps, alone, known, unknown, group, sub, note,
-                          still, still_unknown)  # fmt: skip
-
-
-def _inventory(arm: Any, group: str, template: list[Resource] | None) -> list[Resource]:
-    """The deployment's resources as Azure has them now. With a template, its resources (one
-    missing from Azure is kept, id-less, and its steps find it gone); without, those tagged
-    with the plan tag."""
-    from ._arm_client import not_found, translate
-
-    try:
-        found = [
-            Resource(r.type, r.name, dict(r.tags or {}), r.id, group)
-            for r in arm.resources.resources.list_by_resource_group(group, **arm.call)
-        ]
-    except Exception as exc:  # noqa: BLE001 - SDK and credential errors, translated
-        if not not_found(exc):
-            raise translate(exc, f"listing resource group {group}") from exc
-        found = []  # the group is gone: so is everything in it
-    if template is None:
-        return [r for r in found if TAG_PLAN in r.tags]
-    by_key = {(r.kind, r.name.lower()): r for r in found}
-    return [by_key.get((t.kind, t.name.lower()), Resource(t.type, t.name, t.tags, None, group))
-            for t in template]  # fmt: skip
-
-
-class _Runner:
-    def __init__(self, arm: Any, group: str, report: TeardownReport, progress: Progress,
-                 archive_timeout_s: float) -> None:  # fmt: skip
-        self.arm, self.group, self.report, self.emit = arm, group, report, progress
-        self.archive_timeout_s = archive_timeout_s
-        self.archived: set[str] = set()  # file systems whose archive completed in this run
-
-    def run(self) -> None:
-        for step in self.report.steps:
-            if step.action == "keep":
-                step.status = "kept"
-                continue
-            self.emit({"event": "step", "action": step.action, "name": step.resource.name,
-                       "status": "checking"})  # fmt: skip
-            try:
-                self._one(step)
-            except Exception as exc:
-                step.status = "failed"
-                step.detail = str(exc) if isinstance(exc, TeardownError) else type(exc).__name__
-                if isinstance(exc, TeardownError):
-                    exc.report = self.report  # type: ignore[attr-defined]
-                    raise
-                from ._arm_client import translate
-
-                err = translate(exc, f"{step.action} {step.resource.name}")
-                err.report = self.report  # type: ignore[attr-defined]
-                raise err from exc
-            self.emit({"event": "step", "action": step.action, "name": step.resource.name,
-                       "status": step.status, "detail": step.detail})  # fmt: skip
-
-    def _one(self, step: Step) -> None:
-        r = step.resource
-        if r.kind == VMSS:
-            self._scale_set(step)
-        elif r.kind == AMLFS and step.action == "archive":
-            self._archive(step)
-        elif r.kind == AMLFS:
-            self._delete_fs(step)
-
-    def _get(self, read: Callable[[], Any]) -> dict[str, Any] | None:
-        from ._arm_client import not_found
-
-        try:
-            return read().as_dict()
-        except Exception as exc:  # noqa: BLE001 - 404 is an answer here
-            if not_found(exc):
-                return None
-            raise
-
-    # ------------------------------------------------------------------ scale sets
-
-    def _scale_set(self, step: Step) -> None:
-        ops, name = self.arm.compute.virtual_machine_scale_sets, step.resource.name
-        call = self.arm.compute_call
-        if self._get(lambda: ops.get(self.group, name, **call)) is None:
-            step.status, step.detail = "already", "gone"
-            return
-        if step.action == "deallocate":
-            power = self._power(name)
-            if power and set(power) == {"deallocated"}:
-                step.status, step.detail = "already", "every VM deallocated"
-                return
-            if self.report.dry_run:
-                step.detail = ", ".join(f"{k} {v}" for k, v in power.items())
-                return
-            if power and set(power) <= {"deallocated", "deallocating"}:
-                # An earlier run's deallocate is still under way: asking again would conflict.
-                wait_gone(lambda: set(self._power(name)) != {"deallocated"},
-                          name=f"scale set {name} (deallocating)",
-                          interval_s=self.arm.polling_interval_s)  # fmt: skip
-                step.status, step.detail = "done", "waited for the deallocation under way"
-                return
-            ops.begin_deallocate(self.group, name, **call).result()
-        else:
-            if self.report.dry_run:
-                return
-            ops.begin_delete(self.group, name, **call).result()
-        step.status = "done"
-
-    def _power(self, name: str) -> dict[str, int]:
-        """VM counts by power state ("running", "deallocated", ...) from the instance view."""
-        ops, call = self.arm.compute.virtual_machine_scale_sets, self.arm.compute_call
-        view = self._get(lambda: ops.get_instance_view(self.group, name, **call)) or {}
-        summary = (view.get("virtualMachine") or {}).get("statusesSummary") or []
-        return {
-            str(s.get("code", "")).lower().removeprefix("powerstate/"): int(s.get("count") or 0)
-            for s in summary
-            if str(s.get("code", "")).lower().startswith("powerstate/")
-        }
-
-    # ------------------------------------------------------------------ Managed Lustre
-
-    def _fs(self, name: str) -> dict[str, Any] | None:
-        ops = self.arm.lustre.aml_filesystems
-        return self._get(lambda: ops.get(self.group, name, **self.arm.call))
-
-    def _archive(self, step: Step) -> None:
-        name, ops, call = step.resource.name, self.arm.lustre.aml_filesystems, self.arm.call
-        fs = self._fs(name)
-        if fs is None:
-            step.status, step.detail = "already", "file system gone"
-            return
-        if str((fs.get("properties") or {}).get("provisioningState")) == "Deleting":
-            step.status, step.detail = "already", "a delete is in flight (an earlier run archived)"
-            self.archived.add(name)
-            return
-        if not ((fs.get("properties") or {}).get("hsm") or {}).get("settings"):
-            raise ArchiveError(
-                f"file system {name} has no Blob integration (no hsm settings): there is "
-                "nowhere to archive to; copy its data out (`stoker stage`), then run teardown "
-                "with --no-archive to delete it anyway"
-            )
-        before = ArchiveState.of(fs)
-        if self.report.dry_run:
-            step.detail = f"last archive: {before.state or 'none'}"
-            return
-        if before.state in ("InProgress", "FSScanInProgress", "Cancelling"):
-            step.detail, wait_from = "an archive was already running: waited for it", None
-        else:
-            ops.archive(self.group, name, {"filesystemPath": "/"}, **call)
-            wait_from = before
-
-        def read() -> ArchiveState:
-            now = self._fs(name)
-            if now is None:
-                raise TeardownError(f"file system {name} disappeared while it was archiving")
-            return ArchiveState.of(now)
-
-        def on_poll(state: ArchiveState) -> None:
-            self.emit({"event": "archive", "name": name, "state": state.state,
-                       "percent": state.percent})  # fmt: skip
-
-        done = wait_archive(read, name=name, before=wait_from, on_poll=on_poll,
-                            interval_s=self.arm.polling_interval_s,
-                            timeout_s=self.archive_timeout_s)  # fmt: skip
-        self.archived.add(name)
-        step.status = "done"
-        step.detail = step.detail or f"completed {done.completed or ''}".strip()
-
-    def _delete_fs(self, step: Step) -> None:
-        name, ops, call = step.resource.name, self.arm.lustre.aml_filesystems, self.arm.call
-        fs = self._fs(name)
-        if fs is None:
-            step.status, step.detail = "already", "gone"
-            return
-        if self.report.dry_run:
-            return
-        if any(s.action == "archive" and s.resource.name == name for s in self.report.steps):
-            if name not in self.archived:  # the order is the point: never without the archive
-                raise ArchiveError(f"file system {name}: not deleted, its archive did not complete")
-        if str((fs.get("properties") or {}).get("provisioningState")) == "Deleting":
-            wait_gone(lambda: self._fs(name) is not None, name=f"file system {name}",
-                      interval_s=self.arm.polling_interval_s)  # fmt: skip
-            step.status, step.detail = "done", "waited for the delete an earlier run issued"
-            return
-        ops.begin_delete(self.group, name, **call).result()
-        step.status = "done"
+    return TeardownReport(label, dry, queried, steps, alone, known, unknown, target.group,
+                          target.subscription, note, still, still_unknown,
+                          did or target.deployment_id, list(foreign or []))  # fmt: skip
 
 
 __all__ = ["Expired", "TeardownReport", "expired", "teardown"]
