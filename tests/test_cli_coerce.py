@@ -1,5 +1,6 @@
-"""Plain command-line values are read without pydantic (cli/_coerce), as typer reads them: the
-same values, the same refusals (exit 2, naming the option), and typer's own way for the rest."""
+"""Plain command-line values are read without pydantic (cli/_coerce, reached through the
+command class typer is given, cli/_command), as typer reads them: the same values, the same
+refusals (exit 2, naming the option), and typer's own way for the rest."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Annotated
 import typer
 from typer.testing import CliRunner
 
-from stoker.cli import _coerce
+from stoker.cli._command import StokerCommand
 
 
 class Colour(enum.Enum):
@@ -25,7 +26,7 @@ class Colour(enum.Enum):
 def _app() -> typer.Typer:
     app = typer.Typer()
 
-    @app.command()
+    @app.command(cls=StokerCommand)
     def show(
         name: str,
         count: Annotated[int, typer.Option(min=1, max=9)] = 1,
@@ -49,7 +50,6 @@ def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
 
 
 def test_plain_values_read_as_typer_reads_them_and_the_rest_still_by_typer() -> None:
-    _coerce.install()
     code, out = _run(
         "n",
         "--count", "3",
@@ -71,7 +71,6 @@ def test_plain_values_read_as_typer_reads_them_and_the_rest_still_by_typer() -> 
 
 
 def test_bad_plain_values_are_refused_naming_the_option_with_exit_2() -> None:
-    _coerce.install()
     for args, said in [
         (["--count", "x"], "Invalid value for '--count': 'x' is not a valid integer"),
         (["--count", "0"], "Invalid value for '--count': 0 is not in the range x>=1 and x<=9"),

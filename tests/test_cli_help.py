@@ -61,6 +61,8 @@ def test_flags_show_no_type_and_values_show_conventional_names() -> None:
     text = _help(("stage",))
     assert re.search(r"^  --dry-run\s+Say what", text, re.M), text
     assert "--state-dir PATH" in text and "--concurrency INTEGER" in text
+    text = _help(("shards", "write"))  # a choice shows the values one types, not Python's
+    assert "--from files|jsonl|npy|parquet " in text and "--compression none|zstd " in text
 
 
 def test_version() -> None:

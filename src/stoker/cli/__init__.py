@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from . import _coerce, _help
+from ._command import StokerCommand, StokerGroup, adopt
 
 # Verb -> (its module in this package, the attribute to register, a group of sub-verbs?), in
 # the order help lists them.
@@ -54,10 +54,9 @@ def _root(
 
 def build(verbs: list[str] | None = None) -> typer.Typer:
     """The ``stoker`` command with ``verbs`` (default: all of them)."""
-    _help.install()
-    _coerce.install()
     tree = typer.Typer(
         name="stoker",
+        cls=StokerGroup,  # help as cli/_help.py lays it out, plain values read by cli/_coerce.py
         help=HELP,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
@@ -70,9 +69,9 @@ def build(verbs: list[str] | None = None) -> typer.Typer:
         module, attribute, group = VERBS[name]
         handler = getattr(importlib.import_module(f".{module}", __name__), attribute)
         if group:
-            tree.add_typer(handler, name=name)
+            tree.add_typer(adopt(handler), name=name, cls=StokerGroup)
         else:
-            tree.command(name)(handler)
+            tree.command(name, cls=StokerCommand)(handler)
     return tree
 
 

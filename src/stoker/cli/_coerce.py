@@ -1,20 +1,21 @@
 """Plain command-line values read without pydantic: a quarter of every command's start-up.
 
-Typer 0.29 turns each parameter's value into its type through a pydantic ``TypeAdapter``,
+Typer turns each parameter's value into its type through a pydantic ``TypeAdapter``,
 built when the command runs: importing pydantic and building the adapters cost ~0.08 CPU s of
 a ~0.3 s ``stoker stage`` (a 1-file copy, 9 runs: 0.294 -> 0.213 s), on every command,
 whichever verb. Most of stoker's parameters are plain: text, a flag, a whole number (perhaps
 bounded), a number, a path, a list of those, or text read by a parser of stoker's own (sizes,
 durations). Those are read here, in the ways typer reads them; anything else (choices, dates,
-clamped numbers, paths with checks, files) still goes to typer's own. Typer has no public hook
-for this, so one function is replaced, once, as ``_help`` replaces the help's; a version of
-typer without it is left as it is.
+clamped numbers, paths with checks, files) still goes to typer's own. ``_command``'s parameter
+classes hand typer a ``Reader`` where one fits.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, get_args, get_origin
+
+import typer
 
 PLAIN = (str, bool, int, float, Path)
 _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
@@ -66,45 +67,40 @@ def _plain(descriptor: Any) -> bool:
     return kind in PLAIN
 
 
-def install() -> None:
-    """Read plain values without pydantic from now on (idempotent)."""
-    try:
-        import typer.core as typer_core
-        from typer._click.exceptions import BadParameter
-        from typer._coercion import RuntimeParam, build_runtime_param
-    except ImportError:  # another typer: its own way stands
-        return
-    if getattr(typer_core.build_runtime_param, "stoker", False):
-        return
+class Reader:
+    """A parameter's values read in plain Python: typer asks it through ``get_runtime_param``."""
 
-    class PlainParam(RuntimeParam):  # type: ignore[misc]
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            annotation = self.annotation
-            try:
-                if get_origin(annotation) is list:
-                    return [self._read(get_args(annotation)[0], item) for item in value]
-                return self._read(annotation, value)
-            except ValueError as exc:
-                raise BadParameter(str(exc), ctx=ctx, param=param) from None
+    def __init__(self, param: Any) -> None:
+        self.info = param.type_descriptor.parameter_info
+        annotation = param.type_descriptor.annotation
+        self.many = get_origin(annotation) is list
+        self.kind = get_args(annotation)[0] if self.many else annotation
 
-        def _read(self, kind: type, value: Any) -> Any:
-            info = self.parameter_info
-            out = info.parser(value) if info.parser is not None else _one(kind, value)
-            low, high = info.min, info.max
-            if (low is not None and out < low) or (high is not None and out > high):
-                bounds = [
-                    f"x>={low}" if low is not None else "",
-                    f"x<={high}" if high is not None else "",
-                ]
-                raise ValueError(f"{out} is not in the range {' and '.join(filter(None, bounds))}")
-            return out
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        """``value`` (click's text, a tuple of them, or a default) as the parameter's type."""
+        several = param.multiple or param.nargs == -1
+        if value is None:
+            return () if several else None
+        if several and isinstance(value, str):
+            raise typer.BadParameter("Value must be an iterable.", ctx=ctx, param=param)
+        try:
+            return [self._read(item) for item in value] if self.many else self._read(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), ctx=ctx, param=param) from None
 
-    def build(descriptor: Any) -> Any:
-        if _plain(descriptor):
-            return PlainParam(
-                parameter_info=descriptor.parameter_info, annotation=descriptor.annotation
-            )
-        return build_runtime_param(descriptor)
+    def _read(self, value: Any) -> Any:
+        info = self.info
+        out = info.parser(value) if info.parser is not None else _one(self.kind, value)
+        low, high = info.min, info.max
+        if (low is not None and out < low) or (high is not None and out > high):
+            bounds = [
+                f"x>={low}" if low is not None else "",
+                f"x<={high}" if high is not None else "",
+            ]
+            raise ValueError(f"{out} is not in the range {' and '.join(filter(None, bounds))}")
+        return out
 
-    build.stoker = True  # type: ignore[attr-defined]
-    typer_core.build_runtime_param = build
+
+def reader(param: Any) -> Reader | None:
+    """A plain reader for ``param`` (a typer parameter), or None where typer's own must read."""
+    return Reader(param) if _plain(param.type_descriptor) else None
