@@ -12,7 +12,8 @@ STAMP := $(VENV)/.stoker-installed
 NATIVE := setup.py $(wildcard src/stoker/_native/*.c src/stoker/_native/*.h)
 $(STAMP): pyproject.toml $(NATIVE)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@# playwright (the browser tests' driver) uses Debian's Chromium: never a downloaded one.
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
 # checkov (infrastructure-code scanner) in its own venv: it pins many packages of its own.
