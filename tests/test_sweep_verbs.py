@@ -4,6 +4,7 @@ container, and the counts a run's events and its summary must agree on."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from stoker._redact import printable, shown
 from stoker._user_files import MAX_TOML_BYTES, load_user_json, load_user_toml, read_user_bytes
 from stoker.catalog import load_catalog
 from stoker.errors import CatalogError, ReportError, SpecError, StokerError, StoreError
@@ -277,3 +279,168 @@ def test_url_typos_are_one_line(monkeypatch, url, words):
     monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct")
     with pytest.raises(StoreError, match=words):
         parse_url(url)
+
+
+# ------------------------------------------------------------ control characters never raw
+
+ESC_NAME = "a\x1b[31mred\rx\x07"
+
+
+def test_printable_escapes_controls_and_keeps_a_messages_own_lines():
+    text = "name \x1b[2J\r\x07\x00\x9b\u202e end\nnext\tline"
+    assert printable(text) == "name \\x1b[2J\\x0d\\x07\\x00\\x9b\\u202e end\nnext\tline"
+    assert printable("a\nb\tc", lines=False) == "a\\x0ab\\x09c"
+    assert printable(printable(text)) == printable(text)  # (escaping twice changes nothing)
+    assert shown("az://c/\x1bk?sig=secret") == "az://c/\\x1bk"
+
+
+def test_an_error_naming_a_file_with_controls_shows_them_escaped(tmp_path):
+    from stoker.cli import app
+
+    missing = tmp_path / f"{ESC_NAME}.toml"
+    res = runner.invoke(app, ["plan", str(missing)])
+    assert res.exit_code == 2
+    for raw in ("\x1b", "\r", "\x07"):
+        assert raw not in res.output
+    assert "a\\x1b[31mred\\x0dx\\x07.toml" in res.stderr
+    with pytest.raises(SpecError) as info:  # the library's own message, not only the CLI's
+        load_spec(missing)
+    assert "\x1b" not in str(info.value) and "\\x1b" in str(info.value)
+
+
+@pytest.mark.parametrize("form", [[], ["--markdown"]])
+def test_a_spec_name_with_controls_is_escaped_in_the_plan_table_and_markdown(tmp_path, form):
+    from stoker.cli import app
+
+    text = (EXAMPLES / "finetune-1vm.toml").read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.startswith("name"))
+    spec = tmp_path / "job.toml"
+    spec.write_text('name = "evil\\u001b[2J\\u009b"\n' + body)
+    res = runner.invoke(app, ["plan", str(spec), *form])
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.output and "\x9b" not in res.output
+    assert "evil\\x1b[2J" in res.stdout
+
+
+def _esc_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A source with a file named with ESC and CR, and a destination where that file's place
+    is a folder (its copy fails) and a file of the same kind of name that --delete removes."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / ESC_NAME).write_text("hi")
+    (src / "plain").write_text("x")
+    (dst / ESC_NAME / "sub").mkdir(parents=True)
+    (dst / "gone\x1b[2J").write_text("old")
+    return src, dst
+
+
+def test_stage_lines_never_hold_a_names_controls(tmp_path):
+    from stoker.cli import app
+
+    src, dst = _esc_tree(tmp_path)
+    res = runner.invoke(app, ["stage", str(src), str(dst), "--delete", "--yes"])
+    assert res.exit_code == 1, res.output  # one file failed: the rest copied
+    assert "\x1b" not in res.output and "\r" not in res.output and "\x07" not in res.output
+    assert "deleting gone\\x1b[2J" in res.stderr
+    assert "a\\x1b[31mred\\x0dx\\x07" in res.stderr
+
+
+def test_the_bar_on_a_terminal_escapes_names_and_keeps_its_own_colours(tmp_path, capsys):
+    from stoker.stage import RichReporter
+
+    os.environ["FORCE_COLOR"] = "1"  # (rich reads it at each Console made)
+    try:
+        bar = RichReporter(f"{tmp_path}/{ESC_NAME} -> az://c/x")
+        bar.start()
+        bar.note(f"cannot write {ESC_NAME}")
+        bar.deleting("gone\x1b[2J")
+        bar.finish({})
+    finally:
+        del os.environ["FORCE_COLOR"]
+    err = capsys.readouterr().err
+    assert "\x1b[" in err  # rich's own styling is there ...
+    assert "\x1b[31mred" not in err and "\x1b[2J" not in err and "\x07" not in err  # ... no name's
+    assert "a\\x1b[31mred" in err and "gone\\x1b[2J" in err
+
+
+def test_the_cli_consoles_escape_table_cells_but_not_their_own_styles():
+    from io import StringIO
+
+    from rich.table import Table
+
+    from stoker.cli._output import _PrintableConsole
+
+    out = StringIO()
+    console = _PrintableConsole(file=out, force_terminal=True, color_system="standard", width=80)
+    table = Table("name")
+    table.add_row(f"[bold]{ESC_NAME}[/]")
+    console.print(table)
+    text = out.getvalue()
+    assert "\x1b[1m" in text and "\x1b[31m" not in text and "\\x1b[31mred" in text
+
+
+# ------------------------------------------------------------ events and summary agree
+
+
+def test_stage_json_events_sum_to_the_summary(tmp_path):
+    """Skips (unchanged files), a failure (a folder where a file goes), a refused name (not
+    UTF-8) and a deletion: the events say what the summary says."""
+    from stoker.cli import app
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    for i in range(1, 7):
+        (src / f"f{i}").write_bytes(os.urandom(1000 * i))
+    with open(os.path.join(os.fsencode(src), b"caf\xe9"), "wb") as f:
+        f.write(b"latin-1 name")
+    first = runner.invoke(app, ["stage", str(src), str(dst)])
+    assert first.exit_code == 1 and "not UTF-8" in first.stderr  # the rest was copied
+    for name in ("f3", "f4"):  # changed since: copied again
+        (src / name).write_bytes(os.urandom(1500))
+    (dst / "f5").unlink()
+    (dst / "f5" / "in-the-way").mkdir(parents=True)
+    (dst / "extra").write_text("not in the source")
+    res = runner.invoke(app, ["stage", str(src), str(dst), "--json", "--delete", "--yes"])
+    assert res.exit_code == 1, res.output
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    summary = events[-1]
+    assert kinds[0] == "start" and kinds[-1] == "summary" and kinds.count("listed") == 1
+    listed = next(e for e in events if e["event"] == "listed")
+    last = [e for e in events if e["event"] == "progress"][-1]
+    errors = [e["message"] for e in events if e["event"] == "error"]
+    deletes = [e["key"] for e in events if e["event"] == "delete"]
+
+    assert (summary["files_copied"], summary["files_skipped"], len(summary["failed"])) == (2, 3, 1)
+    assert len(summary["refused"]) == 1
+    assert summary["files_total"] == (
+        summary["files_copied"] + summary["files_skipped"] + len(summary["failed"])
+    )
+    assert summary["bytes_total"] == sum(
+        p.stat().st_size for p in src.iterdir() if p.name.isascii()
+    )
+    assert listed["files"] == summary["files_copied"] + len(summary["failed"])
+    assert (last["files"], last["bytes"]) == (summary["files_copied"], summary["bytes_copied"])
+    assert (last["total_files"], last["total_bytes"]) == (listed["files"], listed["bytes"])
+    assert sorted(errors) == sorted(summary["failed"] + summary["refused"])
+    # With a failure the listing is no complete evidence: --delete deletes nothing, and says so
+    assert deletes == summary["deleted"] == [] and (dst / "extra").exists()
+
+    os.remove(os.path.join(os.fsencode(src), b"caf\xe9"))
+    (dst / "f5" / "in-the-way").rmdir()
+    (dst / "f5").rmdir()
+    res = runner.invoke(app, ["stage", str(src), str(dst), "--json", "--delete", "--yes"])
+    assert res.exit_code == 0, res.output
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    summary, last = events[-1], [e for e in events if e["event"] == "progress"][-1]
+    deletes = [e["key"] for e in events if e["event"] == "delete"]
+    assert deletes == summary["deleted"] == ["extra"] and summary["files_deleted"] == 1
+    assert (
+        (last["files"], last["bytes"])
+        == (1, 5000)
+        == (
+            summary["files_copied"],
+            summary["bytes_copied"],
+        )
+    )
+    assert not any(e["event"] == "error" for e in events)

@@ -1,23 +1,40 @@
 """All terminal output goes through here: data to stdout, messages to stderr, JSON on request,
-and StokerError turned into one clear line with no traceback (``STOKER_DEBUG=1`` shows it)."""
+and StokerError turned into one clear line with no traceback (``STOKER_DEBUG=1`` shows it).
+
+Every character of text a name brought (a file, key, spec or blob name holding ESC, CR or
+BEL) is shown as its escape, ``\\x1b``, never sent raw: it would drive the terminal."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 
+from .._redact import printable
 from ..errors import StokerError
 
-stdout = Console(soft_wrap=False)
-stderr = Console(stderr=True)
+
+class _PrintableConsole(Console):
+    """A console that escapes the control characters of the text it prints, in tables, bars
+    and lines alike, and leaves its own styling's (control segments and styles are rendered
+    after this). rich strips only BEL, BS, VT, FF and CR from text, and passes ESC through."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(printable(seg.text), seg.style) for seg in buffer
+        )
+
+
+stdout = _PrintableConsole(soft_wrap=False)
+stderr = _PrintableConsole(stderr=True)
 
 
 def emit_json(data: Any) -> None:
@@ -27,6 +44,7 @@ def emit_json(data: Any) -> None:
 
 
 def emit_text(text: str) -> None:
+    text = printable(text)  # (Markdown: a spec's name may hold ESC)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from .._redact import shown
+from .._redact import printable, shown
 
 
 class Reporter:
@@ -44,7 +44,7 @@ class JsonReporter(Reporter):
             0,
             0,
         )
-        self.last, self.listing = 0.0, True
+        self.last, self.listing, self.start_seen = 0.0, True, False
         self.t0 = time.perf_counter()
 
     def _emit(self, event: str, **data: Any) -> None:
@@ -52,6 +52,7 @@ class JsonReporter(Reporter):
         sys.stdout.flush()
 
     def start(self) -> None:
+        self.start_seen = True
         self._emit("start")
 
     def grow(self, files: int, nbytes: int) -> None:
@@ -67,16 +68,18 @@ class JsonReporter(Reporter):
         now = time.perf_counter()
         if now - self.last >= self.every_s:
             self.last = now
-            elapsed = max(now - self.t0, 1e-9)
-            self._emit(
-                "progress",
-                files=self.files,
-                bytes=self.bytes,
-                total_files=self.total_files,
-                total_bytes=self.total_bytes,
-                listing=self.listing,
-                mb_per_s=round(self.bytes / elapsed / 1e6, 1),
-            )
+            self._progress(now)
+
+    def _progress(self, now: float) -> None:
+        self._emit(
+            "progress",
+            files=self.files,
+            bytes=self.bytes,
+            total_files=self.total_files,
+            total_bytes=self.total_bytes,
+            listing=self.listing,
+            mb_per_s=round(self.bytes / max(now - self.t0, 1e-9) / 1e6, 1),
+        )
 
     def file_done(self) -> None:
         self.files += 1
@@ -88,6 +91,13 @@ class JsonReporter(Reporter):
         self._emit("delete", key=key)
 
     def finish(self, summary: dict[str, Any]) -> None:
+        # The events say what the summary says: a name the listing refused is an error, as
+        # one that failed to copy was (the terminal prints both), and the last progress is
+        # the run's whole, however it ended. (A dry run prints its summary alone.)
+        if self.start_seen:
+            for problem in summary.get("refused", ()):
+                self._emit("error", message=problem)
+            self._progress(time.perf_counter())
         self._emit("summary", **summary)
 
 
@@ -111,7 +121,7 @@ class LineReporter(Reporter):
 
 
 def _line(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(printable(text) + "\n")  # a key holding ESC must not drive the terminal
     sys.stderr.flush()
 
 
@@ -178,11 +188,11 @@ class RichReporter(Reporter):
     def note(self, message: str) -> None:
         from rich.markup import escape  # keys and messages may hold brackets
 
-        self.progress.console.print(f"[yellow]![/] {escape(message)}", highlight=False)
+        self.progress.console.print(f"[yellow]![/] {escape(printable(message))}", highlight=False)
 
     def deleting(self, key: str) -> None:
         self.progress.console.print(
-            f"deleting {key}", highlight=False, markup=False, soft_wrap=True
+            f"deleting {printable(key)}", highlight=False, markup=False, soft_wrap=True
         )
 
     def finish(self, summary: dict[str, Any]) -> None:
