@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from arm_server import AMLFS, ArmServer
+from arm_server import AMLFS, VMSS, ArmServer
 from stoker.cli import app
 from stoker.provision._arm_client import ArmClients
-from test_teardown import FS_TAGS, TAGS, TOKEN, FakeCredential, write_template
+from test_teardown import DID, FS_TAGS, TAGS, TOKEN, FakeCredential, write_template
 
 
 @pytest.fixture(autouse=True)
@@ -138,3 +138,69 @@ def test_dry_run_reads_what_provision_writes(tmp_path: Path, spec: str) -> None:
     kept = [r for r in template if r["type"] == "Microsoft.Storage/storageAccounts"]
     stays = sum(float(r["tags"]["stoker-usd-per-hour"]) for r in kept)
     assert report["still_usd_per_hour"] == pytest.approx(stays, abs=0.01)
+
+
+# ---------------------------------------------------------------------------------- ownership
+
+
+def test_dry_run_shows_where_and_each_resource_checked(arm: ArmServer, tmp_path: Path) -> None:
+    deploy = write_template(tmp_path / "deploy", group="rg-train")
+    result = CliRunner().invoke(app, live(arm, str(deploy)))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    where = f"would act on: subscription {arm.subscription}, resource group rg-train"
+    assert out.startswith(f"{where}, deployment {DID}\n")
+    assert "checked in Azure:\n  scale set gpus: running 2; tag matches\n" in out
+    assert "  Lustre lustre: Succeeded; last archive none; tag matches\n" in out
+    assert "  storage acct: not found; tag not checked\n" in out
+    assert not arm.mutating()
+
+
+def test_foreign_resources_exit_2_and_are_listed(tmp_path: Path) -> None:
+    deploy = write_template(tmp_path / "deploy", group="rg-train")
+    with ArmServer() as arm:
+        arm.add_vmss("rg-train", "gpus", {"stoker-deployment-id": "someone-else"})
+        arm.add_amlfs("rg-train", "lustre", FS_TAGS)
+        for extra in ([], ["--yes"]):
+            result = CliRunner().invoke(app, live(arm, str(deploy), *extra))
+            assert result.exit_code == 2, result.output
+            errors = [line for line in result.stderr.splitlines() if "error:" in line]
+            assert len(errors) == 1  # one line, naming the resources
+            assert errors[0].startswith(
+                "error: not stoker's: left alone: scale set gpus (stoker-deployment-id "
+                "someone-else) in subscription "
+            )
+            assert "--skip-foreign" in errors[0]
+            assert (
+                "  scale set gpus: not stoker's (stoker-deployment-id someone-else): left alone"
+                in (result.stdout)
+            )
+        assert not arm.mutating()
+        # Skipping it, the file system is still refused: the scale set of its name runs.
+        result = CliRunner().invoke(app, live(arm, str(deploy), "--yes", "--skip-foreign"))
+        assert result.exit_code == 2
+        assert "may still be mounted by scale set gpus (running 2)" in result.stderr
+        assert not arm.mutating()
+
+
+def test_group_of_two_deployments_exit_2_until_one_is_chosen(arm: ArmServer) -> None:
+    arm.add_vmss("rg-train", "theirs", {"stoker-deployment-id": "another"})
+    result = CliRunner().invoke(app, live(arm, "rg-train", "--yes"))
+    assert result.exit_code == 2
+    assert f"rg-train holds 2 deployments ({DID}, another): choose one with --deployment-id" in (
+        result.stderr
+    )
+    assert not arm.mutating()
+    result = CliRunner().invoke(app, live(arm, "rg-train", "--yes", "--deployment-id", DID))
+    assert result.exit_code == 0, result.output
+    assert f"acting on: subscription {arm.subscription}, resource group rg-train" in result.stdout
+    assert not arm.changed_not_owned(DID) and arm.mutating()
+    assert arm.body(arm.rid("rg-train", VMSS, "theirs"))["_power"] == "running"
+
+
+def test_a_folder_without_a_deployment_id_exits_2(arm: ArmServer, tmp_path: Path) -> None:
+    deploy = write_template(tmp_path / "deploy", group="rg-train", did=None)
+    result = CliRunner().invoke(app, live(arm, str(deploy), "--yes"))
+    assert result.exit_code == 2
+    assert "stoker-deployment.json: no deployment_id" in result.stderr
+    assert not arm.state.log
