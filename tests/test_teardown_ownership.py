@@ -231,3 +231,31 @@ def test_an_offline_dry_run_says_it_could_not_check(tmp_path: Path) -> None:
         assert not report.queried_azure and report.group == "rg-train"
         assert "Azure did not answer" in report.note and "could not check" in report.note
         assert all(s.owned is None for s in report.steps) and not arm.mutating()
+
+
+def test_a_changed_subscription_is_used_only_where_the_tags_prove_it(tmp_path: Path) -> None:
+    deploy = write_template(tmp_path / "deploy", group="rg-train", sub="recorded-sub")
+    with ArmServer() as arm:  # run() passes --subscription: the server's, not the recorded one
+        arm.add_vmss("rg-train", "gpus", OTHER)
+        with pytest.raises(TeardownError) as info:
+            run(arm, deploy)
+        assert f"subscription {arm.subscription} (recorded: recorded-sub)" in str(info.value)
+        assert not arm.mutating()
+        arm.retag(arm.rid("rg-train", VMSS, "gpus"), TAGS)
+        report = run(arm, deploy)
+        assert report.subscription == arm.subscription and report.steps[0].status == "done"
+        assert not arm.changed_not_owned(DID)
+
+
+def test_deployment_id_does_not_override_a_folders_own(deploy: Path, tmp_path: Path) -> None:
+    with pytest.raises(TeardownError, match="deployment_id is 5f0c.*--deployment-id says x"):
+        run_offline(deploy, deployment_id="x")
+    old = write_template(tmp_path / "old", group="rg-train", did=None)
+    with pytest.raises(TeardownError, match="deployment_id is not recorded"):
+        run_offline(old, deployment_id=DID, dry_run=False)
+
+
+def run_offline(deployment: Path, **kw: object):
+    from stoker.provision import teardown
+
+    return teardown(deployment, **kw)  # type: ignore[arg-type]

@@ -103,10 +103,11 @@ def folder_target(
     """The target of a provision folder: the command line's group and subscription over the
     record's (a difference is noted in ``moved``, to be proven by the tags)."""
     record = read_record(directory) or Record(None, None, None)
-    if deployment_id and record.deployment_id and deployment_id != record.deployment_id:
+    if deployment_id and deployment_id != record.deployment_id:
         raise TeardownError(
-            f"{directory / RECORD}: deployment_id is {record.deployment_id}, --deployment-id "
-            f"says {deployment_id}; a folder is torn down under its own id"
+            f"{directory / RECORD}: deployment_id is {record.deployment_id or 'not recorded'}, "
+            f"--deployment-id says {deployment_id}; a folder is torn down under its own id "
+            "(--deployment-id chooses among a resource group's deployments)"
         )
     moved = []
     if group and record.resource_group and group.lower() != record.resource_group.lower():
@@ -116,7 +117,7 @@ def folder_target(
     return Target(
         subscription or record.subscription or env_subscription or None,
         group or record.resource_group,
-        record.deployment_id or deployment_id,
+        record.deployment_id,
         True,
         record,
         "; ".join(moved),
