@@ -157,7 +157,7 @@ class Engine:
 
     async def _one(self, key: str, size: int, etag: str, md5: str | None) -> None:
         try:
-            digest = await copy_object(self.src, self.dst, key, size, etag, md5, self.copy)
+            digest = await self._copy(key, size, etag, md5)
             self.manifest.object_done(key, digest, now=size > self.block_size)
         # A full, read-only or forbidden disk, or refused credentials stop everything (once):
         # every file would fail alike.
@@ -173,3 +173,7 @@ class Engine:
             return
         self.counters.files += 1
         self.reporter.file_done()
+
+    async def _copy(self, key: str, size: int, etag: str, md5: str | None) -> str | None:
+        """The object's way is the stores' to decide (see store/_copy.py)."""
+        return await copy_object(self.src, self.dst, key, size, etag, md5, self.copy)
