@@ -444,3 +444,46 @@ def test_stage_json_events_sum_to_the_summary(tmp_path):
         )
     )
     assert not any(e["event"] == "error" for e in events)
+
+
+# ------------------------------------------------------------ outputs that are no file
+
+FINETUNE = str(EXAMPLES / "finetune-1vm.toml")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "--plan", FINETUNE, "--out", "{p}"],
+        ["report", "--plan", FINETUNE, "--out", "{d}/r.html", "--pdf", "{p}"],
+        ["simulate", FINETUNE, "--runs", "1", "--out", "{p}"],
+        ["stage", "{d}/src", "{d}/dst", "--record", "{p}"],
+        ["bench", "storage", "{d}", "--size", "1MiB", "--record", "{p}"],
+    ],
+)
+def test_an_output_that_is_a_fifo_or_device_is_refused_not_replaced(tmp_path, args):
+    """Written aside and renamed over, a FIFO (or, run as root, /dev/null itself) would be
+    replaced by a regular file: refused before any work, and left as it was."""
+    from stoker.cli import app
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_text("x")
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    res = runner.invoke(app, [a.format(p=fifo, d=tmp_path) for a in args])
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(fifo) in lines[0] and "not a regular file" in lines[0]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert not (tmp_path / "dst").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_a_price_refresh_into_a_fifo_is_refused_before_asking_the_api(tmp_path):
+    from stoker.catalog import refresh_prices
+    from stoker.errors import PriceError
+
+    fifo = tmp_path / "prices.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(PriceError, match="not a regular file"):
+        refresh_prices(["ND96isr_H100_v5"], "eastus", fifo)  # (the API is port 9: no answer)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

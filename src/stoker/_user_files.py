@@ -126,3 +126,21 @@ def load_user_json(
     except (ValueError, RecursionError) as exc:  # 5,000 digits; [[[[... past Python's stack
         why = str(exc) or "nested too deep"
         raise error(f"{label}: not JSON ({why}); give the {what} as stoker wrote it") from exc
+
+
+def check_user_output(
+    path: str | os.PathLike[str], flag: str, error: type[StokerError] = StokerError
+) -> None:
+    """Refuse an output path that names a device, FIFO or socket. stoker writes its file
+    aside and renames it over the path: ``--out /dev/null`` run as root would replace the
+    device itself, and a FIFO a reader waits on would be swapped for a file it never sees."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # not there (made), or unreachable (the write says why)
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        raise error(
+            f"{flag} {printable(str(path))}: not a regular file (a device, FIFO or socket); "
+            "stoker writes a file aside and renames it over the path, which would replace "
+            "it: give a file name"
+        )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._user_files import check_user_output
 from ..errors import PriceError
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ def refresh_prices(
     today: dt.date | None = None,
 ) -> dict[str, VmPrice]:
     """Fetch, then write ``path`` atomically; on any failure the old file stays as it was."""
+    check_user_output(path, "--out", PriceError)  # (before the API's minutes)
     sizes = list(vm_sizes)
     prices = linux_on_demand(fetch_pages(region, sizes, client=client))
     if not prices:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .._atomic import replaced, write_whole
+from .._user_files import check_user_output
 from ..errors import ReportError
 
 
@@ -18,6 +19,7 @@ def check_out(path: str | os.PathLike[str], flag: str, *, folder: bool = False) 
     """``path`` if it can be written (a missing folder above it can be made), else ReportError
     naming ``flag`` and the path. ``folder``: the path is a folder to write files into."""
     path = Path(path)
+    check_user_output(path, flag, ReportError)
     if path.is_dir() and not folder:
         raise ReportError(
             f"{flag} {path}: is a folder; give a file name, e.g. "

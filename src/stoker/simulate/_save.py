@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import write_whole
+from .._user_files import check_user_output
 from ..errors import SpecError
 
 
@@ -24,6 +25,7 @@ def check_out(path: str | Path, inputs: Iterable[object] = ()) -> Path:
                 f"--out {path}: is an input ({given}); writing the JSON there would replace it, "
                 "so give another file"
             )
+    check_user_output(path, "--out", SpecError)
     if path.is_dir():
         raise SpecError(f"--out {path}: is a folder; give a file name, e.g. {path / 'sim.json'}")
     folder = path.parent
