@@ -206,7 +206,8 @@ def _show_checked(report: Any) -> None:
             continue
         seen.add(key)
         live = s.live or ("not found" if s.resource.id is None else "not read")
-        line = f"  {s.resource.label} {s.resource.name}: {live}; {tag[s.owned]}"
+        owner = "" if live in ("gone", "not found") else f"; {tag[s.owned]}"
+        line = f"  {s.resource.label} {s.resource.name}: {live}{owner}"
         stdout.print(escape(line), highlight=False, soft_wrap=True)
     for f in report.foreign:
         line = f"  {f.resource.label} {f.resource.name}: not stoker's ({f.why}): left alone"

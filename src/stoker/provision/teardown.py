@@ -161,12 +161,16 @@ def teardown(
             if not dry_run:
                 raise
             return _offline(label, template, target, plan, f"Azure did not answer ({exc})")
-        report = _checked(label, template, target, live, plan, dry_run, skip_foreign)
+        report, refusal = _checked(label, template, target, live, plan, dry_run, skip_foreign)
+        if refusal is not None and not dry_run:
+            raise refusal  # before anything changes
         names = {r.name for r in template or [] if r.kind == VMSS}
         runner = Runner(arm, report, progress or (lambda e: None),
                         archive_timeout_s=archive_timeout_s, skip_foreign=skip_foreign,
                         template_scale_sets=names)  # fmt: skip
-        runner.run()
+        runner.run()  # a dry run reads the live state even where it then refuses
+        if refusal is not None:
+            raise refusal
         return report
     finally:
         arm.close()
@@ -225,9 +229,10 @@ def _offline(label: str, template: list[Resource] | None, target: Target, plan: 
 
 
 def _checked(label: str, template: list[Resource] | None, target: Target, live: list[Resource],
-             plan: dict[str, bool], dry_run: bool, skip: bool) -> TeardownReport:  # fmt: skip
-    """The report of what Azure holds, ownership classified; raises (report attached) for
-    foreign resources or a moved target nothing proves."""
+             plan: dict[str, bool], dry_run: bool,
+             skip: bool) -> tuple[TeardownReport, TeardownError | None]:  # fmt: skip
+    """The report of what Azure holds, ownership classified, and the refusal (report attached)
+    that foreign resources or a moved target nothing proves call for."""
     did = target.deployment_id
     if template is None:
         did = choose_group_id(live, did, target.where())
@@ -251,21 +256,19 @@ def _checked(label: str, template: list[Resource] | None, target: Target, live: 
         notes.append(f"{len(foreign)} not stoker's: left alone (--skip-foreign)")
     report = _report(label, dry_run, True, steps, left_alone(acted), target, "; ".join(notes),
                      did, foreign)  # fmt: skip
-    proven = any(v for v in owned.values())
-    if target.moved and did and not proven:
+    err = None
+    if target.moved and did and not any(owned.values()):
         err = TeardownError(
             f"{label}: the command line names {target.moved}, and nothing in resource group "
             f"{target.group} carries {TAG_DEPLOYMENT} {did}: refusing to act on "
             f"{target.where()}; nothing was changed"
         )
-        err.report = report  # type: ignore[attr-defined]
-        raise err
-    if foreign and not skip:
+    elif foreign and not skip:
         err = TeardownError(foreign_line(foreign, Target(
             target.subscription, target.group, did, target.from_folder)))  # fmt: skip
+    if err is not None:
         err.report = report  # type: ignore[attr-defined]
-        raise err
-    return report
+    return report, err
 
 
 def _report(label: str, dry: bool, queried: bool, steps: list[Step], alone: list[Resource],
