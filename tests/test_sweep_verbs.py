@@ -487,3 +487,32 @@ def test_a_price_refresh_into_a_fifo_is_refused_before_asking_the_api(tmp_path):
     with pytest.raises(PriceError, match="not a regular file"):
         refresh_prices(["ND96isr_H100_v5"], "eastus", fifo)  # (the API is port 9: no answer)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+# ------------------------------------------------------------ wrong types in an override
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("price_per_hour = true", "price_per_hour: true is a boolean"),
+        ('gpus = "8"', "gpus: '8' is text"),
+        ("ib_links = false", "ib_links: false is a boolean"),
+        ('nvls_efficiency = "0.8"', "nvls_efficiency: '0.8' is text"),
+    ],
+)
+def test_a_catalog_override_of_the_wrong_type_is_refused_not_coerced(tmp_path, line, words):
+    path = tmp_path / "over.toml"
+    path.write_text(f"[vm.ND96isr_H100_v5]\n{line}\n")
+    with pytest.raises(CatalogError, match=words):
+        load_catalog([path], defaults=False)
+
+
+def test_quantities_and_true_booleans_in_an_override_still_read(tmp_path):
+    path = tmp_path / "over.toml"
+    path.write_text(
+        '[vm.ND96isr_H100_v5]\nib_rate = "400 Gb/s"\nprice_per_hour = 98.5\n'
+        "gpudirect_rdma = true\ngpus = 8\n"
+    )
+    vm = load_catalog([path], defaults=False).vm["ND96isr_H100_v5"]
+    assert (vm.ib_rate, vm.price_per_hour, vm.gpudirect_rdma, vm.gpus) == (50e9, 98.5, True, 8)
