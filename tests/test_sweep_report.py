@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import stoker
 from stoker.cli import app
 from stoker.errors import ReportError
-from stoker.report._measured import MAX_POINTS, Measured
+from stoker.measure.measured import MAX_POINTS, Measured
 
 runner = CliRunner()
 READ_ONLY = Path("/proc/sys")  # a read-only file system: not writable even by root

@@ -167,7 +167,7 @@ class Checkpointer:
     def save_json(self, path: str | os.PathLike[str], name: str = "checkpoints") -> Any:
         """Write this run's saves (blocking, to the fast and durable tiers) as a
         ``stoker.measured/1`` record for ``stoker report --measured`` (docs/report.md)."""
-        from ..report._records import checkpoint_record
+        from ..measure.records import checkpoint_record
 
         return checkpoint_record(list(self.saves), self._started, name).save_json(path)
 

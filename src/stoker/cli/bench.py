@@ -43,7 +43,7 @@ def storage(
 
     blocks = tuple(int(parse_bytes(b)) for b in (block or ["1MiB", "4KiB"]))
     if record is not None:
-        from ..report._files import check_out
+        from .._output_files import check_out
 
         check_out(record, "--record")  # before the tests, not after them
     with steps_bar(shown(target), quiet=json_out) as show:  # a SAS URL given by mistake
@@ -56,7 +56,7 @@ def storage(
             progress=show,
         )
     if record is not None:
-        from ..report._records import storage_record
+        from ..measure.records import storage_record
 
         storage_record(results, shown(target)).save_json(record)
     for test in skipped(TESTS, blocks):
@@ -107,7 +107,7 @@ def loader(
     from ..measure import loader as lb
 
     if record is not None:
-        from ..report._files import check_out
+        from .._output_files import check_out
 
         check_out(record, "--record")  # before the run, not after it
     if generate:

@@ -251,13 +251,13 @@ def stage(
 
     reporter = JsonReporter() if json_out else terminal_reporter(f"{src} -> {dst}")
     if record is not None:
-        from ..report._records import RecordingReporter
+        from ..measure.records import RecordingReporter
 
         reporter = RecordingReporter(reporter)
     # (the lines' reader learns why they stopped)
     with user_errors(json_lines=json_out), interruptible(json_out):
         if record is not None:
-            from ..report._files import check_out
+            from .._output_files import check_out
 
             check_out(record, "--record")  # before the copy, not after it
         summary = run_stage(
@@ -280,7 +280,7 @@ def stage(
             content_type=content_type,
         )
     if record is not None and not dry_run:
-        from ..report._records import stage_record
+        from ..measure.records import stage_record
 
         stage_record(summary, reporter.points).save_json(record)
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with

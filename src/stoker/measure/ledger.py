@@ -331,7 +331,7 @@ class Ledger:
     def save_json(self, path: str | os.PathLike[str], name: str = "training loop") -> Path:
         """Write the summary and the step split over time as a ``stoker.measured/1`` record
         for ``stoker report --measured`` (docs/report.md). Call from the loop's thread."""
-        from ..report._records import ledger_record
+        from .records import ledger_record
 
         summary = self.summary()
         with self._lock:  # the run's end is the last point: the last window is not lost

@@ -110,7 +110,7 @@ class LoaderResult:
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the run as a ``stoker.measured/1`` record (AU and MB/s over time) for
         ``stoker report --measured`` (docs/report.md)."""
-        from ..report._records import loader_record
+        from .records import loader_record
 
         name = f"{self.workload} x{self.accelerators} ({self.accelerator})"
         return loader_record(self, self.history, name).save_json(path)

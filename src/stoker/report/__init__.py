@@ -1,7 +1,7 @@
 """stoker report: one self-contained HTML file (inline SVG charts, no script, opens offline)
 from any mix of a plan, a simulation and measured runs; PNG or PDF of the same charts.
 
-    inputs (_inputs.py: plan, simulation; _measured.py: stoker.measured/1 records)
+    inputs (_inputs.py: plan, simulation; stoker.measure.measured: the stoker.measured/1 records)
     -> charts (_plan_charts.py, _sim_charts.py, _measured_charts.py; matplotlib via _figure.py)
     -> the page (_html.py) -> report() (_report.py)
 
@@ -13,7 +13,7 @@ import inspect as _inspect
 import sys as _sys
 import types as _types
 
-from ._measured import Measured, read_measured
+from ..measure.measured import Measured, read_measured
 from ._report import ReportResult, report
 
 __all__ = ["Measured", "ReportResult", "read_measured", "report"]

@@ -7,8 +7,8 @@ import datetime as dt
 from html import escape
 from typing import Any
 
+from ..measure.measured import Measured
 from ._figure import Chart, duration, money
-from ._measured import Measured
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;

@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._user_files import load_user_json
 from ..errors import ReportError
-from ._measured import Measured, _read_json, parse_measured, read_measured
+from ..measure.measured import Measured, parse_measured, read_measured
 
 PLAN_SCHEMA = "stoker.plan/1"
 SIMULATION_KIND = "stoker.simulation/1"
@@ -30,7 +31,7 @@ def load_plan(plan: Any) -> dict[str, Any]:
         from ..plan import plan_job
 
         return plan_job(p).to_dict()
-    doc = _read_json(p, "plan")
+    doc = load_user_json(p, "plan", ReportError)
     if isinstance(doc, list):
         raise ReportError(f"{p}: a list of plans (stoker plan --compare); give one plan")
     return _check_plan(doc, str(p))
@@ -129,7 +130,7 @@ def load_simulation(sim: Any) -> dict[str, Any]:
         sim = sim.to_dict()
     if not isinstance(sim, dict):
         where = str(sim)
-        sim = _read_json(Path(sim), "simulation")
+        sim = load_user_json(Path(sim), "simulation", ReportError)
     if not isinstance(sim, dict) or sim.get("kind") != SIMULATION_KIND:
         raise ReportError(
             f"{where}: not a simulation (kind should be {SIMULATION_KIND!r}); give "

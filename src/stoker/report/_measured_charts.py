@@ -8,9 +8,9 @@ import math
 import statistics
 from typing import Any
 
+from ..measure.measured import Measured, Series
 from ..units import format_rate
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, pct
-from ._measured import Measured, Series
 
 _PHASES = ("compute", "copy", "exposed_comm", "data", "checkpoint", "other")
 _LINE_COLOURS = (MEASURED, "#3d9970", "#8e6bb0", "#d1495b", "#5f6caf")

@@ -9,8 +9,8 @@ from typing import Any
 
 from matplotlib.ticker import MaxNLocator, NullLocator
 
+from ..measure.measured import Measured
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, money, pct
-from ._measured import Measured
 
 _PLAN_PHASES = (  # plan key -> ledger phase
     ("compute_s", "compute"),

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._output_files import atomic, write_atomic
 from .._redact import redact
 from ..errors import ReportError
 from ._figure import Chart
-from ._files import atomic, write_atomic
 from ._inputs import load_measured, load_plan, load_simulation
 
 
@@ -62,7 +62,7 @@ def report(
         if progress is not None:
             progress(what, done, steps)
 
-    from ._files import check_out
+    from .._output_files import check_out
 
     out = check_out(out, "--out")  # before minutes of planning and drawing
     pdf = None if pdf is None else check_out(pdf, "--pdf")

@@ -1,6 +1,6 @@
 """Measured records (``stoker.measured/1``) from what stoker's measuring code keeps: a Ledger's
 totals over time, a loader run, storage tests, a stage, a Checkpointer's saves. The measuring
-modules call these from their ``save_json``/``--record``; the record format is _measured.py's."""
+modules call these from their ``save_json``/``--record``; the format is ``measured.py``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._measured import Measured
+from .measured import Measured
 
 _PHASES = ("data", "copy", "compute", "exposed_comm", "checkpoint", "other")
 
@@ -102,7 +102,7 @@ class RecordingReporter:
     time (``points``: (t, bytes so far)), for ``stoker stage --record``."""
 
     def __init__(self, inner: Any) -> None:
-        from ..measure._history import History
+        from ._history import History
 
         self.inner, self.copied, self._history = inner, 0, History()
         self._history.offer(0)

@@ -10,9 +10,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._atomic import replaced, write_whole
-from .._user_files import check_user_output
-from ..errors import ReportError
+from ._atomic import replaced, write_whole
+from ._user_files import check_user_output
+from .errors import ReportError
 
 
 def check_out(path: str | os.PathLike[str], flag: str, *, folder: bool = False) -> Path:

@@ -78,7 +78,7 @@ class Measured:
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the record to ``path`` (aside, then renamed: a reader never sees half, and two
         runs recording to one path leave one whole record)."""
-        from ._files import check_out, write_atomic
+        from .._output_files import check_out, write_atomic
 
         out = check_out(path, "--record")
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n"
@@ -92,9 +92,10 @@ def _finite(v: Any) -> Any:
 def read_measured(path: str | os.PathLike[str]) -> Measured:
     """Read and check one ``stoker.measured/1`` file; a bad one is one ReportError line."""
     from .._redact import shown
+    from .._user_files import load_user_json
 
     p = Path(path)
-    m = parse_measured(_read_json(p, "measured record"), str(p))
+    m = parse_measured(load_user_json(p, "measured record", ReportError), str(p))
     m.path = shown(str(p))
     return m
 
@@ -200,9 +201,3 @@ def _series(unit: str, t: list[float], v: list[float | None]) -> tuple[Series, i
         with np.errstate(invalid="ignore", divide="ignore"):
             vs = np.where(count > 0, np.nansum(pad, axis=1) / np.maximum(count, 1), np.nan)
     return Series(unit, ts.tolist(), vs.tolist()), dropped
-
-
-def _read_json(p: Path, what: str) -> Any:
-    from .._user_files import load_user_json
-
-    return load_user_json(p, what, ReportError)
