@@ -5,19 +5,26 @@ from ._prices import VmPrice, refresh_prices
 from ._schema import (
     BlobTier,
     Catalog,
+    Fabric,
     FilesTier,
+    LustreCommon,
     LustreSku,
     NetAppLevel,
+    Provisioning,
     Source,
     VmSize,
+    vm_size_name,
 )
 
 __all__ = [
     "BlobTier",
     "Catalog",
+    "Fabric",
     "FilesTier",
+    "LustreCommon",
     "LustreSku",
     "NetAppLevel",
+    "Provisioning",
     "Source",
     "VmPrice",
     "VmSize",
@@ -25,4 +32,5 @@ __all__ = [
     "default_prices_path",
     "load_catalog",
     "refresh_prices",
+    "vm_size_name",
 ]

@@ -47,8 +47,7 @@ def _fmt(field: str, value: object) -> str:
 def _entry_prefix(entry: str, cat: object) -> str:
     """``--entry`` as the catalog keys it: a VM size with or without ``Standard_`` (as ARM and
     the Azure CLI write it), with or without ``vm.``, in any case."""
-    from ..catalog import Catalog
-    from ..catalog._schema import vm_size_name
+    from ..catalog import Catalog, vm_size_name
 
     assert isinstance(cat, Catalog)
     size = entry.removeprefix("vm.")

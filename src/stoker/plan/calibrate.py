@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._user_files import load_user_json
-from ..catalog import Catalog
-from ..catalog._schema import Source, vm_size_name
+from ..catalog import Catalog, Source, vm_size_name
 from ..errors import SpecError
 from ..units import parse_rate
 

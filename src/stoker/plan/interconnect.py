@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..catalog import VmSize
-from ..catalog._schema import Fabric
+from ..catalog import Fabric, VmSize
 from . import collectives as c
 from .facts import Network
 

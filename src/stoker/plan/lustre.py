@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import math
 
-from ..catalog import LustreSku
-from ..catalog._schema import LustreCommon
+from ..catalog import LustreCommon, LustreSku
 
 TIB = 2**40
 

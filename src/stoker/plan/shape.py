@@ -6,8 +6,7 @@ import dataclasses
 import difflib
 import math
 
-from ..catalog import Catalog, VmSize
-from ..catalog._schema import vm_size_name
+from ..catalog import Catalog, VmSize, vm_size_name
 from ..errors import SpecError
 from .spec import JobSpec
 

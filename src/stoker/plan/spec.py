@@ -23,7 +23,7 @@ from pydantic import (
 
 from .._user_files import load_user_toml
 from .._validation import describe
-from ..catalog._schema import vm_size_name
+from ..catalog import vm_size_name
 from ..errors import SpecError
 from ..quantities import Bytes, Count, Duration, Rate
 from ..units import parse_duration

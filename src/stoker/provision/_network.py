@@ -11,7 +11,7 @@ import ipaddress
 import math
 from dataclasses import dataclass, field
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ..errors import ProvisionError
 
 AZURE_RESERVED_IPS = 5  # per subnet: network, gateway, two DNS, broadcast

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ._cloud_init import DOCTOR_JSON
 from ._cost import Bill
 from ._layout import Layout

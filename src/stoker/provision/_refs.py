@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ._layout import Layout
 from ._teardown import TAG_DEPLOYMENT
 from ._text import arm_literal, check_tag

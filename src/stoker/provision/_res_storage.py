@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ._layout import Account, Layout
 from ._refs import account_name, api, rid, tags, with_skip
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ._layout import Layout
 from ._refs import account_name, api, rid, tags, with_skip
 from ._res_storage import subnet_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog._schema import Provisioning
+from ..catalog import Provisioning
 from ._cloud_init import render as render_cloud_init
 from ._cost import Bill, Line
 from ._layout import Layout
