@@ -30,7 +30,10 @@ def test_stalled_step_file_acts_once(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     acted = [e for e in lines if e["event"] == "idle"]
     assert len(acted) == 1 and acted[0]["last_step"] == 41 and acted[0]["idle_s"] >= 0.6
-    assert lines[0] == {"event": "verdict", "state": "busy", "reason": lines[0]["reason"]}
+    # the first readings do not yet cover the window: unknown, not idle
+    assert lines[0] == {"event": "verdict", "state": "unknown", "reason": lines[0]["reason"]}
+    assert "the readings cover" in lines[0]["reason"]
+    assert "of the 600 ms window" in lines[0]["reason"]
 
 
 def test_no_nvml_never_acts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -41,7 +44,8 @@ def test_no_nvml_never_acts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
             "--command", f"touch {shlex.quote(str(marker))}"]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 3
-    assert "missing data is not idle: no action" in result.stderr
+    assert "unknown: no GPU data: no NVIDIA driver" in result.stderr
+    assert "invalid data is not idle: no action" in result.stderr
     assert "1.2s passed without acting" in result.stderr
     assert not marker.exists()
 

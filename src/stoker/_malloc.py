@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 
-from .store._posix import _LIBC
+from ._libc import LIBC as _LIBC
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -32,7 +32,7 @@ TRIMMED_ABOVE = 512 << 20  # free memory past this at a heap's top goes back to 
 def keep_freed_memory(mapped_above: int = MAPPED_ABOVE, trimmed_above: int = TRIMMED_ABOVE) -> bool:
     """Fix glibc's thresholds for this process (a DataLoader worker's are smaller: see
     stream/_worker_memory); False where the C library is not glibc."""
-    libc = _LIBC  # (store._posix's handle on the C library; None on Windows)
+    libc = _LIBC  # None on Windows
     if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
         return False  # musl, macOS: their own allocators, left alone
     return bool(

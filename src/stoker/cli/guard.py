@@ -1,7 +1,7 @@
 """``stoker guard``: watch the GPUs (and the training step) and act once when they idle.
 
-Exit codes: 0 acted, 3 watched until ``--timeout`` without acting (busy, or no data), 2 a
-usage error or an action that failed."""
+Exit codes: 0 acted, 3 watched until ``--timeout`` without acting (busy, or no complete and
+valid data), 2 a usage error or an action that failed."""
 
 from __future__ import annotations
 
@@ -51,6 +51,9 @@ def guard(
     timeout: Annotated[
         str | None, typer.Option(help="Stop watching after this long without acting (exit 3).")
     ] = None,
+    scrape_timeout: Annotated[
+        str, typer.Option(help="Longest a --metrics endpoint may take to answer in all.")
+    ] = "5s",
     json_out: Annotated[
         bool, typer.Option("--json", help="JSON lines: each change of verdict, then the act.")
     ] = False,
@@ -68,7 +71,7 @@ def guard(
     if action not in ACTIONS:
         raise StokerError(f"--action {action}: choose one of {', '.join(ACTIONS)}")
     urls = list(metrics or [])
-    source = Metrics(urls) if urls else None
+    source = Metrics(urls, timeout_s=parse_duration(scrape_timeout)) if urls else None
     steps = step_source(step_file) if step_file else (source.steps if source else None)
     policy = GuardPolicy(
         idle_for_s=parse_duration(idle_for),
@@ -106,22 +109,18 @@ def guard(
                                    subscription=subscription)  # fmt: skip
     else:
         act = acts.print_action(emit)
-    deadline = time.monotonic() + parse_duration(timeout) if timeout else None
     shown = _Changes(json_out)
-    g = Guard(policy, gpus=gpus, steps=steps, action=act, on_verdict=shown)
+    g = Guard(policy, gpus=gpus, steps=steps, action=act, on_verdict=shown, clock=time.time)
     what = [] if no_gpus else [f"the GPUs stay under {util_below:g} %"]
     what += ["no training step is recorded"] if steps else []
     stderr.print(f"guard: {action} once {' or '.join(what)} for {idle_for}", highlight=False)
-    while True:
-        verdict = g.run(max_ticks=1)
-        if verdict is not None:
-            if action != "print":
-                emit(acts.evidence(verdict) | {"action": action, "done": True})
-            return
-        if deadline is not None and time.monotonic() >= deadline:
-            stderr.print(f"guard: {timeout} passed without acting ({shown.last})", highlight=False)
-            raise typer.Exit(3)
-        time.sleep(policy.interval_s)
+    verdict = g.run(until=time.time() + parse_duration(timeout) if timeout else None)
+    if verdict is None:
+        last = escape(shown.last)
+        stderr.print(f"guard: {timeout} passed without acting ({last})", highlight=False)
+        raise typer.Exit(3)
+    if action != "print":
+        emit(acts.evidence(verdict) | {"action": action, "done": True})
 
 
 class _Changes:
@@ -140,7 +139,8 @@ class _Changes:
         if self.json_out:
             _line({"event": "verdict", "state": verdict.state, "reason": verdict.reason})
         else:
-            note = " (missing data is not idle: no action)" if verdict.state == "unknown" else ""
+            unknown = verdict.state == "unknown"
+            note = " (incomplete or invalid data is not idle: no action)" if unknown else ""
             stderr.print(escape(self.last + note), highlight=False)
 
 
@@ -161,4 +161,10 @@ def _evidence_text(e: dict[str, Any]) -> str:
     if e.get("last_step") is not None:
         age = e.get("last_step_age_s") or 0
         parts.append(f"last step {e['last_step']} ({format_duration(age)} ago)")
-    return "; ".join(parts)
+    span = e.get("span") or {}
+    if span.get("count"):
+        parts.append(
+            f"{span['count']} readings over {format_duration(span['span_s'])} "
+            f"(largest gap {format_duration(span['max_gap_s'])})"
+        )
+    return escape("; ".join(parts))

@@ -38,7 +38,7 @@ def api_version(namespace: str) -> str:
 
 
 def _is_loopback(host: str) -> bool:
-    from ..store._url import is_loopback
+    from ..store import is_loopback
 
     return is_loopback(host)
 
@@ -78,7 +78,7 @@ class ArmClients:
         if self.credential is None:
             from azure.identity import DefaultAzureCredential
 
-            from ..store._azure_errors import quiet_identity_logs
+            from ..store import quiet_identity_logs
 
             quiet_identity_logs()  # the chain's failure reaches the user once, as our error
             self.credential = DefaultAzureCredential()

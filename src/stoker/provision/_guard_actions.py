@@ -1,6 +1,8 @@
 """What ``guard`` does, once, when it finds the GPUs idle: each action takes the idle
 ``Verdict`` and hands on the evidence (how long, which GPUs, the peak utilization, the last
-step) as JSON:
+step, and the readings it rests on: time and utilization per GPU, with their count and span)
+as JSON. Only an idle verdict reaches an action; "unknown" (missing or invalid data) never does:
+``Guard`` checks the state, and each action here checks it again.
 
 - ``print_action``: to a callback (the CLI prints it);
 - ``command_action``: runs a shell command with the evidence in ``$STOKER_GUARD_EVIDENCE``;
@@ -23,9 +25,23 @@ from .._redact import shown
 from ..errors import StokerError
 from .guard import Verdict
 
+ENV_MAX_BYTES = 64 << 10  # Linux caps one environment string at 128 KiB
+
 
 def evidence(verdict: Verdict) -> dict[str, Any]:
+    if not verdict.idle:  # a second gate: an action never runs on a verdict that is not idle
+        raise StokerError(f"guard: no action on a {verdict.state} verdict ({verdict.reason})")
     return {"event": "idle", "host": os.uname().nodename, **verdict.to_dict()}
+
+
+def _env_evidence(verdict: Verdict) -> str:
+    """The evidence for ``$STOKER_GUARD_EVIDENCE``: whole, or where the readings would not fit
+    an environment string, their count and span (``span``) without each reading."""
+    found = evidence(verdict)
+    whole = json.dumps(found)
+    if len(whole.encode()) <= ENV_MAX_BYTES:
+        return whole
+    return json.dumps(found | {"samples": [], "samples_left_out": len(found["samples"])})
 
 
 def print_action(emit: Callable[[dict[str, Any]], None]) -> Callable[[Verdict], None]:
@@ -34,7 +50,7 @@ def print_action(emit: Callable[[dict[str, Any]], None]) -> Callable[[Verdict], 
 
 def command_action(command: str, *, timeout_s: float = 3600.0) -> Callable[[Verdict], None]:
     def act(verdict: Verdict) -> None:
-        env = {**os.environ, "STOKER_GUARD_EVIDENCE": json.dumps(evidence(verdict))}
+        env = {**os.environ, "STOKER_GUARD_EVIDENCE": _env_evidence(verdict)}
         try:
             done = subprocess.run(command, shell=True, env=env, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:
@@ -67,6 +83,7 @@ def teardown_action(deployment: str, **options: Any) -> Callable[[Verdict], Any]
     def act(verdict: Verdict) -> Any:
         from .teardown import teardown
 
+        evidence(verdict)  # raises unless the verdict is idle
         return teardown(deployment, dry_run=False, **options)
 
     return act

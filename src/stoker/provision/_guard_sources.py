@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._redact import shown
-from .guard import GpuReading, StepReading
+from ._guard_evidence import MAX_GPUS, GpuReading, GpuValue, StepReading, text
+
+MAX_SCRAPE_BYTES = 16 << 20  # a node's page is a few KiB; more is not an exporter answering
 
 
 def nvml_gpus(gpus: Any = None) -> Callable[[float], GpuReading]:
-    """This node's GPUs; ``gpus`` is a ``stoker.measure.gpus.Gpus`` (made here if None)."""
+    """This node's GPUs; ``gpus`` is a ``stoker.measure.gpus.Gpus`` (made here if None). Each
+    GPU NVML counts is announced; each one sampled is reported."""
     if gpus is None:
         from ..measure.gpus import Gpus
 
@@ -30,21 +34,37 @@ def nvml_gpus(gpus: Any = None) -> Callable[[float], GpuReading]:
 
     def read(now: float) -> GpuReading:
         if gpus.problem:
-            return GpuReading(now, None, gpus.problem)
+            return GpuReading(now, None, missing=gpus.problem)
         try:
             samples = gpus.sample()
         except Exception as exc:  # noqa: BLE001 - any NVML failure is missing data, not idle
-            return GpuReading(now, None, f"NVML read failed ({type(exc).__name__}: {exc})")
+            return GpuReading(now, None, missing=f"NVML read failed ({type(exc).__name__})")
         if gpus.lost:
             lost = ", ".join(f"GPU {i}: {why}" for i, why in sorted(gpus.lost.items()))
-            return GpuReading(now, None, f"GPU(s) not answering ({lost})")
-        return GpuReading(now, {str(s.index): float(s.utilization) for s in samples})
+            return GpuReading(now, None, missing=f"GPU(s) not answering ({lost})")
+        values = tuple(
+            GpuValue(
+                str(s.index),
+                float(s.utilization),
+                memory_used_bytes=s.memory_used,
+                memory_total_bytes=s.memory_total,
+                power_w=s.power_w,
+                name=s.name,
+            )
+            for s in samples
+        )
+        announced = tuple(str(i) for i in range(len(gpus.handles)))
+        return GpuReading(now, values, announced=announced)
 
     return read
 
 
 class Metrics:
-    """Prometheus endpoints read once per tick; ``gpus`` and ``steps`` read from that scrape."""
+    """Prometheus endpoints read once per tick; ``gpus`` and ``steps`` read from that scrape.
+
+    A scrape that takes more than ``timeout_s`` in all (an endpoint that trickles, or never
+    ends its last line), answers more than 16 MiB, or ends without a newline (cut off) is
+    missing data."""
 
     def __init__(
         self,
@@ -61,9 +81,18 @@ class Metrics:
     def _http_get(self, url: str) -> str:
         import httpx
 
-        response = httpx.get(url, timeout=self.timeout_s)
-        response.raise_for_status()
-        return response.text
+        deadline = time.monotonic() + self.timeout_s
+        body = bytearray()
+        with httpx.stream("GET", url, timeout=self.timeout_s) as response:
+            response.raise_for_status()
+            # each read waits at most timeout_s: the deadline bounds the whole answer
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_SCRAPE_BYTES:
+                    raise ValueError(f"more than {MAX_SCRAPE_BYTES >> 20} MiB")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no whole answer in {self.timeout_s:g} s")
+        return body.decode()
 
     def _scrape(self, now: float) -> dict[str, list[Any] | str]:
         if self._at == now:
@@ -73,44 +102,58 @@ class Metrics:
         out: dict[str, list[Any] | str] = {}
         for url in self.urls:
             try:
-                text = self._get(url)
-                out[url] = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
-            except Exception as exc:  # noqa: BLE001 - unreachable or unreadable: missing data
+                page = self._get(url)
+            except Exception as exc:  # noqa: BLE001 - unreachable or too slow: missing data
                 out[url] = f"{shown(url)} did not answer ({type(exc).__name__})"
+                continue
+            if page and not page.endswith("\n"):
+                out[url] = f"{shown(url)} answered a last line without an end (cut off)"
+                continue
+            try:
+                out[url] = [s for fam in text_string_to_metric_families(page) for s in fam.samples]
+            except Exception as exc:  # noqa: BLE001 - the parser's errors: not metrics
+                why = f"answered what is not Prometheus text ({type(exc).__name__})"
+                out[url] = f"{shown(url)} {why}"
         self._at, self._scrapes = now, out
         return out
 
     def gpus(self, now: float) -> GpuReading:
-        util: dict[str, float] = {}
+        """The GPUs of every ``stoker watch`` endpoint: each announces ``stoker_gpus`` of them
+        (``Hostname/0`` ...), each reported by its ``stoker_gpu_utilization_ratio``."""
+        values: list[GpuValue] = []
+        announced: list[str] = []
         for url, samples in self._scrape(now).items():
             if isinstance(samples, str):
-                return GpuReading(now, None, samples)
-            count = [s.value for s in samples if s.name == "stoker_gpus"]
-            if count and count[0] == 0:
-                return GpuReading(now, None, f"{shown(url)}: its node has no NVIDIA driver/GPU")
-            lost = [
-                s.labels.get("gpu", "?")
-                for s in samples
-                if s.name == "stoker_gpu_lost" and s.value == 1
-            ]
-            if lost:
-                return GpuReading(now, None, f"{shown(url)}: GPU {', '.join(lost)} not answering")
-            found = [s for s in samples if s.name == "stoker_gpu_utilization_ratio"]
+                return GpuReading(now, None, missing=samples)
+            count = [s for s in samples if s.name == "stoker_gpus"]
             if not count:  # not a `stoker watch` endpoint (a trainer's, say): no GPU source
                 continue
-            for s in found:
-                if math.isnan(s.value):
-                    return GpuReading(now, None, f"{shown(url)}: GPU {s.labels.get('gpu')} NaN")
-                where = s.labels.get("Hostname", url)
-                util[f"{where}/{s.labels.get('gpu', '?')}"] = s.value * 100  # guard speaks %
-        if not util:
-            why = "no endpoint serves stoker_gpu_utilization_ratio (run `stoker watch` on nodes)"
-            return GpuReading(now, None, why)
-        return GpuReading(now, util)
+            n = count[0].value
+            if len(count) > 1 or not math.isfinite(n) or n != int(n) or not 0 <= n <= MAX_GPUS:
+                why = f"{shown(url)}: stoker_gpus {n!r} ({len(count)} given) is not a GPU count"
+                return GpuReading(now, None, missing=why)
+            if n == 0:
+                why = f"{shown(url)}: its node has no NVIDIA driver/GPU"
+                return GpuReading(now, None, missing=why)
+            lost = [
+                text(s.labels.get("gpu", "?"))
+                for s in samples
+                if s.name == "stoker_gpu_lost" and s.value != 0
+            ]
+            if lost:
+                why = f"{shown(url)}: GPU {', '.join(lost)} not answering"
+                return GpuReading(now, None, missing=why)
+            host = count[0].labels.get("Hostname") or url
+            announced += [f"{host}/{i}" for i in range(int(n))]
+            values += _gpu_values(samples, host)
+        if not announced:
+            why = "no endpoint serves stoker_gpus (run `stoker watch` on the nodes)"
+            return GpuReading(now, None, missing=why)
+        return GpuReading(now, tuple(values), announced=tuple(announced))
 
     def steps(self, now: float) -> StepReading:
         best: int | None = None
-        for samples in self._scrape(now).values():
+        for url, samples in self._scrape(now).items():
             if isinstance(samples, str):
                 return StepReading(now, None, samples)
             count = [
@@ -120,23 +163,55 @@ class Metrics:
             ]
             if len(count) < 2:  # a node's `stoker watch` serves GPUs only: not a step source
                 continue
+            if not all(math.isfinite(c) and c >= 0 and c == int(c) for c in count):
+                return StepReading(now, None, f"{shown(url)}: step counts {count!r} are not counts")
             best = max(best or 0, int(sum(count)))
         if best is None:
             return StepReading(now, None, "no endpoint serves stoker_steps_total (a Ledger)")
         return StepReading(now, best)
 
 
+def _gpu_values(samples: Sequence[Any], host: str) -> list[GpuValue]:
+    """One value per ``stoker_gpu_utilization_ratio`` sample (the guard speaks %), with the
+    same GPU's memory and power where served (NaN power: not read)."""
+
+    def key(s: Any) -> str:
+        return f"{s.labels.get('Hostname') or host}/{s.labels.get('gpu', '?')}"
+
+    memory = {key(s): s.value for s in samples if s.name == "stoker_gpu_memory_used_bytes"}
+    power = {
+        key(s): s.value
+        for s in samples
+        if s.name == "stoker_gpu_power_watts" and not math.isnan(s.value)
+    }
+    return [
+        GpuValue(
+            key(s),
+            s.value * 100,
+            memory_used_bytes=memory.get(key(s)),
+            power_w=power.get(key(s)),
+            name=s.labels.get("modelName", ""),
+        )
+        for s in samples
+        if s.name == "stoker_gpu_utilization_ratio"
+    ]
+
+
 def step_file(path: str | Path) -> Callable[[float], StepReading]:
-    """A file the training loop writes its step number into (or touches, each step); a file
-    that is not there yet is missing data."""
+    """A file the training loop writes its step number into (or touches, each step, leaving it
+    empty); a file that is not there yet, or holds anything else, is missing data."""
     path = Path(path)
 
     def read(now: float) -> StepReading:
         try:
-            text = path.read_text().strip()
+            content = path.read_text(errors="replace").strip()
             mtime = os.stat(path).st_mtime_ns
         except OSError as exc:
             return StepReading(now, None, f"{path}: {exc.strerror or exc}")
-        return StepReading(now, int(text) if text.isdigit() else mtime)
+        if not content:
+            return StepReading(now, mtime)
+        if content.isascii() and content.isdigit():
+            return StepReading(now, int(content))
+        return StepReading(now, None, f"{path}: {text(content[:40])!r} is not a step number")
 
     return read

@@ -8,20 +8,26 @@ recorded, for a set time (``stoker guard``).
 **The decision is a pure function**, ``decide(samples, steps, policy, now)``, over the readings
 kept for the last ``idle_for_s`` (and a little more):
 
-- *GPUs idle*: every reading in the window has data, the readings cover the whole window with no
-  gap longer than ``max_gap_s``, and every GPU read stayed under ``util_below`` percent in each.
-- *No step*: step readings with data cover the whole window and the step count did not change.
+- *GPUs idle*: every reading from the window's start to now is complete and valid (see
+  ``_guard_evidence``: every GPU announced is reported, once, with values in range), no gap
+  between readings is longer than ``gap_s`` (2 x the interval and a little), and every GPU read
+  stayed under ``util_below`` percent in each.
+- *No step*: valid step readings cover the whole window the same way and the count did not
+  change.
 
-**Missing data is never idleness.** No NVML (no driver, no GPU), a GPU that stopped answering,
-a metrics endpoint that does not answer, a gap in the readings: each makes the verdict
-"unknown" with the reason, and the window starts again after the data returns. A guard that
-cannot see the GPUs says so; it does not tear a running job down.
+**Missing data is never idleness.** No NVML (no driver, no GPU), a GPU that stopped answering or
+was not reported, a value out of range, an endpoint that does not answer or answers garbage, a
+gap in the readings, readings that do not yet cover the window: each makes the verdict "unknown"
+with the reason (which GPU, which value, where the gap was), and the window starts again after
+the data returns. A guard that cannot see the GPUs says so; it does not tear a running job down.
+An idle verdict carries the readings it rests on (``samples``) and their count and span.
 
 **Once.** ``Guard.run`` acts on the first idle verdict and returns it; it never acts twice.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -29,6 +35,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import StokerError
+from ._guard_evidence import (
+    GpuReading,
+    GpuValue,
+    StepReading,
+    gpu_problem,
+    gpu_samples,
+    step_problem,
+    summary,
+    walk,
+)
+
+__all__ = ["GpuReading", "GpuValue", "Guard", "GuardPolicy", "StepReading", "Verdict", "decide"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +56,7 @@ class GuardPolicy:
     watch_gpus: bool = True
     watch_steps: bool = True  # when a step source is given
     interval_s: float = 15.0  # between readings
-    max_gap_s: float | None = None  # a longer gap between readings is missing data; 3 x interval
+    max_gap_s: float | None = None  # a longer gap between readings is missing data (gap_s)
 
     def __post_init__(self) -> None:
         if not self.idle_for_s > 0:
@@ -52,31 +70,17 @@ class GuardPolicy:
 
     @property
     def gap_s(self) -> float:
-        return self.max_gap_s if self.max_gap_s is not None else 3 * self.interval_s
-
-
-@dataclass(frozen=True)
-class GpuReading:
-    """One reading of the GPUs watched: utilization % by GPU (``"node/gpu"`` or ``"0"``), or
-    ``None`` with why there is no data."""
-
-    at: float
-    util: dict[str, float] | None
-    missing: str = ""
-
-
-@dataclass(frozen=True)
-class StepReading:
-    """One reading of the training step count; ``None`` with why there is none."""
-
-    at: float
-    step: int | None
-    missing: str = ""
+        """The longest time between readings that still covers the window: 2 x the interval
+        and a little for the time a reading takes (a tenth of it, at least 250 ms), unless
+        ``max_gap_s`` says."""
+        if self.max_gap_s is not None:
+            return self.max_gap_s
+        return 2 * self.interval_s + max(0.1 * self.interval_s, 0.25)
 
 
 @dataclass
 class Verdict:
-    state: str  # "idle", "busy" or "unknown" (missing data: never acted on)
+    state: str  # "idle", "busy" or "unknown" (missing or invalid data: never acted on)
     reason: str  # what was found idle ("GPUs under 5 % for 31 min"), busy or missing
     idle_s: float = 0.0  # how long the idle condition has held
     gpus: list[str] = field(default_factory=list)  # the GPUs found idle
@@ -84,6 +88,8 @@ class Verdict:
     last_step: int | None = None
     last_step_age_s: float | None = None  # since the step count last changed
     at: float = 0.0
+    samples: list[dict[str, Any]] = field(default_factory=list)  # what an idle verdict rests on
+    span: dict[str, Any] = field(default_factory=dict)  # their count, first/last time, max gap
 
     @property
     def idle(self) -> bool:
@@ -115,59 +121,76 @@ def decide(
     return first
 
 
-def _trailing(readings: Sequence[Any], ok: Callable[[Any], bool], gap_s: float) -> list[Any]:
-    """The newest run of readings that have data and no gap longer than ``gap_s``."""
-    run: list[Any] = []
-    for r in reversed(readings):
-        if not ok(r) or (run and run[-1].at - r.at > gap_s):
-            break
-        run.append(r)
-    return run[::-1]
+def _fresh(last: Any, policy: GuardPolicy, now: float, what: str) -> str:
+    """Why the newest reading is no evidence of now: "" when it is."""
+    if not (math.isfinite(last.at) and math.isfinite(now)) or last.at > now:
+        return f"the {what} reading's time {last.at!r} is not before now ({now!r})"
+    if now - last.at > policy.gap_s:
+        return f"no {what} reading for {_dur(now - last.at)}"
+    return ""
 
 
 def _gpu_verdict(readings: Sequence[GpuReading], policy: GuardPolicy, now: float) -> Verdict:
     if not readings:
         return Verdict("unknown", "no GPU reading yet", at=now)
     last = readings[-1]
-    if last.util is None:
-        return Verdict("unknown", f"no GPU data: {last.missing or 'unknown why'}", at=now)
-    if now - last.at > policy.gap_s:
-        return Verdict("unknown", f"no GPU reading for {now - last.at:.0f} s", at=now)
-    if not last.util:
-        return Verdict("unknown", "no GPU data: the reading named no GPU", at=now)
-    names = set(last.util)
-    run = _trailing(readings, lambda r: bool(r.util) and set(r.util) == names, policy.gap_s)
-    busy = [r for r in run if max(r.util.values()) >= policy.util_below]
-    if busy:
-        run = run[run.index(busy[-1]) + 1 :]  # idle only since the last busy reading
-    idle_s = (now - run[0].at) if run else 0.0
-    peak = max((max(r.util.values()) for r in run), default=None)
+    why = gpu_problem(last) or _fresh(last, policy, now, "GPU")
+    if why:
+        return Verdict("unknown", why, at=now)
+    names = set(last.announced)
+
+    def problem(r: GpuReading) -> str:
+        bad = gpu_problem(r)
+        if not bad and set(r.announced) != names:
+            bad = f"the GPUs announced changed ({len(r.announced)}, now {len(names)})"
+        return bad
+
+    start = now - policy.idle_for_s
+    run, busy, why = walk(
+        readings, problem, lambda r: max(r.util.values()) >= policy.util_below,
+        gap_s=policy.gap_s, start=start, now=now,
+    )  # fmt: skip
+    idle_s = (now - run[-1].at) if run else 0.0
     shown = sorted(names, key=_natural)
-    if run and idle_s >= policy.idle_for_s:
-        why = f"{len(names)} GPU(s) under {policy.util_below:g} % for {_dur(idle_s)}"
-        return Verdict("idle", why, idle_s, shown, peak, at=now)
-    if busy and not run:
-        top = max(last.util.values())
+    peak = max((max(r.util.values()) for r in run), default=None)
+    under = f"GPUs under {policy.util_below:g} % for {_dur(idle_s)}"
+    if busy is not None and not run:
+        top = max(busy.util.values())
         return Verdict("busy", f"GPUs busy (up to {top:.0f} %)", 0.0, [], top, at=now)
-    why = f"GPUs under {policy.util_below:g} % for {_dur(idle_s)} of {_dur(policy.idle_for_s)}"
-    return Verdict("busy", why, idle_s, shown, peak, at=now)
+    if busy is not None:
+        why = f"{under} of {_dur(policy.idle_for_s)}"
+        return Verdict("busy", why, idle_s, shown, peak, at=now)
+    if run[-1].at <= start:
+        run = run[::-1]
+        why = f"{len(names)} GPU(s) under {policy.util_below:g} % for {_dur(idle_s)}"
+        return Verdict(
+            "idle", why, idle_s, shown, peak, at=now, samples=gpu_samples(run), span=summary(run)
+        )
+    why = why or f"the readings cover {_dur(idle_s)} of the {_dur(policy.idle_for_s)} window"
+    return Verdict("unknown", f"{under}, but {why}", idle_s, shown, peak, at=now)
 
 
 def _step_verdict(readings: Sequence[StepReading], policy: GuardPolicy, now: float) -> Verdict:
     last = readings[-1]
-    if last.step is None:
-        return Verdict("unknown", f"no step data: {last.missing or 'unknown why'}", at=now)
-    if now - last.at > policy.gap_s:
-        return Verdict("unknown", f"no step reading for {now - last.at:.0f} s", at=now)
-    run = _trailing(readings, lambda r: r.step is not None, policy.gap_s)
-    changed = [i for i in range(1, len(run)) if run[i].step != run[i - 1].step]
-    since = run[changed[-1]].at if changed else run[0].at  # the step (or the data) began here
-    age = now - since
-    if age >= policy.idle_for_s:
+    why = step_problem(last) or _fresh(last, policy, now, "step")
+    if why:
+        return Verdict("unknown", why, at=now)
+    start = now - policy.idle_for_s
+    run, changed, why = walk(
+        readings, step_problem, lambda r: r.step != last.step,
+        gap_s=policy.gap_s, start=start, now=now,
+    )  # fmt: skip
+    age = now - run[-1].at  # the step (or the data) has stood still since
+    kept = {"last_step": last.step, "last_step_age_s": age, "at": now}
+    if changed is not None:
+        return Verdict("busy", f"step {last.step}, last changed {_dur(age)} ago", **kept)
+    if run[-1].at <= start:
+        run = run[::-1]
         why = f"no training step for {_dur(age)} (step {last.step})"
-        return Verdict("idle", why, age, last_step=last.step, last_step_age_s=age, at=now)
-    why = f"step {last.step}, last changed {_dur(age)} ago"
-    return Verdict("busy", why, 0.0, last_step=last.step, last_step_age_s=age, at=now)
+        samples = [{"at": r.at, "step": r.step} for r in run]
+        return Verdict("idle", why, age, **kept, samples=samples, span=summary(run))
+    why = why or f"the readings cover {_dur(age)} of the {_dur(policy.idle_for_s)} window"
+    return Verdict("unknown", f"step {last.step} for {_dur(age)}, but {why}", **kept)
 
 
 def _dur(seconds: float) -> str:
@@ -215,17 +238,19 @@ class Guard:
         """One reading of each source and the verdict on all readings so far."""
         now = self.clock()
         if self.policy.watch_gpus and self.gpus is not None:
-            self.gpu_log.append(self.gpus(now))
+            self.gpu_log.append(_read(self.gpus, now, GpuReading))
         if self.policy.watch_steps and self.steps is not None:
-            self.step_log.append(self.steps(now))
+            self.step_log.append(_read(self.steps, now, StepReading))
         verdict = decide(list(self.gpu_log), list(self.step_log), self.policy, now)
         self.on_verdict(verdict)
         return verdict
 
-    def run(self, *, max_ticks: int | None = None) -> Verdict | None:
-        """Tick until idle, act once and return the verdict; None after ``max_ticks``."""
+    def run(self, *, max_ticks: int | None = None, until: float | None = None) -> Verdict | None:
+        """Tick every ``interval_s`` until idle, act once and return the verdict; None after
+        ``max_ticks``, or once the clock reaches ``until``."""
         ticks = 0
         while self.acted is None:
+            began = self.clock()
             verdict = self.tick()
             if verdict.idle:
                 self.acted = verdict
@@ -234,5 +259,16 @@ class Guard:
             ticks += 1
             if max_ticks is not None and ticks >= max_ticks:
                 return None
-            self.sleep(self.policy.interval_s)
+            if until is not None and self.clock() >= until:
+                return None
+            # a steady beat: the time a reading took comes out of the wait, not on top of it
+            self.sleep(max(0.0, self.policy.interval_s - (self.clock() - began)))
         return self.acted
+
+
+def _read(source: Callable[[float], Any], now: float, kind: type) -> Any:
+    """One reading; a source that fails is missing data, never a crash or idleness."""
+    try:
+        return source(now)
+    except Exception as exc:  # noqa: BLE001 - any failure of a source is missing data
+        return kind(now, None, missing=f"the source failed ({type(exc).__name__})")

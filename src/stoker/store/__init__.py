@@ -4,17 +4,21 @@ interface. Nothing else in stoker opens a connection or builds a blob path."""
 from __future__ import annotations
 
 from .._redact import redact
+from ._azure_errors import quiet_identity_logs
 from ._base import ObjectInfo, Store
 from ._bwlimit import Bandwidth, parse_bwlimit
 from ._copy import CopyRun, Journal, copy_object
 from ._copy_down import resume_unit
 from ._credentials import azure_auth
-from ._loop import pause, run_async, run_sync
+from ._download import download, fetch_ranges
+from ._env import adopt, store_environment
+from ._loop import IOLoop, pause, run_async, run_sync
 from ._posix import PosixStore, disk_error, fsync_dir
+from ._retry import retry_budget_s
 from ._safety import check_key, safe_path
 from ._small import HELD_WHOLE, SMALL, WHOLE, WRITERS, SmallWriter
 from ._spool import clear_stale
-from ._url import Location, parse_url
+from ._url import Location, is_loopback, parse_url
 
 
 def open_store(
@@ -46,25 +50,33 @@ __all__ = [
     "WRITERS",
     "Bandwidth",
     "CopyRun",
+    "IOLoop",
     "Journal",
     "Location",
     "ObjectInfo",
     "PosixStore",
     "SmallWriter",
     "Store",
+    "adopt",
     "azure_auth",
     "check_key",
     "clear_stale",
     "copy_object",
     "disk_error",
+    "download",
+    "fetch_ranges",
     "fsync_dir",
+    "is_loopback",
     "open_store",
     "parse_bwlimit",
     "parse_url",
     "pause",
+    "quiet_identity_logs",
     "redact",
     "resume_unit",
+    "retry_budget_s",
     "run_async",
     "run_sync",
     "safe_path",
+    "store_environment",
 ]

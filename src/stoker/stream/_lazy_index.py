@@ -8,8 +8,7 @@ import os
 from typing import Any
 
 from ..errors import StreamError
-from ..store import open_store, parse_url
-from ..store._loop import IOLoop
+from ..store import IOLoop, open_store, parse_url
 from ._index import INDEX, DatasetIndex
 
 

@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import StreamWarning
-from ..store import parse_url
-from ..store._env import store_environment
+from ..store import parse_url, store_environment
 from ._counters import Counters
 from ._format import CorruptSample, ShardReader
 from ._index import DatasetIndex

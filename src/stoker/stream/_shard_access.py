@@ -15,11 +15,7 @@ import numpy as np
 import torch.utils.data
 
 from ..errors import AccessDeniedError, NoContainerError, StokerError, StreamError
-from ..store import open_store
-from ..store._download import download
-from ..store._env import adopt
-from ..store._loop import IOLoop
-from ..store._retry import retry_budget_s
+from ..store import IOLoop, adopt, download, open_store, retry_budget_s
 from ._buffers import BufferPool, shared_tensor
 from ._cache import ShardCache
 from ._format import ShardReader, page_cached

@@ -14,8 +14,7 @@ from typing import Any
 import xxhash
 
 from ..errors import StreamError
-from ..store import open_store
-from ..store._loop import IOLoop
+from ..store import IOLoop, open_store
 from ..units import parse_bytes
 from ._format import encode_shard
 from ._index import INDEX, DatasetIndex, ShardInfo
