@@ -6,10 +6,19 @@ from types import SimpleNamespace
 
 
 class FakeNvml:
-    """``count`` H100s (two by default); GPM on the first only."""
+    """``count`` H100s (two by default); GPM on the first only. ``util``, ``names`` and
+    ``memory_used`` (by GPU index) stand in for what a driver could report, sane or not."""
 
-    def __init__(self, count: int = 2) -> None:
+    def __init__(
+        self,
+        count: int = 2,
+        *,
+        util: dict[int, float] | None = None,
+        names: dict[int, bytes] | None = None,
+        memory_used: dict[int, int] | None = None,
+    ) -> None:
         self.count = count
+        self.util, self.names, self.memory_used = util or {}, names or {}, memory_used or {}
 
     NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL = 1, 2, 3
 
@@ -24,13 +33,13 @@ class FakeNvml:
         return i
 
     def nvmlDeviceGetName(self, h: int) -> bytes:
-        return b"NVIDIA H100 80GB HBM3"
+        return self.names.get(h, b"NVIDIA H100 80GB HBM3")
 
     def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(gpu=97 - h, memory=40)
+        return SimpleNamespace(gpu=self.util.get(h, 97 - h), memory=40)
 
     def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
-        return SimpleNamespace(used=60 << 30, total=80 << 30)
+        return SimpleNamespace(used=self.memory_used.get(h, 60 << 30), total=80 << 30)
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return 650_000

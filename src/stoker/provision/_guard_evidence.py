@@ -78,21 +78,28 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _n(value: Any) -> str:
+    """A value as a reason shows it: -1, 101, inf, nan; anything else as its repr, escaped."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return text(repr(value))
+
+
 def _value_problem(v: GpuValue) -> str:
     if text(v.name) != v.name:
-        return f"its name {text(v.name)!r} holds control characters"
+        return f"its name '{text(v.name)}' holds control characters"
     if not _number(v.util_pct) or not 0 <= v.util_pct <= 100:
-        return f"utilization {v.util_pct!r} % is not a number from 0 to 100"
+        return f"utilization {_n(v.util_pct)} % is not a number from 0 to 100"
     total = v.memory_total_bytes
     if total is not None and (not _number(total) or total <= 0):
-        return f"memory total {total!r} bytes is not a size above 0"
+        return f"memory total {_n(total)} bytes is not a size above 0"
     used = v.memory_used_bytes
     if used is not None and (not _number(used) or used < 0):
-        return f"memory used {used!r} bytes is not a size from 0 up"
+        return f"memory used {_n(used)} bytes is not a size from 0 up"
     if used is not None and total is not None and used > total:
         return f"memory used {used:.0f} bytes is more than its total {total:.0f}"
     if v.power_w is not None and (not _number(v.power_w) or v.power_w < 0):
-        return f"power {v.power_w!r} W is not a figure from 0 up"
+        return f"power {_n(v.power_w)} W is not a figure from 0 up"
     return ""
 
 
@@ -119,7 +126,7 @@ def gpu_problem(r: GpuReading) -> str:
         return f"{len(announced)} GPU(s) announced, {len(reported)} reported: GPU {names} missing"
     for v in r.values:
         if text(v.gpu) != v.gpu:
-            return f"GPU {text(v.gpu)!r}: its name holds control characters"
+            return f"GPU '{text(v.gpu)}': its name holds control characters"
         bad = _value_problem(v)
         if bad:
             return f"GPU {text(v.gpu)}: {bad}"
