@@ -27,14 +27,18 @@ INIT = ROOT / "src" / "stoker" / "__init__.py"
 NOT_AT_THE_TOP = {
     "catalog": {
         "BlobTier",
+        "Fabric",
         "FilesTier",
+        "LustreCommon",
         "LustreSku",
         "NetAppLevel",
+        "Provisioning",
         "Source",
         "VmPrice",
         "VmSize",
         "catalog_layers",
         "default_prices_path",
+        "vm_size_name",
     },
     "checkpoint": {"CheckReport", "Problem", "TierCost"},
     "measure": {"bench_storage", "doctor", "most_accelerators", "run_loader", "serve"},
