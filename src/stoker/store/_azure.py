@@ -282,6 +282,29 @@ class BlobStore(Store):
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 
+    async def create_bytes(self, key: str, data: bytes) -> bool:
+        """One Put Blob sent with If-None-Match: * (the service refuses it, 409, where a blob
+        of that name exists)."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        from ._blocks import content_type_of
+
+        try:
+            await obstore.put_async(
+                self._store,
+                key,
+                data,
+                mode="create",
+                use_multipart=False,
+                attributes={"Content-Type": content_type_of(self, key)},
+            )
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        except Exception as exc:
+            raise translate(exc, f"writing {self}/{key}") from exc
+        return True
+
     def copies_from(self, src: Store) -> bool:
         """Copy Blob reads a source in the same account with this store's own credentials, and
         one in another account through the source's SAS, over HTTPS (the service must reach

@@ -111,6 +111,13 @@ class Store(abc.ABC):
             f.flush()
             await self.write_file(key, Path(f.name), len(data), hashlib.md5(data).hexdigest())
 
+    async def create_bytes(self, key: str, data: bytes) -> bool:
+        """Store a small object as ``key`` only if none is there: create-only and atomic (a
+        reader sees all of it or nothing). True if this call created it, False if an object
+        was there already; of two writers racing, exactly one gets True. For a claim that
+        must never overwrite another's (a checkpoint prefix's owner)."""
+        raise NotImplementedError(f"{self} cannot create an object only where none is")
+
     async def read_all(self, key: str) -> bytes | None:
         """A small object's bytes, or None when it does not exist."""
         info = await self.head(key)

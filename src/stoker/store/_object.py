@@ -95,6 +95,19 @@ class ObjectStore(Store):
         except Exception as exc:
             raise translate(exc, f"writing {self}/{key}") from exc
 
+    async def create_bytes(self, key: str, data: bytes) -> bool:
+        """A conditional put (S3 If-None-Match: *, GCS ifGenerationMatch=0)."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            await obstore.put_async(self._store, key, data, mode="create")
+        except (AlreadyExistsError, PreconditionError):
+            return False
+        except Exception as exc:
+            raise translate(exc, f"writing {self}/{key}") from exc
+        return True
+
     async def delete(self, key: str) -> None:
         import obstore
 
