@@ -19,6 +19,10 @@ import torch.distributed as dist
 
 from stoker.checkpoint import Checkpointer
 
+# One job on emulated nodes: their fast folders differ here (on real nodes one path), so the
+# default job id (from the fast folder) would differ by node; a job says who it is.
+JOB = "ckpt-worker"
+
 
 def main() -> None:
     mode, out, fast = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -30,7 +34,7 @@ def main() -> None:
         (out / f"rank-{rank}.json").write_text(json.dumps(result))
         dist.destroy_process_group()
         return
-    ckpt = Checkpointer(fast, durable, keep_last=2)
+    ckpt = Checkpointer(fast, durable, keep_last=2, job_id=JOB)
     if mode == "save":
         for step in (1, 2, 3):
             ckpt.save(step, {"x": torch.full((1000,), float(rank * 100 + step)), "rank": rank})
@@ -108,7 +112,7 @@ def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> 
         run: dict[str, Any] = {"durable": durable}
         if mode == "nodes":
             fast = base / f"d{i}" / f"node{rank // RANKS_PER_NODE}"
-            ckpt = Checkpointer(fast, durable, keep_last=2)
+            ckpt = Checkpointer(fast, durable, keep_last=2, job_id=JOB)
             run["nodes"] = ckpt.group.nodes
             for step in (1, 2, 3):
                 state = model_state(step)
@@ -126,7 +130,7 @@ def nodes(mode: str, base: Path, durables: list[str], rank: int, world: int) -> 
             run["wiped"] = loaded(ckpt.load(), replicated, rank)
             ckpt.close()
         else:  # another world size, from the durable tier alone (a fresh fast folder)
-            ckpt = Checkpointer(base / f"d{i}" / f"fresh{rank}", durable)
+            ckpt = Checkpointer(base / f"d{i}" / f"fresh{rank}", durable, job_id=JOB)
             try:
                 run["plain"] = loaded(ckpt.load(), replicated, rank)
             except Exception as exc:  # noqa: BLE001 - reported to the test
@@ -150,7 +154,7 @@ def mismatch(fast: Path, rank: int) -> str:
     except Exception as exc:  # noqa: BLE001 - reported to the test
         alone = str(exc)
     ckpt.close()
-    ckpt = Checkpointer(fast, fast.parent / "durable")
+    ckpt = Checkpointer(fast, fast.parent / "durable", job_id=JOB)
     state = model_state(1)
     if rank == 3:
         state["model"]["extra"] = torch.zeros(3)
@@ -174,7 +178,7 @@ def dcp_nodes(fast: Path, durable: str) -> dict[str, Any]:
 
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     full = torch.arange(64, dtype=torch.float32).reshape(16, 4)
-    ckpt = Checkpointer(fast, durable + "-dcp")
+    ckpt = Checkpointer(fast, durable + "-dcp", job_id=JOB)
     dcp.save({"w": distribute_tensor(full, mesh, [Shard(0)])}, storage_writer=ckpt.dcp_writer(9))
     ckpt.wait()
     dist.barrier()  # every rank's upload is done, so each node's lowest rank has committed

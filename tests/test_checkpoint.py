@@ -279,14 +279,15 @@ def test_a_checkpointer_saving_into_a_new_folder_is_not_refused(tmp_path: Path) 
 
 def test_pull_leaves_nothing_behind_when_the_durable_copy_is_damaged(tmp_path: Path) -> None:
     durable = tmp_path / "durable"
-    with Checkpointer(tmp_path / "fast", durable) as ckpt:
+    # (a job resumed from another fast folder says it is the same job: see _claim.py)
+    with Checkpointer(tmp_path / "fast", durable, job_id="run-1") as ckpt:
         ckpt.save(1, _state(1))
         ckpt.save(2, _state(2))
     shard = durable / step_dir(2) / "shard-00000-of-00001.bin"
     data = bytearray(shard.read_bytes())
     data[-40] ^= 1
     shard.write_bytes(bytes(data))
-    with Checkpointer(tmp_path / "new", durable) as ckpt:
+    with Checkpointer(tmp_path / "new", durable, job_id="run-1") as ckpt:
         with pytest.raises(CorruptCheckpointError, match=r"step 2 .* committed there: 1 \(pull"):
             ckpt.pull()
         assert not (tmp_path / "new").exists()

@@ -53,6 +53,7 @@ def test_saves_reach_blob_committed_and_pruned(blob_env: str, tmp_path: Path) ->
         f"{step_dir(2)}/{SHARD}",
         f"{step_dir(3)}/manifest.json",
         f"{step_dir(3)}/{SHARD}",
+        "stoker-claim.json",  # the prefix's owner (see _claim.py)
     ]
 
 

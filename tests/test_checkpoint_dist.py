@@ -45,7 +45,7 @@ def test_two_ranks_save_one_commit_and_load_their_own_shard(blob_env: str, tmp_p
         "shard-00000-of-00002.bin",
         "shard-00001-of-00002.bin",
     ]
-    with Checkpointer(fast, durable) as ckpt:
+    with Checkpointer(fast, durable, job_id="ckpt-worker") as ckpt:  # (the worker's JOB)
         assert {i.step: i.tiers["durable"] for i in ckpt.list()} == {3: "ok", 2: "ok"}
         with pytest.raises(CheckpointError, match="saved by 2 ranks, this job has 1"):
             ckpt.load()
@@ -61,7 +61,7 @@ def test_dcp_save_through_stoker_reshards_from_two_ranks_to_one(tmp_path: Path) 
     assert manifest.kind == "dcp" and ".metadata" in {f.name for f in manifest.files}
     fresh = {"version": 1, "epoch": 0, "position": 0, "dataset": "ab12", "shuffle": False}
     state = {"w": torch.zeros(8, 2), "epoch": 0, "loader": fresh}  # a new loader's state_dict()
-    with Checkpointer(fast) as ckpt:
+    with Checkpointer(fast, job_id="ckpt-worker") as ckpt:
         dcp.load(state, storage_reader=ckpt.dcp_reader(), no_dist=True)
         with pytest.raises(CheckpointError, match="torch.distributed.checkpoint"):
             ckpt.load()

@@ -193,7 +193,8 @@ def test_pull_of_a_damaged_step_exits_1_names_the_step_option_and_leaves_nothing
 
 def test_pull_over_an_existing_fast_folder_removes_only_its_own_step(tmp_path: Path) -> None:
     fast, durable = _local(tmp_path, (10,))
-    with Checkpointer(tmp_path / "other", durable, keep_last=5) as ckpt:
+    job = json.loads((durable / "stoker-claim.json").read_bytes())["job_id"]  # the same job
+    with Checkpointer(tmp_path / "other", durable, keep_last=5, job_id=job) as ckpt:
         ckpt.save(20, {"w": torch.zeros(8)})
     _flip(durable / step_dir(20) / "shard-00000-of-00001.bin")
     out = runner.invoke(app, ["checkpoint", "pull", str(durable), str(fast)])

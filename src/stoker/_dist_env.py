@@ -30,6 +30,9 @@ class TorchrunEnv:
     local_rank: int = 0
     local_world_size: int = 1
     node_rank: int = 0  # GROUP_RANK
+    # TORCHELASTIC_RUN_ID: the same for every rank and restart of one torchrun job (None: unset,
+    # or torchrun's "none", its value when no --rdzv-id was given)
+    run_id: str | None = None
     given: frozenset[str] = frozenset()  # the variables that were set
 
     @property
@@ -67,7 +70,13 @@ def torchrun_env(
         local_world_size=local_world,
         node_rank=whole("GROUP_RANK", 0, below=("the node count", nodes)),
         given=frozenset(n for n in NAMES if (env.get(n) or "").strip()),
+        run_id=_run_id(env),
     )
+
+
+def _run_id(env: Mapping[str, str]) -> str | None:
+    text = (env.get("TORCHELASTIC_RUN_ID") or "").strip()
+    return None if text.lower() in ("", "none") else text
 
 
 def rank_and_world(*, error: type[StokerError] = StokerError) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from ..errors import CheckpointError
 from ..store._loop import IOLoop
 from . import _writers
 from ._at_exit import close_at_exit
+from ._claim import check_durable_place, claim, job_id_for
 from ._costs import TierCost, check_prices, tier_costs
 from ._group import Group
 from ._interval import checkpoint_interval
@@ -66,6 +67,12 @@ class Checkpointer:
     and never deletes the newest one that loads. Each tier is probed for a write when the
     Checkpointer is made, so a missing container or a read-only mount fails here, not at a
     later save; ``check_writable=False`` skips it (to list, verify, load or pull only).
+
+    The durable prefix is claimed for ``job_id`` (else torchrun's run id, else one derived
+    from the fast folder; see _claim.py): a job with another id is refused here, and load,
+    list and retention see only this job's steps. A durable folder that is the fast folder,
+    or whose parent is missing (an unmounted volume), is refused; an endpoint that does not
+    answer fails here within seconds.
     """
 
     def __init__(
@@ -79,21 +86,19 @@ class Checkpointer:
         mtbf: float | str | None = None,
         reserve_like: Any = None,
         check_writable: bool = True,
+        job_id: str | None = None,
     ) -> None:
         check_retention(keep_last, keep_every, durable_keep_last)
         self.mtbf = mtbf
         self._io = IOLoop("stoker-checkpoint-io")
-        self.fast = Tier("fast", fast, self._io)
-        if self.fast.posix is None:
-            raise CheckpointError(
-                f"fast={fast!r}: the fast tier must be a local or mounted folder; "
-                "put object stores in durable="
-            )
-        self.durable = Tier("durable", durable, self._io) if durable is not None else None
-        self.group = Group()
-        if check_writable:  # found now, not at the first save's commit
-            tiers = [self.fast] + ([self.durable] if self.durable else [])
-            _writers.check_writable(tiers, self.group)
+        try:
+            self._open_tiers(fast, durable, job_id, check_writable)
+        except BaseException:
+            for name in ("fast", "durable"):
+                if getattr(self, name, None) is not None:
+                    getattr(self, name).close()
+            self._io.close()
+            raise
         # which ranks share a fast tier: one folder for all, or one per node (local NVMe)
         self.group.find_nodes(self.fast.posix.root, create=check_writable)
         self._lock = _writers.FastLock(self.fast, self.group.rank)
@@ -119,6 +124,39 @@ class Checkpointer:
         close_at_exit(self)
         if reserve_like is not None:  # the first save then copies into ready memory
             self.reserve(reserve_like)
+
+    def _open_tiers(
+        self,
+        fast: str | os.PathLike[str],
+        durable: str | os.PathLike[str] | None,
+        job_id: str | None,
+        check_writable: bool,
+    ) -> None:
+        """The tiers, checked (see _claim.py): the durable one is not the fast folder, its
+        volume is there, it answers within seconds, and it is this job's (claimed, or with
+        ``check_writable=False`` only read); then both are probed for a write."""
+        self.fast = Tier("fast", fast, self._io)
+        self.durable = None
+        if self.fast.posix is None:
+            raise CheckpointError(
+                f"fast={fast!r}: the fast tier must be a local or mounted folder; "
+                "put object stores in durable="
+            )
+        self.durable = Tier("durable", durable, self._io) if durable is not None else None
+        self.job_id, source = job_id_for(job_id, self.fast.posix.root)
+        if self.durable is not None:
+            check_durable_place(self.fast, self.durable)
+        tiers = [self.fast] + ([self.durable] if self.durable else [])
+        if self.durable is not None:
+            self.job_id = claim(self.durable, self.job_id, source, create=check_writable)
+            # Both tiers show this job's steps only. Without a durable tier the fast folder,
+            # locked while a job writes it, shows every step (a look at it later, under
+            # another id, must still find them).
+            for tier in tiers:
+                tier.job_id = self.job_id
+        self.group = Group()
+        if check_writable:  # found now, not at the first save's commit
+            _writers.check_writable(tiers, self.group)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any, *, replicated: Replicated = None) -> SaveStats:

@@ -83,6 +83,7 @@ class DCPWriter(FileSystemWriter):
             records,
             kind="dcp",
             nodes=group.nodes if group.node_local else None,
+            job_id=self.ckpt.job_id,
         )
         self.ckpt.commit_external(manifest)
         if self.stats is not None:

@@ -67,6 +67,9 @@ class CheckpointManifest:
     # the ranks that share each fast tier, when there are several (node-local disks); None:
     # one fast tier for every rank
     nodes: list[list[int]] | None = None
+    # the job that wrote it (see _claim.py): retention, load and listing act only on their
+    # job's steps; None: written by a stoker from before job ids (its tier's holder owns it)
+    job_id: str | None = None
 
     @property
     def node_local(self) -> bool:
@@ -96,7 +99,7 @@ class CheckpointManifest:
                 del f["rank"]
             if not f["tensors"]:
                 del f["tensors"]
-        for key in ("replicated", "private", "nodes"):
+        for key in ("replicated", "private", "nodes", "job_id"):
             if raw[key] is None:
                 del raw[key]
         return json.dumps(raw, indent=1).encode()

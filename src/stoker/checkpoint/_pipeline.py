@@ -240,6 +240,7 @@ class SavePipeline:
             replicated=plan.replicated if plan else None,
             private=plan.private if plan else None,
             nodes=self.group.nodes if self.group.node_local else None,
+            job_id=self.fast.job_id,
         )
         self._commit(self.fast, manifest)
         self.checker.trust(self.fast, manifest)  # every rank hashed its shard as it wrote it
@@ -310,7 +311,8 @@ class SavePipeline:
         with self._prune_lock:
             for tier in self.tiers:
                 for later, listing in tier.steps().items():
-                    if later > step:
+                    unknown = listing.committed and listing.owned is not True  # whose is it?
+                    if later > step and not (unknown and tier.job_id is not None):
                         log.info("discarding step %d from %s", later, tier)
                         tier.delete_step(listing)
                         gone.add(later)

@@ -100,15 +100,27 @@ def prune_tier(
         health = checker.check(step)
         return "" if health.loads else _why(health)
 
+    # Only this job's steps are deleted: the tier's listing leaves out those another job's
+    # manifest names, and a committed step whose manifest cannot be read now (so neither can
+    # its job) is kept. Incomplete steps (no manifest yet) are judged by the tier: the fast
+    # folder is locked by this job, the durable prefix claimed by it (_claim.py).
+    unknown = {s for s, listing in steps.items() if listing.committed and listing.owned is not True}
+    if tier.job_id is None:
+        unknown.clear()  # a tier with no job (made by hand): every step, as before job ids
     pruned = plan_prune(
         [s for s, listing in steps.items() if listing.committed],
         [s for s, listing in steps.items() if not listing.committed],
         loads,
         keep_last,
         keep_every,
-        protect,
+        protect | unknown,
         delete_damaged,
     )
+    for step in unknown & set(pruned.damaged):
+        pruned.damaged[step] += (
+            "; whose step it is cannot be read either, so it is never deleted by stoker "
+            "(remove it by hand if it is this job's)"
+        )
     for step, why in pruned.damaged.items():
         log.warning("step %d does not load, kept for inspection: %s", step, why)
     for step in [] if dry_run else pruned.deleted:

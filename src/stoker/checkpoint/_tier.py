@@ -7,6 +7,7 @@ checkpointer shares.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -33,6 +34,9 @@ class StepListing:
     step: int
     files: dict[str, int] = field(default_factory=dict)  # name in the step folder -> size
     etags: dict[str, str] = field(default_factory=dict)  # name -> version (ETag; mtime on POSIX)
+    # whether its manifest names this tier's job (or none: an older stoker's); None when that
+    # could not be read (no manifest, or one unreadable now), which retention never deletes
+    owned: bool | None = None
 
     @property
     def committed(self) -> bool:
@@ -43,6 +47,11 @@ class Tier:
     def __init__(self, name: str, url: str | os.PathLike[str], io: IOLoop) -> None:
         self.name, self.io = name, io
         self.store: Store = open_store(str(url))
+        # The job whose steps this tier shows (set by the Checkpointer, see _claim.py): a step
+        # whose manifest names another job is left out of ``steps`` and ``manifest``. None:
+        # every step (a tier made without a Checkpointer).
+        self.job_id: str | None = None
+        self._owners: dict[int, tuple[str, bool | None]] = {}  # step -> (manifest ETag, owned)
 
     def __str__(self) -> str:
         return f"{self.name} tier {self.store}"
@@ -78,14 +87,72 @@ class Tier:
                     step = step_of(entry.name)
                     if step is not None and entry.is_dir():
                         found.setdefault(step, StepListing(step))
+            if self.job_id is not None:
+                await self._judge_owners(found)
             return found
 
         return self._run(collect(), "listing")
 
+    async def _judge_owners(self, found: dict[int, StepListing]) -> None:
+        """Leave out the steps another job committed; mark each committed step ``owned`` (or
+        None, its manifest unreadable). Each manifest version is read once per process."""
+        gate = asyncio.Semaphore(16)
+
+        async def judge(listing: StepListing) -> bool | None:
+            etag = listing.etags.get(MANIFEST, "")
+            known = self._owners.get(listing.step)
+            if known is not None and known[0] == etag:
+                return known[1]
+            key = f"{step_dir(listing.step)}/{MANIFEST}"
+            try:
+                async with gate:
+                    data = await self.store.read_all(key)
+            except (StokerError, OSError):
+                return None  # not known now; asked again at the next listing
+            if data is None:  # deleted since the listing
+                return None
+            try:
+                owner = CheckpointManifest.from_json(data, f"{self}/{key}").job_id
+                owned: bool | None = owner is None or owner == self.job_id
+            except CheckpointError:
+                owned = None
+            self._owners[listing.step] = (etag, owned)
+            return owned
+
+        committed = [listing for listing in found.values() if listing.committed]
+        verdicts = await asyncio.gather(*(judge(listing) for listing in committed))
+        for listing, owned in zip(committed, verdicts, strict=True):
+            if owned is False:
+                del found[listing.step]
+            else:
+                listing.owned = owned
+
     def manifest(self, step: int) -> CheckpointManifest | None:
+        """The step's manifest; None when there is none, or it names another job (to this
+        tier's job, another's step does not exist)."""
         key = f"{step_dir(step)}/{MANIFEST}"
         data = self._run(self.store.read_all(key), f"reading {key}")
-        return None if data is None else CheckpointManifest.from_json(data, f"{self}/{key}")
+        if data is None:
+            return None
+        manifest = CheckpointManifest.from_json(data, f"{self}/{key}")
+        foreign = manifest.job_id not in (None, self.job_id) and self.job_id is not None
+        return None if foreign else manifest
+
+    def run_within(self, coro: Coroutine[Any, Any, T], timeout_s: float, what: str) -> T:
+        """``coro`` on this tier's loop, given up after ``timeout_s``: an endpoint that
+        accepts connections and never answers would otherwise hold the caller for minutes
+        (the store retries for two)."""
+
+        async def bounded() -> T:
+            try:
+                return await asyncio.wait_for(coro, timeout_s)
+            except TimeoutError:
+                raise CheckpointError(
+                    f"the {self} did not answer within {timeout_s:g} s ({what}): check the "
+                    "endpoint, the network and the firewall"
+                ) from None
+
+        return self._run(bounded(), what)
 
     def path(self, step: int, name: str) -> Path:
         assert self.posix is not None

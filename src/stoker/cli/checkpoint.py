@@ -24,6 +24,13 @@ app = typer.Typer(
 Fast = Annotated[str, typer.Argument(help="The fast tier folder (local NVMe, Lustre, NetApp).")]
 Durable = Annotated[str | None, typer.Option(help="The durable tier, e.g. az://ckpts/run1.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JobId = Annotated[
+    str | None,
+    typer.Option(
+        help="The job whose checkpoints these are (the Checkpointer's job_id=); default: "
+        "torchrun's run id, else the durable prefix's claim holder (prune: else the fast folder's)."
+    ),
+]
 
 
 # The library's errors name its parameters ("keep_last=0: ..."); a shell user typed options.
@@ -33,6 +40,7 @@ OPTIONS = {
     "step": "--step",
     "blob_tier": "--blob-tier",
     "fast_usd_per_gb_month": "--fast-price",
+    "job_id": "--job-id",
 }
 _PARAMETER = re.compile(r"\b(" + "|".join(OPTIONS) + r")=")
 
@@ -57,10 +65,10 @@ def _checkpoint_command(fn: Callable[..., Any]) -> Callable[..., Any]:
     return command(wrapper)
 
 
-def _open(fast: str, durable: str | None, **retention: Any) -> Any:
+def _open(fast: str, durable: str | None, job_id: str | None, **retention: Any) -> Any:
     from ..checkpoint import Checkpointer
 
-    return Checkpointer(fast, durable, **retention)
+    return Checkpointer(fast, durable, job_id=job_id, **retention)
 
 
 @contextmanager
@@ -115,6 +123,7 @@ def ls(
             "sizes, which find torn and truncated files, not a flipped byte).",
         ),
     ] = False,
+    job_id: JobId = None,
     json_out: Json = False,
 ) -> None:
     """Every step with its state on each tier (ok, damaged and why, missing, incomplete),
@@ -122,7 +131,7 @@ def ls(
     listed (what the others hold is shown all the same)."""
     from ..units import format_bytes
 
-    with _open(fast, durable, check_writable=False) as ckpt:
+    with _open(fast, durable, job_id, check_writable=False) as ckpt:
         infos = ckpt.list(hashes=hashes)
         costs = ckpt.costs(blob_tier=blob_tier, fast_usd_per_gb_month=fast_price, listing=infos)
     if json_out:
@@ -174,10 +183,11 @@ def verify(
     fast: Fast,
     durable: Durable = None,
     step: Annotated[int | None, typer.Option(help="Only this step.")] = None,
+    job_id: JobId = None,
     json_out: Json = False,
 ) -> None:
     """Re-hash every file of every committed step on every tier; exit 1 on any mismatch."""
-    with _open(fast, durable, check_writable=False) as ckpt:
+    with _open(fast, durable, job_id, check_writable=False) as ckpt:
 
         def size() -> int | None:  # the bar's: a listing of its own, so only for a bar
             with contextlib.suppress(StokerError):  # verify names what is wrong
@@ -222,13 +232,14 @@ def prune(
         bool,
         typer.Option(help="Also delete the steps that do not load (kept for inspection else)."),
     ] = False,
+    job_id: JobId = None,
     json_out: Json = False,
 ) -> None:
     """Delete what the retention policy does not keep, counting only steps that load (each of
     the newest is verified: manifest, sizes and hashes), so the newest step that loads always
     stays; incomplete steps older than it go too. A newer step that does not load is kept for
     inspection and named; exit 1 when there is one."""
-    with _open(fast, durable, keep_last=keep_last, keep_every=keep_every) as ckpt:
+    with _open(fast, durable, job_id, keep_last=keep_last, keep_every=keep_every) as ckpt:
         gone = ckpt.prune(dry_run=dry_run, delete_damaged=delete_damaged)
     if json_out:
         emit_json({"dry_run": dry_run, "deleted": gone, "damaged": gone.damaged})
@@ -237,8 +248,9 @@ def prune(
         for tier, steps in gone.items():
             stdout.print(f"{tier}: {verb} {len(steps)} step(s) {steps if steps else ''}")
     for tier, damaged in gone.damaged.items():
-        fate = "deleted" if delete_damaged and not dry_run else "kept for inspection"
         for step, why in damaged.items():
+            deleted = delete_damaged and not dry_run and step in gone.get(tier, [])
+            fate = "deleted" if deleted else "kept for inspection"
             stderr.print(
                 f"[bold red]damaged:[/] {tier} step {step} does not load ({fate}): {escape(why)}",
                 highlight=False,
@@ -254,10 +266,11 @@ def pull(
     durable: Annotated[str, typer.Argument(help="The durable tier, e.g. az://ckpts/run1.")],
     fast: Fast,
     step: Annotated[int | None, typer.Option(help="This step (default: the newest).")] = None,
+    job_id: JobId = None,
     json_out: Json = False,
 ) -> None:
     """Bring a checkpoint from the durable tier to the fast tier, verified (a new VM)."""
-    with _open(fast, durable, check_writable=False) as ckpt:  # pull reports its own writes
+    with _open(fast, durable, job_id, check_writable=False) as ckpt:  # pull reports its own writes
         with _progress(None, "pull", json_out) as progress:
             got, size = ckpt.pull(step, progress)
     if json_out:
