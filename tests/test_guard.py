@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 
 from stoker.errors import StokerError
-from stoker.provision._guard_actions import command_action, print_action, webhook_action
-from stoker.provision._guard_evidence import gpu_problem
-from stoker.provision._guard_sources import Metrics, nvml_gpus, step_file
-from stoker.provision.guard import GpuReading, Guard, GuardPolicy, StepReading, decide
+from stoker.operate._guard_actions import command_action, print_action, webhook_action
+from stoker.operate._guard_evidence import gpu_problem
+from stoker.operate._guard_sources import Metrics, nvml_gpus, step_file
+from stoker.operate.guard import GpuReading, Guard, GuardPolicy, StepReading, decide
 
 POLICY = GuardPolicy(idle_for_s=600, util_below=5, interval_s=60)
 

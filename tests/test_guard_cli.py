@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from stoker.cli import app
-from stoker.provision import _guard_sources
-from stoker.provision.guard import GpuReading
+from stoker.operate import _guard_sources
+from stoker.operate.guard import GpuReading
 
 FAST = ["--idle-for", "0.6s", "--interval", "0.1s"]
 

@@ -21,10 +21,10 @@ import pytest
 
 from fake_nvml import FakeNvml
 from stoker.measure.gpus import Gpus
-from stoker.provision._guard_actions import command_action, webhook_action
-from stoker.provision._guard_evidence import GpuValue, gpu_problem
-from stoker.provision._guard_sources import Metrics, nvml_gpus
-from stoker.provision.guard import GpuReading, Guard, GuardPolicy, Verdict
+from stoker.operate._guard_actions import command_action, webhook_action
+from stoker.operate._guard_evidence import GpuValue, gpu_problem
+from stoker.operate._guard_sources import Metrics, nvml_gpus
+from stoker.operate.guard import GpuReading, Guard, GuardPolicy, Verdict
 
 POLICY = GuardPolicy(idle_for_s=600, util_below=5, interval_s=60)
 

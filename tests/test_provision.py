@@ -18,7 +18,7 @@ from stoker.catalog import load_catalog
 from stoker.cli import app
 from stoker.errors import ProvisionError
 from stoker.plan import plan_job
-from stoker.provision._checks import check_lustre
+from stoker.provision._layout_checks import check_lustre
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SPECS = sorted(EXAMPLES.glob("*.toml"))

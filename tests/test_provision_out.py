@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import stoker
 from stoker.cli import app
 from stoker.errors import ProvisionError
-from stoker.provision._teardown import TAG_DEPLOYMENT
+from stoker.provision.tags import TAG_DEPLOYMENT
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SMALL = EXAMPLES / "finetune-1vm.toml"

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import stoker
 from stoker.cli import app
 from stoker.errors import ProvisionError
-from stoker.provision._teardown import TAG_DEPLOYMENT
+from stoker.provision.tags import TAG_DEPLOYMENT
 from stoker.provision.validate import ccws_errors, check
 
 EXAMPLES = Path(__file__).parent.parent / "examples"

@@ -15,9 +15,9 @@ from azure.core.credentials import AccessToken
 
 from arm_server import AMLFS, VMSS, ArmServer
 from stoker.errors import ArchiveError, TeardownError
-from stoker.provision import expired, teardown
-from stoker.provision._arm_client import ArmClients
-from stoker.provision._lro import ArchiveState, wait_archive, wait_gone
+from stoker.operate import expired, teardown
+from stoker.operate._arm import ArmClients
+from stoker.operate._lro import ArchiveState, wait_archive, wait_gone
 
 TOKEN = "fake-token-must-not-show-0123456789"
 DID = "5f0c2a7e9b8d4e1f8a3c6b2d1e0f9a87"  # the deployment's stoker-deployment-id

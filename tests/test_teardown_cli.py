@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from arm_server import AMLFS, VMSS, ArmServer
 from stoker.cli import app
-from stoker.provision._arm_client import ArmClients
+from stoker.operate._arm import ArmClients
 from test_teardown import DID, FS_TAGS, TAGS, TOKEN, FakeCredential, write_template
 
 

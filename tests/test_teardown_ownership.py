@@ -109,7 +109,7 @@ def test_the_recorded_group_and_subscription_are_used(tmp_path: Path) -> None:
         deploy = write_template(tmp_path / "deploy", group="rg-train", sub=arm.subscription)
         arm.add_vmss("rg-train", "gpus", TAGS)
         arm.add_amlfs("rg-train", "lustre", FS_TAGS)
-        from stoker.provision import teardown
+        from stoker.operate import teardown
         from test_teardown import FakeCredential
 
         report = teardown(deploy, credential=FakeCredential(), base_url=arm.url,
@@ -217,7 +217,7 @@ def test_a_folder_without_a_deployment_id_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_offline_dry_run_says_it_could_not_check(tmp_path: Path) -> None:
-    from stoker.provision import teardown
+    from stoker.operate import teardown
 
     class NoLogin:
         def get_token(self, *scopes: str, **kwargs: object) -> None:
@@ -256,6 +256,6 @@ def test_deployment_id_does_not_override_a_folders_own(deploy: Path, tmp_path: P
 
 
 def run_offline(deployment: Path, **kw: object):
-    from stoker.provision import teardown
+    from stoker.operate import teardown
 
     return teardown(deployment, **kw)  # type: ignore[arg-type]

@@ -72,11 +72,11 @@ _WHERE = {
     "StreamError": "errors",
     "TeardownError": "errors",
     "ArchiveError": "errors",
-    "TeardownReport": "provision",
-    "Guard": "provision",
-    "GuardPolicy": "provision",
-    "expired": "provision",
-    "teardown": "provision",
+    "TeardownReport": "operate",
+    "Guard": "operate",
+    "GuardPolicy": "operate",
+    "expired": "operate",
+    "teardown": "operate",
     "format_bytes": "units",
     "format_duration": "units",
     "format_rate": "units",
@@ -141,16 +141,9 @@ if TYPE_CHECKING:
         UntrustedStateError,
     )
     from .measure.ledger import Ledger
+    from .operate import Guard, GuardPolicy, TeardownReport, expired, teardown
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
-    from .provision import (
-        Deployment,
-        Guard,
-        GuardPolicy,
-        TeardownReport,
-        expired,
-        provision,
-        teardown,
-    )
+    from .provision import Deployment, provision
     from .report import Measured, report
     from .simulate import Simulation, simulate
     from .stage import (

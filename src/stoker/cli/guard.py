@@ -61,11 +61,10 @@ def guard(
     """Act once (print, command, webhook, teardown) when GPUs idle or training stops stepping."""
     import time
 
+    from .. import operate as acts
     from ..errors import StokerError
-    from ..provision import Guard, GuardPolicy
-    from ..provision import _guard_actions as acts
-    from ..provision._guard_sources import Metrics, nvml_gpus
-    from ..provision._guard_sources import step_file as step_source
+    from ..operate import Guard, GuardPolicy, Metrics, nvml_gpus
+    from ..operate import step_file as step_source
     from ..units import parse_duration
 
     if action not in ACTIONS:

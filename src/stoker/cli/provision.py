@@ -55,9 +55,8 @@ def provision(
     catalog: CatalogOpt = None,
 ) -> None:
     """Write the plan as infrastructure: main.json + parameters, cloud-init, CCWS, README."""
+    from ..provision import money, read_ssh_key
     from ..provision import provision as run
-    from ..provision._options import read_ssh_key
-    from ..provision._readme import money
 
     key = read_ssh_key(ssh_key) if ssh_key else None
     d = run(

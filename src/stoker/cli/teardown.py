@@ -80,7 +80,7 @@ def teardown(
 ) -> None:
     """Archive Lustre to Blob, then delete it; deallocate the scale sets; keep Blob."""
     from ..errors import ArchiveError, StokerError, TeardownError
-    from ..provision import expired, teardown
+    from ..operate import expired, teardown
     from ..units import parse_duration
 
     if expired_only:

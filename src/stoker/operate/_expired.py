@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._teardown import TAG_AFTER, TAG_PLAN, Resource, parse_time
+from ..provision.tags import TAG_AFTER, TAG_PLAN
+from ._steps import Resource, parse_time
 
 
 @dataclass
@@ -42,7 +43,7 @@ def expired(
 ) -> list[Expired]:
     """Resource groups of the subscription with a resource (or the group itself) whose
     ``teardown-after`` tag is in the past, most overdue first. Reads only."""
-    from ._arm_client import ArmClients, subscription_from_env, translate
+    from ._arm import ArmClients, subscription_from_env, translate
 
     now = now or dt.datetime.now(dt.UTC)
     arm = ArmClients(subscription_from_env(subscription), credential=credential, base_url=base_url)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TeardownError
-from ._teardown import TAG_DEPLOYMENT, TAG_PLAN, Resource
+from ..provision.tags import TAG_DEPLOYMENT, TAG_PLAN
+from ._steps import Resource
 
 RECORD = "stoker-deployment.json"
 

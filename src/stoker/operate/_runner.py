@@ -12,16 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ArchiveError, TeardownError
+from ..provision.tags import TAG_DEPLOYMENT
 from ._lro import ArchiveState, wait_archive, wait_gone
 from ._ownership import Foreign
-from ._teardown import AMLFS, TAG_DEPLOYMENT, VM, VMSS, Resource, Step
+from ._steps import AMLFS, VM, VMSS, Resource, Step
 
 Progress = Callable[[dict[str, Any]], None]
 
 
 def list_group(arm: Any, group: str) -> list[Resource]:
     """Every resource in ``group`` with its tags; [] when the group is gone."""
-    from ._arm_client import not_found, translate
+    from ._arm import not_found, translate
 
     try:
         return [
@@ -66,7 +67,7 @@ class Runner:
                 if isinstance(exc, TeardownError):
                     exc.report = self.report  # type: ignore[attr-defined]
                     raise
-                from ._arm_client import translate
+                from ._arm import translate
 
                 err = translate(exc, f"{step.action} {r.name}")
                 err.report = self.report  # type: ignore[attr-defined]
@@ -84,7 +85,7 @@ class Runner:
             self._delete_fs(step)
 
     def _get(self, read: Callable[[], Any]) -> dict[str, Any] | None:
-        from ._arm_client import not_found
+        from ._arm import not_found
 
         try:
             return read().as_dict()

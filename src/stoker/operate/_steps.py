@@ -27,12 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TeardownError
-
-TAG_PLAN = "stoker-plan"  # the plan (job) name
-TAG_COST = "stoker-usd-per-hour"  # what the resource costs per hour, as the plan priced it
-TAG_AFTER = "teardown-after"  # ISO 8601 time after which the deployment should be gone
-# Which `stoker provision` run made the resource: the proof of ownership teardown acts on.
-TAG_DEPLOYMENT = "stoker-deployment-id"
+from ..provision.tags import TAG_AFTER, TAG_COST
 
 AMLFS = "microsoft.storagecache/amlfilesystems"
 VMSS = "microsoft.compute/virtualmachinescalesets"

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TeardownError
+from ..provision.tags import TAG_DEPLOYMENT
 from ._expired import Expired, expired
 from ._ownership import (
     Foreign,
@@ -58,8 +59,7 @@ from ._ownership import (
     plan_only,
     require_id,
 )
-from ._teardown import (
-    TAG_DEPLOYMENT,
+from ._steps import (
     VMSS,
     Resource,
     Step,
@@ -135,7 +135,7 @@ def teardown(
     Raises ``ArchiveError`` (file system left intact) or ``TeardownError`` (foreign resources,
     a file system still in use, Azure errors); either carries the report so far as
     ``.report``."""
-    from ._arm_client import ArmClients, subscription_from_env
+    from ._arm import ArmClients, subscription_from_env
 
     template, target = _where(deployment, resource_group, subscription, deployment_id,
                               subscription_from_env(None))  # fmt: skip

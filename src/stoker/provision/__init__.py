@@ -1,9 +1,12 @@
 """stoker provision: the plan as deployable infrastructure (ARM template, cloud-init, CCWS
-parameters, a README of what it costs), and the end of a run (teardown, guard).
+parameters, a README of what it costs). Pure: plan in, files out; it never calls Azure (that is
+``stoker.operate``). ``tags.py`` is the ownership tags every resource carries.
 
-    plan (stoker.plan) -> _layout.py (typed resources; _checks.py, _network.py refuse what Azure
-    would) -> writers: _template.py (+ _res_network, _res_storage, _res_compute), _cloud_init.py,
-    _ccws.py, _readme.py; validate.py checks a written folder offline.
+    plan (stoker.plan) -> _layout.py (typed resources; _layout_checks.py, _network.py,
+    _volume_plan.py refuse what Azure would) -> writers: _template.py (+ _res_network,
+    _res_storage, _res_compute, _res_volumes; names checked by _names.py, text escaped by
+    _text.py), _cloud_init.py, _ccws.py, _readme.py -> _out.py (the folder, only ours);
+    validate.py checks a written folder offline.
 
 ``stoker.provision(spec, out)`` is both this package and the function, as ``stoker.stage`` is.
 """
@@ -12,23 +15,11 @@ import inspect as _inspect
 import sys as _sys
 import types as _types
 
-from ._expired import Expired, expired
+from ._options import read_ssh_key
 from ._provision import Deployment, provision
-from .guard import Guard, GuardPolicy, Verdict, decide
-from .teardown import TeardownReport, teardown
+from ._readme import money
 
-__all__ = [
-    "Deployment",
-    "Expired",
-    "Guard",
-    "GuardPolicy",
-    "TeardownReport",
-    "Verdict",
-    "decide",
-    "expired",
-    "provision",
-    "teardown",
-]
+__all__ = ["Deployment", "money", "provision", "read_ssh_key"]
 
 
 class _CallablePackage(_types.ModuleType):

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..catalog import Provisioning
 from ._layout import Layout
-from ._teardown import TAG_DEPLOYMENT
+from .tags import TAG_DEPLOYMENT
 
 SUBSCRIPTION = "__SUBSCRIPTION_ID__"
 MGS = "__LUSTRE_MGS_ADDRESS__"

@@ -17,7 +17,7 @@ import yaml
 
 from ._layout import Layout, Lustre
 from ._refs import account_name
-from ._volumes import Volume
+from ._volume_plan import Volume
 
 DOCTOR_JSON = "/var/log/stoker-doctor.json"
 LOG = "/var/log/stoker-cloud-init.log"

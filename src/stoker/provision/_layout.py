@@ -19,7 +19,7 @@ from ..plan import JobSpec, Plan
 from ..plan.shape import shape
 from ._network import Subnet, address_plan
 from ._options import ProvisionOptions
-from ._volumes import Volume, plan_volumes
+from ._volume_plan import Volume, plan_volumes
 
 TiB = 2**40  # an AMLFS capacity is a whole number of TiB, emitted as an integer
 _SHORT = {"data": "data", "checkpoints": "ckpt"}  # AMLFS names stay short
@@ -158,7 +158,7 @@ def layout(
     now: dt.datetime | None = None,
 ) -> Layout:
     """The resources that deploy ``plan``; raises ProvisionError naming the field it refuses."""
-    from ._checks import check_layout_inputs, check_plan_name, lustre_needs_request
+    from ._layout_checks import check_layout_inputs, check_plan_name, lustre_needs_request
 
     check_plan_name(plan.name)  # before any name is derived from it
     prefix = _prefix(plan.name, options.name)

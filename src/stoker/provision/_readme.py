@@ -9,8 +9,8 @@ from ..catalog import Provisioning
 from ._cloud_init import DOCTOR_JSON
 from ._cost import Bill
 from ._layout import Layout
-from ._teardown import TAG_DEPLOYMENT
 from ._text import sh
+from .tags import TAG_DEPLOYMENT
 
 
 def money(value: float | None) -> str:

@@ -7,8 +7,8 @@ from typing import Any
 
 from ..catalog import Provisioning
 from ._layout import Layout
-from ._teardown import TAG_DEPLOYMENT
 from ._text import arm_literal, check_tag
+from .tags import TAG_DEPLOYMENT
 
 
 def api(facts: Provisioning, namespace: str) -> str:

@@ -15,7 +15,7 @@ from ..catalog import Provisioning
 from ._layout import Layout
 from ._refs import account_name, api, rid, tags, with_skip
 from ._res_storage import subnet_id
-from ._volumes import GiB, TiB, Volume
+from ._volume_plan import GiB, TiB, Volume
 
 SHARE_SOFT_DELETE_DAYS = 7
 

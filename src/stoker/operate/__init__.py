@@ -1,0 +1,35 @@
+"""stoker operate: live Azure resources, through Azure Resource Manager. The end of a run
+(``teardown``: deallocate, archive Lustre, delete it), the groups past their ``teardown-after``
+tag (``expired``), and action when GPUs idle (``Guard``). It acts only on resources whose
+``stoker-deployment-id`` tag (``stoker.provision.tags``) proves them the deployment's, re-proven
+before each change, and only on complete, valid evidence.
+
+    teardown.py (which group, _ownership.py; the steps, _steps.py; running them, _runner.py;
+    long operations, _lro.py; the ARM client, _arm.py) · _expired.py ·
+    guard.py (the verdict; _guard_evidence.py, _guard_sources.py, _guard_actions.py)
+"""
+
+from ._expired import Expired, expired
+from ._guard_actions import command_action, evidence, print_action, teardown_action, webhook_action
+from ._guard_sources import Metrics, nvml_gpus, step_file
+from .guard import Guard, GuardPolicy, Verdict, decide
+from .teardown import TeardownReport, teardown
+
+__all__ = [
+    "Expired",
+    "Guard",
+    "GuardPolicy",
+    "Metrics",
+    "TeardownReport",
+    "Verdict",
+    "command_action",
+    "decide",
+    "evidence",
+    "expired",
+    "nvml_gpus",
+    "print_action",
+    "step_file",
+    "teardown",
+    "teardown_action",
+    "webhook_action",
+]
