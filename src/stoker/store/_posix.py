@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from .._libc import LIBC
 from ..errors import StageError, StokerError, StoreError
 from ._base import ObjectInfo, Store
 from ._posix_tree import TreeListing
@@ -31,10 +32,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-try:
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-except (OSError, TypeError):  # no C library to load by that name (Windows)
-    _LIBC = None
+_LIBC = LIBC
 
 
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
@@ -390,6 +388,7 @@ class PosixStore(Store):
                 folder.rmdir()
             except OSError:  # not empty (or gone): the folders above are not empty either
                 break
+
 
 def _create_exclusive(path: Path, data: bytes) -> bool:
     try:
