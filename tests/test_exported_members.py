@@ -41,7 +41,15 @@ NOT_AT_THE_TOP = {
         "vm_size_name",
     },
     "checkpoint": {"CheckReport", "Problem", "TierCost"},
-    "measure": {"bench_storage", "doctor", "most_accelerators", "run_loader", "serve"},
+    "measure": {
+        "ImdsUnreachable",
+        "bench_storage",
+        "doctor",
+        "fetch_instance",
+        "most_accelerators",
+        "run_loader",
+        "serve",
+    },
     "plan": {"markdown_compare", "parse_spec"},
     "operate": {
         "Expired",
@@ -58,7 +66,7 @@ NOT_AT_THE_TOP = {
     },
     "provision": {"money", "read_ssh_key"},
     "report": {"ReportResult", "read_measured"},
-    "stage": {"JsonReporter", "Reporter", "RichReporter"},
+    "stage": {"JsonReporter", "Reporter", "RichReporter", "terminal_reporter"},
     "stream": {"DatasetIndex", "ShardInfo", "StallMetrics", "serve_metrics"},
 }
 

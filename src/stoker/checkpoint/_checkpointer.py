@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CheckpointError
-from ..store._loop import IOLoop
+from ..store import IOLoop
 from . import _writers
 from ._at_exit import close_at_exit
 from ._claim import check_durable_place, claim, job_id_for
@@ -143,7 +143,11 @@ class Checkpointer:
                 "put object stores in durable="
             )
         self.durable = Tier("durable", durable, self._io) if durable is not None else None
+        self.group = Group()
         self.job_id, source = job_id_for(job_id, self.fast.posix.root)
+        if source == "the fast folder" and self.group.world_size > 1:
+            # One job, one id: rank 0's, where node-local fast folders differ in path.
+            self.job_id = self.group.all_gather(self.job_id, "write")[0]
         if self.durable is not None:
             check_durable_place(self.fast, self.durable)
         tiers = [self.fast] + ([self.durable] if self.durable else [])
@@ -154,7 +158,6 @@ class Checkpointer:
             # another id, must still find them).
             for tier in tiers:
                 tier.job_id = self.job_id
-        self.group = Group()
         if check_writable:  # found now, not at the first save's commit
             _writers.check_writable(tiers, self.group)
 

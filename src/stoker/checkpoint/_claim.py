@@ -14,8 +14,8 @@ claim by hand to give the prefix to another job, once its steps are no longer wa
 The job id: ``Checkpointer(job_id=...)``; else torchrun's TORCHELASTIC_RUN_ID (the same for
 every rank and every restart of one torchrun job, but a new one per launch under ``torchrun
 --standalone``: a job relaunched by hand passes ``job_id=``); else ``fast-`` and 16 hex digits
-of the SHA-256 of the fast folder's resolved path, so the same fast folder is the same job (and
-node-local fast tiers mounted at one path agree across nodes).
+of the SHA-256 of the fast folder's resolved path, so the same fast folder is the same job;
+under torch.distributed every rank takes rank 0's (node-local fast folders may differ in path).
 
 Steps written by a stoker from before job ids carry none in their manifest: they belong to
 whichever job holds the tier's claim (the first job to claim the prefix adopts them; a prefix

@@ -47,9 +47,7 @@ def tier_price(tier: Tier, blob_tier: str, override: float | None) -> tuple[floa
     price for Blob, else none (a local disk or a mount is billed with its VM or volume)."""
     if override is not None:
         return override, "given"
-    from ..store._azure import BlobStore
-
-    if isinstance(tier.store, BlobStore):  # the store's type, not its URL's spelling
+    if tier.store.service == "azure-blob":  # what the store is, not its URL's spelling
         from ..catalog import load_catalog
 
         blob = load_catalog().blob["standard"]

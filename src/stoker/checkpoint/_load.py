@@ -23,7 +23,7 @@ from typing import Any
 import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError, UntrustedStateError
-from ..store._download import fetch_ranges
+from ..store import fetch_ranges
 from ._group import Group
 from ._manifest import CheckpointManifest, FileRecord, shard_name, step_dir
 from ._shardfile import elsewhere, read_index, read_verified, restore

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._dist_env import torchrun_env
 from ..errors import CheckpointError
-from ..measure._imds import ImdsUnreachable
+from ..measure import ImdsUnreachable
 from ._scheduled_events import IMDS, EventsClient, ScheduledEvent
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._redact import redact
-from ..measure._imds import ImdsUnreachable, fetch_instance
+from ..measure import ImdsUnreachable, fetch_instance
 
 IMDS = "http://169.254.169.254"
 EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"

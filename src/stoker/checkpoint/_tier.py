@@ -14,15 +14,12 @@ import socket
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import xxhash
 
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError
-from ..store import PosixStore, Store, open_store
-from ..store._download import download
-from ..store._loop import IOLoop
-from ..store._posix import disk_error, fsync_dir
+from ..store import IOLoop, PosixStore, Store, disk_error, download, fsync_dir, open_store
 from ._manifest import MANIFEST, POINTER, CheckpointManifest, step_dir, step_of
 
 T = TypeVar("T")
@@ -58,7 +55,8 @@ class Tier:
 
     @property
     def posix(self) -> PosixStore | None:
-        return self.store if isinstance(self.store, PosixStore) else None
+        # A store that is a folder here is a PosixStore (the store's own answer, not its class).
+        return cast(PosixStore, self.store) if self.store.local_root is not None else None
 
     def _run(self, coro: Coroutine[Any, Any, T], what: str) -> T:
         try:

@@ -32,8 +32,7 @@ def pull(
 ) -> None:
     """Make the model available under ROOT/NAME/versions/<version>; print its path."""
     from .._malloc import keep_freed_memory
-    from ..stage import cache_pull
-    from ..stage._progress import terminal_reporter
+    from ..stage import cache_pull, terminal_reporter
 
     keep_freed_memory()  # (this process exists to move data: see _malloc)
     with interruptible(kept="the partial download is kept and the next pull resumes it"):

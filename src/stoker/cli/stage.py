@@ -242,9 +242,8 @@ def stage(
     --delete also deletes every file in DST that SRC does not have (within --include,
     --exclude and --rank: nothing else is touched), naming each; more than a few need --yes."""
     from .._malloc import keep_freed_memory
-    from ..stage import JsonReporter
+    from ..stage import JsonReporter, terminal_reporter
     from ..stage import stage as run_stage
-    from ..stage._progress import terminal_reporter
     from ..units import format_bytes, format_duration, format_rate
 
     keep_freed_memory()  # (this process exists to move data: see _malloc)
@@ -340,8 +339,8 @@ def verify(
 ) -> None:
     """Re-check a finished copy: every missing, extra, resized or changed object is named
     (on the keys that --include/--exclude/--rank took, as for the stage that made it)."""
+    from ..stage import terminal_reporter
     from ..stage import verify as run_verify
-    from ..stage._progress import terminal_reporter
 
     with interruptible(kept="nothing was changed; run it again to check"):
         report = run_verify(

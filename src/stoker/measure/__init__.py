@@ -10,6 +10,8 @@ import importlib
 from typing import Any
 
 _WHERE = {
+    "ImdsUnreachable": "_imds",
+    "fetch_instance": "_imds",
     "Ledger": "ledger",
     "doctor": "doctor",
     "bench_storage": "storage",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..stage._progress import Reporter
+from ..stage import Reporter
 
 
 class StageMeter(Reporter):

@@ -11,7 +11,7 @@ import types
 
 from ._api import cache_pull_async, stage_async, verify_async
 from ._cache import CacheResult, cache_pull
-from ._progress import JsonReporter, Reporter, RichReporter
+from ._progress import JsonReporter, Reporter, RichReporter, terminal_reporter
 from ._stage import StageSummary, stage
 from ._verify import VerifyReport, verify
 
@@ -26,6 +26,7 @@ __all__ = [
     "cache_pull_async",
     "stage",
     "stage_async",
+    "terminal_reporter",
     "verify",
     "verify_async",
 ]

@@ -33,6 +33,8 @@ STREAM_CHUNK = 1 << 20
 
 
 class BlobStore(Store):
+    service = "azure-blob"
+
     def __init__(
         self, loc: Location, auth: AzureAuth, *, block_size: int = 16 << 20, concurrency: int = 12
     ) -> None:

@@ -42,6 +42,9 @@ class Store(abc.ABC):
     # Whether ``modified`` is to the nanosecond on both sides of a comparison (a file
     # system's); Blob's times are whole seconds.
     exact_times: bool = False
+    # Which service bills what this store keeps ("azure-blob", "s3", "gcs"), for pricing it;
+    # None: a file system, billed with its VM or volume.
+    service: str | None = None
 
     # ---- what the store can do, asked by stage instead of its class (each store answers)
     @property

@@ -19,6 +19,7 @@ class ObjectStore(Store):
         from obstore.store import from_url
 
         self.loc, self.block_size, self.concurrency = loc, block_size, concurrency
+        self.service = {"s3": "s3", "gs": "gcs"}.get(loc.scheme, loc.scheme)
         url = f"{loc.scheme}://{loc.bucket}/{loc.prefix}"
         self._store = from_url(url, retry_config=RETRY)  # type: ignore[call-overload]
 

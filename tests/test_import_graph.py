@@ -1,0 +1,89 @@
+"""The import graph: packages talk through public faces.
+
+A module in ``stoker.A`` never imports a private module (or a private name) of another package
+``stoker.B``: only what ``stoker.B`` exposes in its ``__init__`` or a public module. The root's
+own private helpers (``stoker._atomic``, ``stoker._flock``, ...) are shared by every package and
+are allowed. Imports inside functions count as much as those at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "stoker"
+
+
+def _module_parts(path: Path) -> tuple[list[str], list[str]]:
+    """(the module's dotted parts, the package it belongs to)."""
+    parts = ["stoker", *path.relative_to(SRC).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+        return parts, parts
+    return parts, parts[:-1]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def reaches(path: Path, text: str | None = None) -> list[str]:
+    """Every ``stoker.B._private...`` that ``path`` imports from a package other than its own
+    (``text``: the module's source, where it is not read from ``path``)."""
+    _, package = _module_parts(path)
+    own = package[1] if len(package) > 1 else None
+    found = []
+    for node in ast.walk(ast.parse(text if text is not None else path.read_text(encoding="utf-8"))):
+        targets: list[list[str]] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = base + (node.module.split(".") if node.module else [])
+            else:
+                mod = (node.module or "").split(".")
+            targets.append(mod)
+            targets += [mod + [a.name] for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets += [a.name.split(".") for a in node.names]
+        for t in targets:
+            if len(t) < 3 or t[0] != "stoker" or t[1] == own:
+                continue
+            if not (SRC / t[1]).is_dir():  # a root module: stoker._atomic is shared
+                continue
+            if any(_private(p) for p in t[2:]):
+                found.append(".".join(t))
+    return sorted(set(found))
+
+
+def all_reaches() -> dict[str, list[str]]:
+    out = {}
+    for path in sorted(SRC.rglob("*.py")):
+        hits = reaches(path)
+        if hits:
+            out[str(path.relative_to(SRC.parent))] = hits
+    return out
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    found = all_reaches()
+    lines = [f"{f}: {', '.join(h)}" for f, h in found.items()]
+    assert not found, "private modules reached across packages:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("source", "bad"),
+    [
+        ("from ..store._loop import run_sync\n", True),
+        ("from ..store import _loop\n", True),
+        ("from ..store import run_sync\n", False),
+        ("from .._atomic import write_atomic\n", False),
+        ("from ._engine import Engine\n", False),
+        ("def f():\n    from stoker.catalog._schema import Provisioning\n", True),
+        ("import stoker.report._records\n", True),
+    ],
+)
+def test_the_check_itself_catches_a_reach(source: str, bad: bool) -> None:
+    # As if the source were a module of stage/.
+    assert bool(reaches(SRC / "stage" / "_probe.py", source)) is bad
