@@ -101,7 +101,7 @@ def test_bad_options_are_refused_before_the_sweep(monkeypatch: pytest.MonkeyPatc
 
 
 def test_two_cpu_ranks_cli_busbw_matches_the_hand_computation():
-    args = ["-m", "stoker.measure.collectives", "--json", "-b", "8", "-e", "1MiB", "-f", "8"]
+    args = ["-m", "stoker.cli.bench_allreduce", "--json", "-b", "8", "-e", "1MiB", "-f", "8"]
     args += ["--iters", "3", "--warmup", "1", "--vm", "ND96isr_H100_v5"]
     run = subprocess.run([*TORCHRUN, *args], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -136,3 +136,7 @@ def _table(result: SweepResult, name: str) -> Table:
         )
         table.caption_justify = "left"
     return table
+
+
+if __name__ == "__main__":  # torchrun --nproc-per-node N -m stoker.cli.bench_allreduce [options]
+    typer.run(allreduce)

@@ -1,8 +1,8 @@
 """Measure where the GPU waits: storage, loader and collective benchmarks, the step ledger, the
 node doctor and the live exporter.
 
-Names load on first use (PEP 562), so ``python -m stoker.measure.collectives`` does not import
-the module twice."""
+Names load on first use (PEP 562): one name does not import what the others need (torch,
+prometheus-client)."""
 
 from __future__ import annotations
 

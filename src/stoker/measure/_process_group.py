@@ -18,7 +18,7 @@ def init_from_env() -> bool:
     if not env.launched and not _initialized():
         raise StokerError(
             f"not started by torchrun (WORLD_SIZE is unset): run it as `{LAUNCH} ...` "
-            "(or `torchrun --nproc-per-node N -m stoker.measure.collectives ...`), one process "
+            "(or `torchrun --nproc-per-node N -m stoker.cli.bench_allreduce ...`), one process "
             "per GPU, or per CPU rank with gloo"
         )
     import torch

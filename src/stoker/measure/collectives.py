@@ -17,7 +17,7 @@ has in torch 2.13; where a backend refuses them the list forms (``all_gather`` /
 ``reduce_scatter`` over a list of chunks) run instead and ``methods`` names the call; a backend
 with neither reports the collective in ``unsupported``.
 
-Run it with ``torchrun --nproc-per-node N -m stoker.measure.collectives [options]``.
+Run it with ``torchrun --nproc-per-node N -m stoker.cli.bench_allreduce [options]``.
 """
 
 from __future__ import annotations
@@ -362,11 +362,3 @@ def with_plan(result: SweepResult, vm_size: str, catalog: Catalog | None = None)
         floor_busbw=vm.allreduce_busbw_floor,
         published_busbw=vm.allreduce_busbw_measured,
     )
-
-
-if __name__ == "__main__":  # torchrun ... -m stoker.measure.collectives [options]
-    import typer
-
-    from ..cli.bench_allreduce import allreduce
-
-    typer.run(allreduce)
