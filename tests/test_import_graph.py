@@ -87,3 +87,71 @@ def test_no_package_imports_another_packages_private_modules() -> None:
 def test_the_check_itself_catches_a_reach(source: str, bad: bool) -> None:
     # As if the source were a module of stage/.
     assert bool(reaches(SRC / "stage" / "_probe.py", source)) is bad
+
+
+# Which packages each package may import (the root's own modules, stoker.errors, stoker.units
+# and the like, are open to all). The layers: catalog at the bottom; plan over it; simulate and
+# provision over the plan; store at the bottom of the data path, stage and stream over it;
+# measure over the data path (its benches run stage and stream); checkpoint beside them;
+# operate over provision's tags; report reads the plan and the measured records; the CLI and
+# the root's re-exports over everything.
+ALLOWED = {
+    "catalog": set(),
+    "plan": {"catalog"},
+    "simulate": {"catalog", "plan"},
+    "provision": {"catalog", "plan"},
+    "operate": {"catalog", "measure", "provision", "store"},
+    "store": set(),
+    "stage": {"store"},
+    "stream": {"measure", "store"},  # the stall metrics are served by measure's exporter
+    "measure": {"catalog", "plan", "stage", "stream"},
+    "checkpoint": {"catalog", "measure", "plan", "store"},
+    "report": {"measure", "plan"},
+    "cli": {
+        "catalog",
+        "checkpoint",
+        "measure",
+        "operate",
+        "plan",
+        "provision",
+        "report",
+        "simulate",
+        "stage",
+        "stream",
+    },
+}
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Each package's imports of other packages, from every module in it."""
+    deps: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        _, package = _module_parts(path)
+        if len(package) < 2:
+            continue  # the root re-exports everything
+        own = package[1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[: len(package) - node.level + 1]
+                    mod = base + (node.module.split(".") if node.module else [])
+                else:
+                    mod = (node.module or "").split(".")
+                names = [mod] + [mod + [a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name.split(".") for a in node.names]
+            else:
+                continue
+            for t in names:
+                if len(t) >= 2 and t[0] == "stoker" and t[1] != own and (SRC / t[1]).is_dir():
+                    deps.setdefault(own, set()).add(t[1])
+    return deps
+
+
+def test_each_package_imports_only_the_packages_below_it() -> None:
+    found = package_imports()
+    assert set(found) <= set(ALLOWED), (
+        f"a new package: add it to ALLOWED ({set(found) - set(ALLOWED)})"
+    )
+    extra = {p: sorted(d - ALLOWED[p]) for p, d in found.items() if d - ALLOWED[p]}
+    assert not extra, f"imports across the layers: {extra}"
