@@ -3,7 +3,7 @@
 The plan gives the step, the checkpoint cycle, the restart time and the job's failure rate;
 what it does not expose (when a save becomes recoverable, how the fleet shares a tier at a
 restart, the first epoch through Lustre's HSM) is worked out here from the same spec and
-catalog, by the rules docs/ARCHITECTURE.md states for the plan.
+catalog, by the rules docs/design/plan-models.md states for the plan.
 """
 
 from __future__ import annotations
