@@ -4,9 +4,8 @@ glibc's malloc gives a large buffer a mapping of its own (above a threshold that
 128 KiB and moves), and hands freed memory at the top of a heap back to the kernel past
 another: every 1 MiB piece obstore assembles and every object fetched whole was then fresh
 pages, each faulted in and zeroed by the kernel, and a copy allocates and frees such buffers
-all the time. Fixed thresholds keep them in the heap, reused. Measured on imports from Azurite
-(4 interleaved rounds): 2 x 1 GiB, 8.70 against 9.23 CPU s (system 3.21 against 4.13); 800
-files of ~1 MiB, 4.64 against 4.88.
+all the time. Fixed thresholds keep them in the heap, reused, for less CPU an import
+(docs/stage-cpu-notes.md).
 
 The memory stays the process's until it exits, as a Go program's heap does (rclone's, AzCopy's):
 so only a process that exists to move data (the `stoker stage` and `stoker cache pull`
@@ -45,8 +44,8 @@ def keep_freed_memory(mapped_above: int = MAPPED_ABOVE, trimmed_above: int = TRI
 # top past 128 KiB; its first free of a mapped buffer raises the first to that buffer's size and
 # the second to twice it (up to 32 MiB). In a script that had freed nothing large, obstore's
 # 1 MiB pieces raised them to ~1 and ~2 MiB only, so the heaps were trimmed and faulted in again
-# all the time: 77,000-102,000 minor faults an import of 2 x 1 GiB against ~25,000 after one 16
-# MiB malloc and free, and 4.02 against 4.30 CPU s (6 interleaved rounds, medians; rclone 4.11).
+# all the time; one 16 MiB malloc and free first cut an import's minor faults by two thirds
+# and its CPU with them (docs/stage-cpu-notes.md).
 NUDGE = 16 << 20
 _nudged = False
 

@@ -1,12 +1,11 @@
 """MD5 of many objects side by side, one SIMD lane each, when stoker's extension is built.
 
-One MD5 is a chain of dependent steps, so hashlib's (OpenSSL's) runs one stream at ~700 MiB/s on
-a core here and leaves most of it idle. ``stoker._native.md5many`` runs up to 16 streams at
-once, one per 32-bit lane of a vector (AVX-512, AVX2 or SSE2, chosen when it loads): on this
-machine's core 2 streams hash ~1.07 GiB/s together, 4 ~2.1 GiB/s, 8 ~4.2 GiB/s, 16 ~6.7 GiB/s,
-and one alone (in plain 32-bit words) ~700 MiB/s, as OpenSSL. Where several objects are hashed
-at once it pays: a group of small files (stage/_small), the read-backs of large files under way
-(stage/_read_backs).
+One MD5 is a chain of dependent steps, so hashlib's (OpenSSL's) runs one stream on a core and
+leaves most of it idle. ``stoker._native.md5many`` runs up to 16 streams at once, one per 32-bit
+lane of a vector (AVX-512, AVX2 or SSE2, chosen when it loads): together they hash at several
+times one stream's rate, and one alone (in plain 32-bit words) as fast as OpenSSL (figures:
+docs/stage-cpu-notes.md). Where several objects are hashed at once it pays: a group of small
+files (stage/_small), the read-backs of large files under way (stage/_read_backs).
 
 The extension is optional: where it was not built (no C compiler when stoker was installed),
 or with ``STOKER_MD5_LANES=0`` in the environment (to measure one against the other), every

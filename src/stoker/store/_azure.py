@@ -115,9 +115,8 @@ class BlobStore(Store):
 
     async def list(self) -> AsyncIterator[list[ObjectInfo]]:  # type: ignore[override]
         """List Blobs pages (sent as _blob_control sends them), each page parsed with
-        ElementTree: the SDK's own model deserialization cost ~0.4 ms of CPU per blob (0.7-1.0 s
-        per 2,000 against Azurite, whose answer took 0.35 s), a quarter of a small-file
-        import's CPU and ~1 CPU-hour for ten million keys."""
+        ElementTree: the SDK's own model deserialization costs ~0.4 ms of CPU per blob, ~1
+        CPU-hour for ten million keys."""
         from urllib.parse import quote
 
         control = self._control()
@@ -192,8 +191,7 @@ class BlobStore(Store):
     async def _get(self, key: str, start: int, end: int, etag: str | None) -> Any:
         """A GET of ``[start, end)``. With ``etag``, the version is checked on the response's
         ETag rather than sent as If-Match: the same guarantee (a response describes the version
-        it serves), and Azurite spends ~0.6 ms more per conditional GET, a third of a small
-        object's whole cost."""
+        it serves), and a conditional GET costs the service more (Azurite ~0.6 ms each)."""
         import obstore
 
         result = await obstore.get_async(self._store, key, options={"range": (start, end)})
@@ -225,8 +223,8 @@ class BlobStore(Store):
         self, key: str, start: int, end: int, etag: str | None = None
     ) -> AsyncIterator[bytes | memoryview]:
         """The range as it arrives, in pieces of about STREAM_CHUNK. A caller that writes each
-        piece at once copies it while it is still in the CPU cache: copying whole 8 MiB blocks
-        into the page cache made a whole import use about twice the CPU (measured on 2 cores)."""
+        piece at once copies it while it is still in the CPU cache, where copying whole 8 MiB
+        blocks into the page cache cost far more CPU (docs/stage-cpu-notes.md)."""
         if start >= end:
             return
         if end - start <= STREAM_CHUNK:  # one piece anyway: skip the stream's machinery

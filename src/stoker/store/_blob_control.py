@@ -2,10 +2,9 @@
 
 With an account key or a SAS, and the endpoint reached directly, they go through the standard
 library's ``http.client`` in a worker thread: importing azure-core with its requests transport
-cost ~0.13 CPU s in every run that lists Blob (a third of a 1-blob import's fixed cost, and
-more than stoker spends on 2,000 x 64 KiB above rclone). With Azure AD (a bearer token from
-azure-identity's credential chain) or through a proxy (which requests honours and
-``http.client`` does not), they go through azure-core's public pipeline as before.
+would cost every run that lists Blob a fixed ~0.13 CPU s (docs/stage-cpu-notes.md). With Azure
+AD (a bearer token from azure-identity's credential chain) or through a proxy (which requests
+honours and ``http.client`` does not), they go through azure-core's public pipeline as before.
 
 Both retry the same way (``_retry``): connection errors and the transient statuses, Retry-After
 honoured, jittered exponential backoff, within obstore's time budget.

@@ -1,6 +1,6 @@
 """List Blobs over REST, as the Blob store's listing sends it through azure-core's public
 pipeline: the request's URL, Shared Key signing (the SDK's own policy is private), and each
-page parsed with ElementTree (the SDK's model deserialization cost ~0.4 ms of CPU a blob). Also
+page parsed with ElementTree (the SDK's model deserialization costs ~0.4 ms of CPU a blob). Also
 the small readings of what the service answers (ETag, an MD5 kept in metadata)."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 from ..errors import StoreError
 from ._base import LIST_BATCH, ObjectInfo
 
-# The first page is small, so that the copy starts as soon as it comes: a first page of 5,000
-# kept every request waiting on the listing (on 2,000 x 64 KiB from Azurite, the first GET
-# came 0.4-0.6 s into the run; with 100, 0.02 s after the listing's client was ready). The
-# pages after it, listed while the copy runs, are of LIST_BATCH.
+# The first page is small, so that the copy starts as soon as it comes: a large first page
+# keeps every request waiting on the listing. The pages after it, listed while the copy runs,
+# are of LIST_BATCH.
 FIRST_PAGE = 100
 MD5_METADATA = "stoker_md5"  # where earlier stoker kept a block upload's MD5 (still read)
 

@@ -30,20 +30,14 @@ if TYPE_CHECKING:
 # A large object is fetched in requests of up to REQUEST bytes (at least a block; a file gets at
 # least REQUESTS_PER_FILE of them), at most WINDOW of them in flight for one file (or a quarter
 # of the engine's requests, if more), started in file order. The file's MD5 goes in order, so
-# requests that land in order let it hash while the rest arrive: 16 requests of 64 MiB side by
-# side left ~15/16 of a 1 GiB file to hash after its last byte (two files that ended a little
-# apart hashed it in one lane; on a fast network that tail would be most of the copy). On 2 x
-# 1 GiB from Azurite (bench/stage_cpu.py, two runs of 4 and 5 rounds): 32 MiB x 8 in flight
-# 1.16x and 1.08x rclone's MB/s against 1.01x and 1.04x, CPU per GiB as before (0.87x and 0.95x
-# against 0.88x and 0.94x), peak memory 94-121 MiB against 101-164; 16 MiB x 16 and 32 MiB x 4
-# gained less (smaller requests cost the emulator more; 4 in flight fetched too little). Within a
-# request, each UNIT is recorded (resume), hashed in order and written back as the stream
-# passes its end: a kill -9 fetches again only the unit each request had under way. Each unit
-# costs a thread hop (its MD5 read-back): 4 MiB units took 2.85 CPU s per GiB of 2 x 1 GiB
-# against 3.15 for 2 MiB (less in 4 of 4 rounds, 8 MiB no better), and re-fetch at most 4 MiB a
-# request (32 in flight: 128 MiB) after a crash. Writeback is started a WRITEBACK span at a time,
-# once every unit of it has landed: a unit's own (a hop and a small writeback each) cost 5.25
-# CPU s against 4.80 for spans of 32 MiB (2 x 1 GiB, 6 interleaved rounds, less in each).
+# requests that land in order let it hash while the rest arrive: many large requests side by
+# side leave most of a file to hash after its last byte, and on a fast network that tail would
+# be most of the copy (smaller requests cost the service more; fewer in flight fetch too
+# little). Within a request, each UNIT is recorded (resume), hashed in order and written back
+# as the stream passes its end: a kill -9 fetches again only the unit each request had under
+# way (at most 4 MiB a request). Each unit costs a thread hop (its MD5 read-back), so units are
+# not smaller. Writeback is started a WRITEBACK span at a time, once every unit of it has
+# landed, rather than a hop and a small writeback per unit. (Figures: docs/stage-cpu-notes.md.)
 REQUEST = 32 << 20
 REQUESTS_PER_FILE = 16
 WINDOW = 8

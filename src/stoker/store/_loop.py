@@ -66,10 +66,9 @@ class _Cancel:
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's event loop where it is installed (not on Windows), else asyncio's. Measured on an
-    import of 2,000 x 64 KiB from Azurite (5 interleaved rounds): 2.65 against 3.12 CPU s;
-    each object's request is a few hand-overs between obstore's threads and the loop, and
-    uvloop's cost less."""
+    """uvloop's event loop where it is installed (not on Windows), else asyncio's: each
+    object's request is a few hand-overs between obstore's threads and the loop, and uvloop's
+    cost less CPU (docs/stage-cpu-notes.md)."""
     try:
         import uvloop
     except ImportError:

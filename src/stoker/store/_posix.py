@@ -94,13 +94,11 @@ def syncfs(fd: int) -> None:
 # A whole file written in order goes into the page cache WRITE_PIECE at a time. A write's
 # length sets the size of the page-cache folio the kernel allocates for it (ext4 on Linux 6.x):
 # a 1 MiB write takes a 1 MiB block of free memory, which on a VM that hands free memory back
-# to its host (free page reporting) is memory the host must supply again, page by page. 2 GiB
-# of 1 MiB files written at 300 MB/s after a cache drop: 3.5-3.8 s of system time in 1 MiB
-# writes, 1.4-1.6 in 256 KiB, 0.8-1.3 in 128 KiB, 1.0-1.1 in 32 KiB; an import of 2,000 files
-# of ~1 MiB took 2.8-3.1 system s against 4.1-5.0 (8 rounds, less CPU in each). A large file's
-# ranges go whole (1 MiB pieces): there the smaller folios cost more than they saved (2 x 1
-# GiB: 2.10 system s against 1.81, 3 of 4 rounds). In 32 KiB writes (as rclone writes) rather
-# than 128, that import took 3.03 system s against 3.76 (less CPU in 6 of 8 rounds).
+# to its host (free page reporting) is memory the host must supply again, page by page. Small
+# writes take small folios, which come from fragments the kernel never reports: 32 KiB writes
+# (as rclone writes) cost the least system time. A large file's ranges go whole (1 MiB
+# pieces): there the smaller folios cost more than they saved. (Figures:
+# docs/stage-cpu-notes.md, "The size of a write".)
 WRITE_PIECE = 32 << 10
 
 

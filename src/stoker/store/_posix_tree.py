@@ -32,8 +32,8 @@ class TreeListing:
         todo: list[Folder] = [("", frozenset())]
         batch: list[ObjectInfo] = []
         while todo:
-            # (scanning a few folders at once measured slower here: 0.6-0.8 s against 0.5 s
-            # for 20,000 files in 20 folders, cold)
+            # (one folder at a time: scanning a few at once was slower, cold;
+            # docs/stage-cpu-notes.md)
             prefix, above = todo.pop()
             folders, files = await asyncio.to_thread(self._scan, prefix, above)
             todo.extend(reversed(folders))

@@ -2,13 +2,13 @@
 
 A large file's MD5 is taken by reading its finished blocks back from the page cache in file
 order (see _file_hasher). One MD5 is a chain of dependent steps that leaves most of a core idle;
-side by side in SIMD lanes (stoker._many_md5) two files hash for ~0.65 of the CPU they take
-apart, sixteen for ~0.1. So the read-backs of all files share one runner: each round it reads
-the next piece of every read-back waiting (up to LANES) and hashes them in one call, and a read-
-back that comes while others run joins them at the next round instead of waiting for them to
-end. A read-back that would run alone while other files are under way waits up to LINGER for one
-to join: downloads finish their blocks at different moments, and on 2 x 1 GiB 43 % of the bytes
-were hashed alone (one lane costs ~1.3x a byte of two).
+side by side in SIMD lanes (stoker._many_md5) several files hash for a fraction of the CPU they
+take apart. So the read-backs of all files share one runner: each round it reads the next piece
+of every read-back waiting (up to LANES) and hashes them in one call, and a read-back that
+comes while others run joins them at the next round instead of waiting for them to end. A
+read-back that would run alone while other files are under way waits up to LINGER for one to
+join: downloads finish their blocks at different moments, and without the wait much of a pair of
+files is hashed one lane at a time, which costs more a byte. (Figures: docs/stage-cpu-notes.md.)
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def core_retry_policy() -> Any:
     """azure-core's retry policy on obstore's budget (RETRY), for the listing's pipeline: the
     same rules as ``sdk_retry_policy`` (transient statuses and connection errors, Retry-After
     honoured, jittered exponential backoff, no retry once the budget is spent), without
-    importing the storage SDK (0.6 CPU s a run, a third of the gap to rclone per GiB)."""
+    importing the storage SDK (~0.6 CPU s a run)."""
     from azure.core.pipeline.policies import AsyncRetryPolicy
 
     first, most, budget = _backoff()

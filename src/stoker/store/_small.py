@@ -1,20 +1,19 @@
 """Small files are written in groups, each group in one thread call and one commit.
 
 For a 64 KiB file the steps (open, write, hash, fsync, close, rename) cost less than the hops
-between the event loop and the thread pool that run them, and every hop is another wait for
-the GIL: with a hop per step stoker copied 2,000 such files at 0.40x ``cp -r``. Files wait in a
-queue; each of a few writers takes whatever is waiting, up to GROUP_FILES, and writes them all
-under their partial names. Then the group is made durable at once and each file renamed to its
-final name. Where the file system's syncfs(2) covers every file on it (ext4, XFS, btrfs on
-Linux 5.8+: see ``syncs_as_a_whole``) one syncfs stands for the group's fsyncs: it sends all
-their data to the disk in one batch and commits the journal once, where an fsync per file
-waits for a journal commit each (writing 20,000 x 64 KiB here: 4.6-5.2 s against 7.4 s).
-Elsewhere (NFS, Lustre, SMB) each file is fsynced. Either way no file is renamed before its
-data is on disk. A group's local sources are first read ahead (posix_fadvise WILLNEED), so
-their reads queue on the disk together instead of one after another. Where a syncfs stands for
-the fsyncs, a group also takes what arrives within GATHER_S (20 ms) of its first file: a file
-waits that long at most, and a copy from a remote source, whose files arrive one by one, makes
-a syncfs for every few files instead of one for each.
+between the event loop and the thread pool that run them, and every hop is another wait for the
+GIL. Files wait in a queue; each of a few writers takes whatever is waiting, up to GROUP_FILES,
+and writes them all under their partial names. Then the group is made durable at once and each
+file renamed to its final name. Where the file system's syncfs(2) covers every file on it (ext4,
+XFS, btrfs on Linux 5.8+: see ``syncs_as_a_whole``) one syncfs stands for the group's fsyncs: it
+sends all their data to the disk in one batch and commits the journal once, where an fsync per
+file waits for a journal commit each. Elsewhere (NFS, Lustre, SMB) each file is fsynced. Either
+way no file is renamed before its data is on disk. A group's local sources are first read ahead
+(posix_fadvise WILLNEED), so their reads queue on the disk together instead of one after
+another. Where a syncfs stands for the fsyncs, a group also takes what arrives within GATHER_S
+(20 ms) of its first file: a file waits that long at most, and a copy from a remote source,
+whose files arrive one by one, makes a syncfs for every few files instead of one for each.
+(Figures: docs/stage-cpu-notes.md.)
 """
 
 from __future__ import annotations
@@ -53,13 +52,12 @@ HELD_WHOLE = 16
 # 32 files' pieces (4 MiB) stay in the L3 cache until written, and a round's Python is paid
 # once per 128 KiB of each.
 HASH_ROUND = 128 << 10
-# Measured on 20,000 x 64 KiB (2 cores, ext4): 8 writers of up to 32 files beat 4 x 64 and
-# 16 x 16 by 0.5-1 s; more threads spend the difference queueing for the GIL.
+# 8 writers of up to 32 files each beat fewer, larger groups and more, smaller ones; more
+# threads spend the difference queueing for the GIL.
 GROUP_FILES = 32
 WRITERS = 8
-# A syncfs stalls the file system's other writers while it commits: 2,000 fetched 64 KiB files,
-# arriving one by one, made 2,000 groups of one and took 6.9-7.1 s; gathering for 20 ms made
-# 119-131 groups and took 4.3-4.7 s (50 ms: 4.3-4.4 s; no syncfs at all: 4.3-6.3 s).
+# A syncfs stalls the file system's other writers while it commits: files that arrive one by
+# one would each make a group (and a syncfs) of their own; 20 ms gathers a few per group.
 GATHER_S = 0.02
 
 
@@ -223,8 +221,8 @@ class SmallWriter:
         remote source) still travel together and share a syncfs."""
         async with self.gathering:
             group = [await self.queue.get()]
-            # Woken by the file that fills the group, or at GATHER_S (a timer per group:
-            # polling every 2 ms was 4,404 wake-ups of the loop for 2,000 files).
+            # Woken by the file that fills the group, or at GATHER_S (a timer per group, not a
+            # poll, which would wake the loop thousands of times for nothing).
             self.group_full.clear()
             try:
                 if self.group_commit and self.queue.qsize() < GROUP_FILES - 1:
