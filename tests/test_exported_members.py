@@ -66,7 +66,7 @@ NOT_AT_THE_TOP = {
     },
     "provision": {"money", "read_ssh_key"},
     "report": {"ReportResult", "read_measured"},
-    "stage": {"JsonReporter", "Reporter", "RichReporter", "terminal_reporter"},
+    "stage": {"JsonReporter", "Reporter", "RichReporter", "StageOptions", "terminal_reporter"},
     "stream": {"DatasetIndex", "ShardInfo", "StallMetrics", "serve_metrics"},
 }
 

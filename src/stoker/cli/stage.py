@@ -9,13 +9,16 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import StageError
 from ._options import size
 from ._output import command, emit_json, stderr, stdout, user_errors
+
+if TYPE_CHECKING:
+    from ..stage import StageOptions
 
 # --delete asks (on a terminal) or wants --yes (elsewhere) before deleting more files than this.
 ASK_ABOVE = 5
@@ -135,16 +138,23 @@ def _confirm(dst: str, yes: bool, json_out: bool, reporter: Any) -> Any:
     return confirm
 
 
-def _selection(
-    include: list[str] | None, exclude: list[str] | None, rank: int | None, world: int | None
-) -> dict[str, Any]:
-    """The options that pick keys, as stage() and verify() both take them."""
-    return {
-        "include": tuple(include or ()),
-        "exclude": tuple(exclude or ()),
-        "rank": rank,
-        "world_size": world,
-    }
+def _options(
+    include: list[str] | None,
+    exclude: list[str] | None,
+    rank: int | None,
+    world: int | None,
+    **rest: Any,
+) -> StageOptions:
+    """The StageOptions of a stage or verify command line (checked as it is built)."""
+    from ..stage import StageOptions
+
+    return StageOptions(
+        include=tuple(include or ()),
+        exclude=tuple(exclude or ()),
+        rank=rank,
+        world_size=world,
+        **rest,
+    )
 
 
 @command
@@ -259,24 +269,30 @@ def stage(
             from .._output_files import check_out
 
             check_out(record, "--record")  # before the copy, not after it
-        summary = run_stage(
-            src,
-            dst,
-            **_selection(include, exclude, rank, world_size),
+        options = _options(
+            include,
+            exclude,
+            rank,
+            world_size,
             concurrency=concurrency,
             block_size=block_size,
             dry_run=dry_run,
             delete=delete,
             hash_files=hash_files,
-            state_dir=state_dir,
-            allow_http=allow_http,
-            reporter=None if dry_run else reporter,
-            confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
             checksum=checksum,
             follow_symlinks=follow_symlinks,
             bwlimit=bwlimit,
             tier=tier,
             content_type=content_type,
+            allow_http=allow_http,
+            state_dir=state_dir,
+        )
+        summary = run_stage(
+            src,
+            dst,
+            options=options,
+            reporter=None if dry_run else reporter,
+            confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
         )
     if record is not None and not dry_run:
         from ..measure.records import stage_record
@@ -343,13 +359,20 @@ def verify(
     from ..stage import verify as run_verify
 
     with interruptible(kept="nothing was changed; run it again to check"):
+        options = _options(
+            include,
+            exclude,
+            rank,
+            world_size,
+            concurrency=8,  # (verify's default: it hashes)
+            allow_http=allow_http,
+            follow_symlinks=follow_symlinks,
+        )
         report = run_verify(
             src,
             dst,
-            **_selection(include, exclude, rank, world_size),
-            allow_http=allow_http,
+            options=options,
             reporter=None if json_out else terminal_reporter(f"verify {dst} against {src}"),
-            follow_symlinks=follow_symlinks,
         )
     if json_out:
         emit_json(report.to_dict())

@@ -2,7 +2,7 @@
 
 ``stoker.stage(src, dst, ...)`` is both this package and the function: the package is
 callable, so the API twin of ``stoker stage`` reads naturally and ``import stoker.stage.x``
-still works. ``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
+still works. Its options are ``StageOptions`` (stoker.stage.options), typed once. ``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
 """
 
 import inspect
@@ -14,12 +14,14 @@ from ._cache import CacheResult, cache_pull
 from ._progress import JsonReporter, Reporter, RichReporter, terminal_reporter
 from ._stage import StageSummary, stage
 from ._verify import VerifyReport, verify
+from .options import StageOptions
 
 __all__ = [
     "CacheResult",
     "JsonReporter",
     "Reporter",
     "RichReporter",
+    "StageOptions",
     "StageSummary",
     "VerifyReport",
     "cache_pull",

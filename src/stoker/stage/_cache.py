@@ -19,6 +19,7 @@ plain file in the cache.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from ..store import disk_error, fsync_dir, open_store, pause, run_sync
 from ._guard import check_parent
 from ._progress import Reporter
 from ._stage import stage
+from .options import StageOptions
 
 
 @dataclass
@@ -49,8 +51,8 @@ class CacheResult:
         return asdict(self)
 
 
-async def _version(url: str) -> str:
-    store = open_store(url)
+async def _version(url: str, allow_http: bool) -> str:
+    store = open_store(url, allow_http=allow_http)
     store.follow_symlinks = True  # a Hugging Face snapshot: files are links into blobs/
     lines = []
     try:
@@ -87,17 +89,21 @@ def cache_pull(
     poll_s: float = 0.5,
     timeout_s: float | None = None,
     reporter: Reporter | None = None,
+    options: StageOptions | None = None,
 ) -> CacheResult:
-    """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc."""
+    """Make ``ROOT/NAME/versions/<version>`` hold the model at ``src``; see the module doc.
+    ``options``: how the download copies (concurrency, block size, bwlimit, allow_http...);
+    the cache takes every key, follows links and keeps its manifest under ``ROOT/NAME``."""
+    opts = _whole(options or StageOptions())
     if not stale_after_s > 0:
         raise StageError(f"--stale-after {stale_after_s:g}: use more than 0 seconds")
     if timeout_s is not None and timeout_s < 0:
         raise StageError(f"--timeout {timeout_s:g}: use 0 or more seconds")
     base = Path(root) / checked_name(name or default_name(src))
     check_parent(Path(root))
-    version = run_sync(_version(src))
+    version = run_sync(_version(src, opts.allow_http))
     try:
-        return _pull(src, base, version, stale_after_s, poll_s, timeout_s, reporter)
+        return _pull(src, base, version, stale_after_s, poll_s, timeout_s, reporter, opts)
     except OSError as exc:  # the cache's own folders: a full, read-only or forbidden root
         raise disk_error(exc, exc.filename or base) from exc
 
@@ -110,6 +116,7 @@ def _pull(
     poll_s: float,
     timeout_s: float | None,
     reporter: Reporter | None,
+    opts: StageOptions,
 ) -> CacheResult:
     final = base / "versions" / version
     lock = base / ".locks" / f"{version}.lock"
@@ -137,7 +144,7 @@ def _pull(
         try:
             with _Heartbeat(lock, token, stale_after_s / 4):
                 if not final.is_dir():  # someone may have published while we took the lock
-                    _download(src, base, version, final, reporter)
+                    _download(src, base, version, final, reporter, opts)
             return CacheResult(str(final), version, True, waited)
         finally:
             if _holds(lock, token):  # a pod that took over a stalled lock keeps it
@@ -146,17 +153,30 @@ def _pull(
                 stale.unlink(missing_ok=True)
 
 
-def _download(src: str, base: Path, version: str, final: Path, reporter: Reporter | None) -> None:
+def _whole(options: StageOptions) -> StageOptions:
+    """The download's options: every key (never a torchrun rank's share: the version published
+    is the whole model), links followed."""
+    for name in ("include", "exclude", "rank", "world_size", "dry_run", "delete"):
+        if getattr(options, name) not in ((), None, False):
+            raise StageError(
+                f"cache_pull: options.{name} does not apply: a cache pull copies the whole model"
+            )
+    # Links are always followed: a Hugging Face cache's snapshot files are links into blobs/.
+    return dataclasses.replace(options, rank=0, world_size=1, follow_symlinks=True)
+
+
+def _download(
+    src: str,
+    base: Path,
+    version: str,
+    final: Path,
+    reporter: Reporter | None,
+    opts: StageOptions,
+) -> None:
     incoming = base / ".incoming" / version
     incoming.parent.mkdir(parents=True, exist_ok=True)
-    # Links are always followed: a Hugging Face cache's snapshot files are links into blobs/.
-    summary = stage(
-        src,
-        str(incoming),
-        state_dir=base / ".state" / version,
-        reporter=reporter,
-        follow_symlinks=True,
-    )
+    opts = dataclasses.replace(opts, state_dir=base / ".state" / version)
+    summary = stage(src, str(incoming), options=opts, reporter=reporter)
     if not summary.ok:
         raise StageError(
             f"pulling {src} failed; the partial copy stays in {incoming} and the "

@@ -8,16 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import StageError, UnitError
-from ..store import Bandwidth, Store, parse_bwlimit
+from ..store import AccessTier, Bandwidth, Store, parse_bwlimit
 
-TIERS = {"hot": "Hot", "cool": "Cool", "cold": "Cold", "archive": "Archive"}
+TIERS: dict[str, AccessTier] = {"hot": "Hot", "cool": "Cool", "cold": "Cold", "archive": "Archive"}
 
 
 @dataclass(frozen=True)
 class Flags:
     follow_symlinks: bool = False
     bwlimit: float | None = None  # bytes per second, all transfers of the run together
-    tier: str | None = None  # the service's spelling: Hot, Cool, Cold, Archive
+    tier: AccessTier | None = None  # the service's spelling
     content_type: str | None = None  # None: guessed from each key's extension
 
     @classmethod
@@ -25,7 +25,7 @@ class Flags:
         cls,
         follow_symlinks: bool = False,
         bwlimit: float | str | None = None,
-        tier: str | None = None,
+        tier: str | None = None,  # as typed: any case (options.Tier)
         content_type: str | None = None,
     ) -> Flags:
         rate = None

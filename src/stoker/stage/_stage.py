@@ -22,9 +22,7 @@ from pathlib import Path
 
 from ..errors import StageError
 from ..store import Store, clear_stale, open_store, resume_unit, run_sync
-from ..units import parse_bytes
 from ._engine import Engine
-from ._flags import Flags
 from ._guard import (
     check_parent,
     check_writable,
@@ -35,11 +33,9 @@ from ._guard import (
 from ._manifest import Manifest, job_id
 from ._mirror import extra_keys, mirror, refused_stop_delete
 from ._progress import Reporter
-from ._selection import Selection, check_source, select
+from ._selection import Selection, check_source
 from ._what_to_copy import ahead, listed_batches, reported, scan_destination
-
-MIN_BLOCK = 64 << 10  # smaller blocks only multiply requests (one byte each would never end)
-MAX_BLOCK = 4000 << 20  # Blob's largest block (Put Block, service version 2019-12-12 on)
+from .options import StageOptions, Tier
 
 
 @dataclass
@@ -101,11 +97,14 @@ def stage(
     checksum: bool = False,
     follow_symlinks: bool = False,
     bwlimit: float | str | None = None,
-    tier: str | None = None,
+    tier: Tier | None = None,
     content_type: str | None = None,
+    options: StageOptions | None = None,
 ) -> StageSummary:
     """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
 
+    The options are StageOptions' fields, given as keywords or as ``options=StageOptions(...)``
+    (a keyword set beside it, to other than its default, replaces that field).
     ``rank``/``world_size`` default to torchrun's environment. ``hash_files`` defaults to on
     when either side is remote (MD5, checked against Content-MD5) and off for local copies.
     With ``delete``, ``confirm_delete(keys)`` (when given) sees every key to delete before the
@@ -115,56 +114,42 @@ def stage(
     ``follow_symlinks``, ``bwlimit`` (bytes per second, or ``"100MB/s"``), ``tier`` and
     ``content_type`` are ``--follow-symlinks``, ``--bwlimit``, ``--tier``, ``--content-type``.
     """
-    selection = select(include, exclude, rank, world_size)
-    flags = Flags.checked(follow_symlinks, bwlimit, tier, content_type)
-    if isinstance(block_size, str):  # "8 MiB", as the CLI takes it
-        block_size = int(parse_bytes(block_size))
-    if concurrency < 1:
-        raise StageError(f"--concurrency {concurrency}: use 1 or more (default 32)")
-    if not MIN_BLOCK <= block_size <= MAX_BLOCK:
-        raise StageError(
-            f"--block-size {block_size:,} bytes: use {MIN_BLOCK >> 10} KiB to {MAX_BLOCK >> 20} "
-            "MiB (default 8 MiB)"
-        )
+    given = {
+        "include": include,
+        "exclude": exclude,
+        "rank": rank,
+        "world_size": world_size,
+        "concurrency": concurrency,
+        "block_size": block_size,
+        "dry_run": dry_run,
+        "delete": delete,
+        "hash_files": hash_files,
+        "checksum": checksum,
+        "follow_symlinks": follow_symlinks,
+        "bwlimit": bwlimit,
+        "tier": tier,
+        "content_type": content_type,
+        "allow_http": allow_http,
+        "state_dir": state_dir,
+    }
+    opts = StageOptions.merged(options, given)  # checked once: a bad value is one StageError
     return run_sync(  # (works inside a running event loop too: a notebook's)
-        _stage(
-            src,
-            dst,
-            selection,
-            concurrency,
-            block_size,
-            dry_run,
-            delete,
-            hash_files,
-            state_dir,
-            allow_http,
-            reporter or Reporter(),
-            confirm_delete,
-            flags,
-            checksum=checksum,
-        )
+        _stage(src, dst, opts, reporter or Reporter(), confirm_delete)
     )
 
 
 async def _stage(
     src_url: str,
     dst_url: str,
-    sel: Selection,
-    concurrency: int,
-    block_size: int,
-    dry_run: bool,
-    delete: bool,
-    hash_files: bool | None,
-    state_dir: Path | None,
-    allow_http: bool,
+    opts: StageOptions,
     reporter: Reporter,
     confirm_delete: Callable[[list[str]], bool] | None,
-    flags: Flags | None = None,
-    checksum: bool = False,
 ) -> StageSummary:
+    sel, dry_run, state_dir = opts.selection, opts.dry_run, opts.state_dir
+    block_size, concurrency, allow_http = opts.block_bytes, opts.concurrency, opts.allow_http
     src = open_store(src_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
     dst = open_store(dst_url, block_size=block_size, concurrency=concurrency, allow_http=allow_http)
-    (flags or Flags()).apply(src, dst)
+    opts.flags.apply(src, dst)
     try:
         check_source(src)
         _check_not_nested(src, dst)
@@ -172,6 +157,7 @@ async def _stage(
             check_parent(dst.local_root)
             if not dry_run:
                 check_writable(dst.local_root)
+        hash_files = opts.hash_files
         if hash_files is None:
             hash_files = src.local_root is None or dst.local_root is None
         path = state_path(src, dst, sel, state_dir)
@@ -194,49 +180,39 @@ async def _stage(
                 else None
             )
             manifest = Manifest(_copy_of(path, Path(scratch)) if scratch else path)
-            return await _run(
-                src,
-                dst,
-                sel,
-                manifest,
-                summary,
-                concurrency,
-                block_size,
-                dry_run,
-                delete,
-                hash_files,
-                path,
-                reporter,
-                confirm_delete,
-                checksum=checksum,
-            )
+            job = _Run(src, dst, manifest, summary, hash_files, path)
+            return await _run(job, opts, reporter, confirm_delete)
     finally:
         await src.close()
         await dst.close()
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What one run opened and worked out, beside its options."""
+
+    src: Store
+    dst: Store
+    manifest: Manifest
+    summary: StageSummary
+    hash_files: bool  # (the option, its default settled by the two sides)
+    path: Path  # the job's manifest (a dry run's is a copy of it)
+
+
 async def _run(
-    src: Store,
-    dst: Store,
-    sel: Selection,
-    manifest: Manifest,
-    summary: StageSummary,
-    concurrency: int,
-    block_size: int,
-    dry_run: bool,
-    delete: bool,
-    hash_files: bool,
-    path: Path,
+    job: _Run,
+    opts: StageOptions,
     reporter: Reporter,
     confirm_delete: Callable[[list[str]], bool] | None,
-    checksum: bool = False,
 ) -> StageSummary:
+    src, dst, manifest, summary, path = job.src, job.dst, job.manifest, job.summary, job.path
+    sel, dry_run, delete, block_size = opts.selection, opts.dry_run, opts.delete, opts.block_bytes
     t0 = time.perf_counter()
     finished = False
     try:
         run = manifest.start_run()
         await scan_destination(dst, manifest, summary, delete)
-        listing = listed_batches(src, dst, sel, manifest, run, summary, checksum)
+        listing = listed_batches(src, dst, sel, manifest, run, summary, opts.checksum)
         if dry_run:
             async for batch in listing:
                 summary.files_copied += len(batch)
@@ -255,9 +231,9 @@ async def _run(
                 dst,
                 manifest,
                 reporter,
-                concurrency=concurrency,
+                concurrency=opts.concurrency,
                 block_size=block_size,
-                hash_files=hash_files,
+                hash_files=job.hash_files,
                 spool=_spool(path),
             )
             async with ahead(reported(listing, reporter)) as batches:

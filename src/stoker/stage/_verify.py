@@ -26,8 +26,8 @@ from ._selection import (
     is_utf8,
     nothing_listed,
     nothing_selected,
-    select,
 )
+from .options import StageOptions
 
 _TMP = "set TMPDIR to a folder on another file system"
 
@@ -61,15 +61,25 @@ def verify(
     allow_http: bool = False,
     reporter: Reporter | None = None,
     follow_symlinks: bool = False,
+    options: StageOptions | None = None,
 ) -> VerifyReport:
     """Compare ``dst`` with ``src`` object by object; see VerifyReport. The selection options
-    are stage's: a copy staged with them is compared on the keys they take. ``reporter``
-    (stage's RichReporter, say) shows the objects and bytes compared so far.
-    ``follow_symlinks``: a local source's links are read as stage's --follow-symlinks does."""
-    sel = select(include, exclude, rank, world_size)
-    return run_sync(
-        _verify(src, dst, sel, concurrency, allow_http, reporter or Reporter(), follow_symlinks)
-    )
+    are stage's: a copy staged with them is compared on the keys they take (``options``: the
+    StageOptions it was staged with; verify reads its selection, concurrency, allow_http and
+    follow_symlinks). ``reporter`` (stage's RichReporter, say) shows the objects and bytes
+    compared so far. ``follow_symlinks``: a local source's links are read as stage's
+    --follow-symlinks does."""
+    given = {
+        "include": include,
+        "exclude": exclude,
+        "rank": rank,
+        "world_size": world_size,
+        "concurrency": concurrency,
+        "allow_http": allow_http,
+        "follow_symlinks": follow_symlinks,
+    }
+    opts = StageOptions.merged(options, given, {"concurrency": 8})  # (verify's own default)
+    return run_sync(_verify(src, dst, opts, reporter or Reporter()))
 
 
 async def _list(
@@ -114,15 +124,13 @@ async def _md5(store: Store, key: str, known: str | None) -> str | None:
 async def _verify(
     src_url: str,
     dst_url: str,
-    sel: Selection,
-    concurrency: int,
-    allow_http: bool,
+    opts: StageOptions,
     reporter: Reporter,
-    follow_symlinks: bool = False,
 ) -> VerifyReport:
-    src = open_store(src_url, allow_http=allow_http)
-    dst = open_store(dst_url, allow_http=allow_http)
-    src.follow_symlinks = follow_symlinks  # (only a folder has links to follow)
+    sel = opts.selection
+    src = open_store(src_url, allow_http=opts.allow_http)
+    dst = open_store(dst_url, allow_http=opts.allow_http)
+    src.follow_symlinks = opts.follow_symlinks  # (only a folder has links to follow)
     report = VerifyReport(str(src), str(dst))
     try:
         tmp = tempfile.TemporaryDirectory(prefix="stoker-verify-")
@@ -153,7 +161,7 @@ async def _verify(
             )
             reporter.listed()
             rows = db.execute("SELECT s.key, s.size, d.size, s.md5, d.md5 FROM s JOIN d USING(key)")
-            limit = asyncio.Semaphore(concurrency)
+            limit = asyncio.Semaphore(opts.concurrency)
 
             async def check(
                 key: str, s_size: int, d_size: int, s_md5: str | None, d_md5: str | None

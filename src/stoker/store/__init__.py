@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .._redact import redact
 from ._azure_errors import quiet_identity_logs
-from ._base import ObjectInfo, Store
+from ._base import AccessTier, ObjectInfo, Store
 from ._bwlimit import Bandwidth, parse_bwlimit
 from ._copy import CopyRun, Journal, copy_object
 from ._copy_down import resume_unit
@@ -48,6 +48,7 @@ __all__ = [
     "SMALL",
     "WHOLE",
     "WRITERS",
+    "AccessTier",
     "Bandwidth",
     "CopyRun",
     "IOLoop",

@@ -13,9 +13,12 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 LIST_BATCH = 5000
+
+AccessTier = Literal["Hot", "Cool", "Cold", "Archive"]
+"""A Blob access tier, in the service's spelling (what Put Blob and Put Block List take)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class Store(abc.ABC):
     # access tier and content type of what it writes (None: the service's default tier, a type
     # guessed from the key's extension).
     limiter: Any = None
-    tier: str | None = None
+    tier: AccessTier | None = None
     content_type: str | None = None
     # A listing's --follow-symlinks: only a file system has symbolic links to follow.
     follow_symlinks: bool = False
