@@ -32,15 +32,17 @@ class Held(Exception):
         self.path, self.holder = path, holder
 
 
-def take(path: Path) -> int | None:
+def take(path: Path, *, shared: bool = False, wait: bool = False) -> int | None:
     """The lock's file descriptor (close it to release), or None where there is no flock.
-    Raises ``Held`` when another process has it, and ``OSError`` when the file cannot be
-    made."""
+    ``shared``: one of many readers' (LOCK_SH) rather than the one writer's. ``wait``: block
+    until it is free, instead of raising ``Held`` when another process has it. Raises
+    ``OSError`` when the file cannot be made."""
     if fcntl is None:
         return None
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode)
     except BlockingIOError:
         holder = holder_of(fd)
         os.close(fd)
@@ -50,6 +52,8 @@ def take(path: Path) -> int | None:
         if exc.errno in NO_FLOCK:
             return None
         raise
+    if wait:
+        return fd  # a waiter is never refused, so nobody reads who holds it
     me = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())})
     with contextlib.suppress(OSError):  # (who holds it is a courtesy, not the lock)
         os.ftruncate(fd, 0)

@@ -19,14 +19,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._flock import holder_of as _holder
+from .. import _flock
 from ..errors import StageError
 
 try:
@@ -178,32 +175,18 @@ def destination_lock(
 
 def _take(path: Path, mode: int, dst: str, rank: int, world: int, notes: list[str]) -> int | None:
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise state_error(path, exc, "the run's lock") from exc
-    try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
+        fd = _flock.take(path, shared=mode == fcntl.LOCK_SH)
+    except _flock.Held as held:
         share = f" (share {rank} of {world})" if mode == fcntl.LOCK_EX and world > 1 else ""
         raise StageError(
-            f"another stoker run{holder} is copying into {dst}{share}: wait for it to end, or "
-            f"stop it, then run this again (its lock: {path})"
+            f"another stoker run{held.holder} is copying into {dst}{share}: wait for it to end, "
+            f"or stop it, then run this again (its lock: {path})"
         ) from None
     except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-            notes.append(
-                f"{path.parent}'s file system has no flock: this run is not locked against "
-                "another one into the same destination"
-            )
-            return None
         raise state_error(path, exc, "the run's lock") from exc
-    # Who holds it, for the refusal: a share's holder writes too (the file may name a run
-    # long gone); a courtesy, not the lock.
-    me = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())})
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, me.encode(), 0)
+    if fd is None:
+        notes.append(
+            f"{path.parent}'s file system has no flock: this run is not locked against "
+            "another one into the same destination"
+        )
     return fd

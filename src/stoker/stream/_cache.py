@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import xxhash
 
+from .. import _flock
 from ..errors import StreamError
 
 PARTIAL = ".partial"
@@ -45,12 +45,14 @@ class ShardCache:
 
     @contextmanager
     def _lock(self, name: str) -> Iterator[None]:
-        fd = os.open(self.root / LOCKS / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        # (None where the file system has no flock: shards are published by rename, so two
+        # fetches of one shard cost a download, never a torn file)
+        fd = _flock.take(self.root / LOCKS / f"{name}.lock", wait=True)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)  # closing releases the lock
+            if fd is not None:
+                os.close(fd)  # closing releases the lock
 
     def has(self, name: str, size: int, xxh3: str) -> bool:
         return _has(self.path(name, xxh3), size)
