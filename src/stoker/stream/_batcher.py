@@ -39,14 +39,12 @@ LOCATE_RUNS = 64  # batches (or groups) located at once
 def located_runs(
     locate: Callable[[np.ndarray, int], list], ids: np.ndarray, size: int
 ) -> Iterator[Any]:
-    """``locate`` (a reader's ``locate_runs`` or ``locate_in_order``) of each run of ``size``
-    of ``ids``, found ``LOCATE_RUNS`` runs at a time. A batch's own search was numpy calls
-    between its reads, and each cost several us there (its code out of the CPU's caches,
-    likely). 2 KiB records read as tensors in one process (slices of 10 batches in turn, 300
-    rounds): a mixture of 3 sources cost 1.09-1.10x one dataset's CPU a batch before,
-    1.065-1.07x with this and one count a batch, and one dataset's batch ~7 % less with this
-    and its tables read as ints (see _format.py). A window, not the epoch: an epoch's places
-    as Python ints would not fit in memory for billions of samples."""
+    """``locate`` (a reader's ``locate_runs`` or ``locate_in_order``) of each run of ``size`` of
+    ``ids``, found ``LOCATE_RUNS`` runs at a time. A batch's own search was numpy calls between
+    its reads, and each cost several us there (its code out of the CPU's caches, likely);
+    located a window at a time, a batch costs less CPU (docs/stream.md, "Mixtures"). A window,
+    not the epoch: an epoch's places as Python ints would not fit in memory for billions of
+    samples."""
     step = size * LOCATE_RUNS
     for a in range(0, len(ids), step):
         yield from locate(ids[a : a + step], size)

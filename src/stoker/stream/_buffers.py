@@ -22,12 +22,10 @@ class BufferPool:
     A new buffer for a large sample (``PIECE`` or more) is made as large as the dataset's
     largest sample (``capacity``), so that any later sample fits it. Pages never written cost
     nothing (the kernel maps a page when it is first written), and a buffer made for a 30 MB
-    sample no longer leaves a 140 MB one to fault in a buffer of its own. (Large samples are
-    now mapped where they can be, see ``_mapped``; this serves the rest: the first batch of a
-    remote job, file systems that cannot map. Measured before mapping:) unet3d warm, one epoch
-    per fresh process, interleaved: 2,820 vs 1,908 MB/s median (6 pairs), 3,053 vs 2,029 (5
-    more), with 268 huge pages faulted in against 339; cold, bound by the disk: 1,191 vs 1,213.
-    Small samples keep exact sizes: a batch of many would reserve a huge page each."""
+    sample does not leave a 140 MB one to fault in a buffer of its own. Large samples are mapped
+    where they can be (``_mapped``); this serves the rest: the first batch of a remote job, file
+    systems that cannot map (figures: docs/stream-notes.md). Small samples keep exact sizes: a
+    batch of many would reserve a huge page each."""
 
     def __init__(self, keep: int = 4, capacity: int = 0) -> None:
         self.keep, self.capacity, self.lock = keep, capacity, threading.Lock()

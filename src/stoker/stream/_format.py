@@ -152,8 +152,8 @@ class ShardReader:
 
 def page_cached(fd: int, offset: int) -> bool:
     """Whether the page at ``offset`` is in the page cache (a read that must not wait). Asked
-    before advising a warm shard (advice there was 400 system calls a batch for nothing:
-    resnet50 warm ~3 % slower, 5 pairs)."""
+    before advising a warm shard (advice there is hundreds of system calls a batch for
+    nothing, which slowed warm epochs)."""
     try:
         return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
     except OSError:  # EAGAIN: not cached; or a file system without non-blocking reads
@@ -169,8 +169,7 @@ def in_page_cache(spans: list[tuple[int, int, int]]) -> bool:
     """Whether the samples at ``spans`` (fd, offset, length) are in the page cache, judged by
     their middle pages: callers pass a few samples spread over a read (``spread``). Warm
     samples are read on the caller's thread: a hand-off to a reader thread costs more CPU than
-    a copy from the page cache (resnet50 records, warm, one process: 68 against 22 us a
-    sample)."""
+    a copy from the page cache (docs/stream-notes.md)."""
     return all(fd >= 0 and page_cached(fd, offset + length // 2) for fd, offset, length in spans)
 
 

@@ -4,8 +4,7 @@ The first batch needs a few samples from each of many shards (a shuffled batch d
 ``block_shards`` of them): waiting for every whole shard would hold the first step for the time
 of gigabytes. So the first batch comes by ranged GETs, checked against their checksums like any
 other read. Later batches wait for whole shards, downloaded a block ahead: ranged reads then
-would only slow those downloads (measured on Azurite: 1,545-1,713 samples/s with ranged reads
-whenever a shard was missing, 1,764-2,030 with ranged reads for the first batch only).
+would only slow those downloads (docs/stream-notes.md).
 
 The GETs are latency-bound (a few hundred of ~100 KiB each), so they are all issued at once on
 the IO loop, ``INFLIGHT`` at a time: the shards' tables first (one small GET each), then every
@@ -23,7 +22,7 @@ from ..errors import StokerError
 from ._format import HEADER, CorruptSample, ShardReader
 from ._index import ShardInfo
 
-# GETs at once: 8 left Azurite idle between requests (1.28-1.39 s against 1.03-1.16 s).
+# GETs at once: 8 left the service idle between requests.
 INFLIGHT = 32
 PIECE = 8 << 20  # a larger decoded sample is fetched in ranges of this size, in parallel
 

@@ -1,23 +1,21 @@
 """Samples one at a time, for torch's DataLoader to batch (the drop-in path).
 
 ``DataLoader(StreamingDataset(...), batch_size=64, num_workers=2)`` asks each worker for one
-sample at a time and collates them itself. Reading each sample as it is asked (a shard lookup,
-a pread, a checksum, a counter update under a lock shared by every process, advice to the
-kernel about the next sample) left the disk with one request per worker and put all of it on
-the worker's one thread. Here a worker's samples are read a group at a time: the group's shard
-lookups are one vectorised search; a group in the page cache is read on the worker's own
-thread as it is handed over (a copy from memory: a hand-off to another thread cost more), and
-any other group's reads and checksums run on the reader threads (pread and XXH3 release the
-GIL) while the worker hands over the previous group's samples; the shared counters are
-updated once per group, and the memory of samples the worker has handed over is reused for
-the next (_worker_memory.py). A group is one pass over its samples: a corrupt one is noted
-where it falls as it is read, not looked for afterwards (2 KiB records with torch's collate,
-in one process: 4.0-4.4 against ~5.3 CPU us a sample with that and the mixture's change below).
-A mixture's group is read the same way, in the mixture's order: each sample is located by a
-row of one table of every source's shards, read through that source's open shards and
-decoded by it (split by source, read part by part and put back in order, it cost 1.09x one
-dataset's CPU a sample; now ~1.03x). Large samples (``PIECE`` or more) keep the reader
-of whole batches, which reads each in pieces on every thread.
+sample at a time and collates them itself. Reading each sample as it is asked (a shard lookup, a
+pread, a checksum, a counter update under a lock shared by every process, advice to the kernel
+about the next sample) left the disk with one request per worker and put all of it on the
+worker's one thread. Here a worker's samples are read a group at a time: the group's shard
+lookups are one vectorised search; a group in the page cache is read on the worker's own thread
+as it is handed over (a copy from memory: a hand-off to another thread cost more), and any other
+group's reads and checksums run on the reader threads (pread and XXH3 release the GIL) while the
+worker hands over the previous group's samples; the shared counters are updated once per group,
+and the memory of samples the worker has handed over is reused for the next (_worker_memory.py).
+A group is one pass over its samples: a corrupt one is noted where it falls as it is read, not
+looked for afterwards. A mixture's group is read the same way, in the mixture's order: each
+sample is located by a row of one table of every source's shards, read through that source's
+open shards and decoded by it, rather than split by source and put back in order, which cost
+more CPU a sample (docs/stream.md, "Mixtures"). Large samples (``PIECE`` or more) keep the
+reader of whole batches, which reads each in pieces on every thread.
 """
 
 from __future__ import annotations
@@ -44,11 +42,9 @@ GROUP_BYTES = 16 << 20  # ...and at most this many bytes of them (two groups are
 
 def group_size(largest_sample: int) -> int:
     """Samples per group for a dataset (or mixture) whose largest sample is
-    ``largest_sample`` bytes. A mixture's group is the same size, across its sources: 2 KiB
-    records in a simulated DataLoader worker with torch's collate, 8 alternating rounds, cost
-    1.07x one dataset's CPU a sample in groups of 64 across 3 sources, 1.09x in 128, 1.21x in
-    groups of 64 per source (192); every per-sample call ran slower in the larger group (why,
-    the CPU's caches perhaps, is not pinned down)."""
+    ``largest_sample`` bytes. A mixture's group is the same size, across its sources: every
+    per-sample call ran slower in larger groups (64 per source, or 128 in all), the CPU's
+    caches perhaps (docs/stream-notes.md)."""
     return max(1, min(GROUP_SAMPLES, GROUP_BYTES // max(1, largest_sample)))
 
 

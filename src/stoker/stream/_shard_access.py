@@ -115,13 +115,13 @@ class ShardAccess:
         return not self.cache.has(info.name, info.bytes, info.xxh3)
 
     def advise(self, batches: np.ndarray) -> None:
-        """Ask the kernel to read these batches' small samples now (``POSIX_FADV_WILLNEED``,
-        on a prefetch thread). A shuffled small sample is one small pread, and the reader
-        threads have a few in flight: with the next batch's queued beside them, resnet50's
-        records read cold ~13 % faster (10 interleaved pairs). Samples of a ``PIECE`` or more
-        are read in pieces by every reader thread already; advice there only took the disk
-        from the batch being read (unet3d 1.27 vs 1.61 GB/s). In place only: a shard of the
-        node cache may not be downloaded yet, and this would wait for it."""
+        """Ask the kernel to read these batches' small samples now (``POSIX_FADV_WILLNEED``, on
+        a prefetch thread). A shuffled small sample is one small pread, and the reader threads
+        have a few in flight: with the next batch's queued beside them, small records read
+        faster cold. Samples of a ``PIECE`` or more are read in pieces by every reader thread
+        already; advice there only takes the disk from the batch being read (figures:
+        docs/stream-notes.md). In place only: a shard of the node cache may not be downloaded
+        yet, and this would wait for it."""
         ids = batches.reshape(-1)
         # Nor while batches are read warm (the drop-in path's rule too): a warm epoch's advice
         # was a search and a probe a shard every batch for nothing (a mixture's: ~45 us).

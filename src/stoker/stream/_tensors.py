@@ -171,11 +171,11 @@ def read_batch(
 
 
 def read_rows(parts: list[BatchPart], flat: torch.Tensor, row: int) -> list[Any] | None:
-    """Several readers' samples, every one ``row`` bytes, into consecutive rows of ``flat``
-    in one read (a mixture's batch: one judgement of the page cache, one hand-out to the
-    threads, where a read per source paid each once: 8.7 against 6.2 us a 2 KiB sample);
-    each part then finished by its own reader. None when every sample was read whole (``flat``
-    is the batch); else each part's rows, fewer where a corrupt sample was skipped."""
+    """Several readers' samples, every one ``row`` bytes, into consecutive rows of ``flat`` in
+    one read (a mixture's batch: one judgement of the page cache, one hand-out to the threads,
+    where a read per source would pay each once per source); each part then finished by its own
+    reader. None when every sample was read whole (``flat`` is the batch); else each part's
+    rows, fewer where a corrupt sample was skipped."""
     samples = [s for part in parts for s in part.samples]
     views = _row_views(flat, row, len(samples))
     threads = max(part.ds.read_threads for part in parts)
@@ -336,20 +336,16 @@ class Mapped:
 
 
 def _mapped(reader: ShardReader, i: int, offset: int, size: int) -> Mapped | None:
-    """A large sample as a private (copy-on-write) map of its place in the shard, or None.
-    It costs no copy and no fresh memory: a copy into a batch buffer first faults the buffer
-    in, and zeroing those pages cost a warm unet3d epoch 0.3-1.1 CPU-s (perf), about its whole
-    wall time. Mapped, that epoch read at 4,139 against 1,929 MB/s (median, 4 interleaved
-    pairs); populated by the reader threads rather than the loop's, 3,942 against 3,591. Cold,
+    """A large sample as a private (copy-on-write) map of its place in the shard, or None. It
+    costs no copy and no fresh memory: a copy into a batch buffer first faults the buffer in,
+    and zeroing those pages cost a warm epoch of large samples about its whole wall time. Cold,
     the disk fills the page cache and the pages are mapped from there: as fast as pread into
-    buffers (disk-bound: 1,168 vs 1,185 MB/s median, 4 interleaved pairs; after a LitData
-    epoch, 1,122 vs 1,037 and 1,030 vs 1,150), with a fifth less CPU (1.8-2.1 against 2.2-3.2
-    s), and without the buffers' memory: on this VM, memory that another process freed seconds
-    before is slow to touch (the host takes it back: 2.3 GB written 6.5 s after a free, 0.7 s
-    right after one). A consumer that writes to the tensor gets its own copy of the pages it
-    writes; the file is never changed. Only for files nobody truncates while the tensors are in
-    use (a shard is published by a rename and replaced the same way): a map of a file cut short
-    under it faults (``Mapped.populate`` names one cut short before it is read)."""
+    buffers, with less CPU and without the buffers' memory (on a VM that hands freed memory back
+    to its host, fresh memory is slow to touch). Figures: docs/stream-notes.md. A consumer that
+    writes to the tensor gets its own copy of the pages it writes; the file is never changed.
+    Only for files nobody truncates while the tensors are in use (a shard is published by a
+    rename and replaced the same way): a map of a file cut short under it faults
+    (``Mapped.populate`` names one cut short before it is read)."""
     if size < PIECE or isinstance(reader, RemoteShard) or reader.compressed:
         return None
     start = offset - offset % mmap.ALLOCATIONGRANULARITY

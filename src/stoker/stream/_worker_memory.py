@@ -1,14 +1,12 @@
 """A DataLoader worker's memory: freed memory kept for reuse, inherited objects left untouched.
 
-Reader threads allocate each sample's bytes in their own malloc arena, and the worker frees
-them once its batch is collated. glibc then gives the free top of each arena back to the
-kernel (above 128 KiB, its default), so the next group of samples faults in fresh, zeroed
-pages: on a VM that hands freed memory back to its host, a slow fault. A worker exists only to
-load data, so it keeps what it freed (and serves allocations up to ``MMAP_BYTES`` from the
-heap rather than from fresh maps). Measured on the drop-in path's own reads (resnet50 records,
-6,000 samples, warm, a 2-core machine at load 16-19, 3 interleaved pairs): 115-144 against
-60-138 us of CPU per sample (two pairs halved, one within the noise). The objects a forked
-worker inherited are frozen out of the garbage collector (``freeze_inherited_objects``).
+Reader threads allocate each sample's bytes in their own malloc arena, and the worker frees them
+once its batch is collated. glibc then gives the free top of each arena back to the kernel
+(above 128 KiB, its default), so the next group of samples faults in fresh, zeroed pages: on a
+VM that hands freed memory back to its host, a slow fault. A worker exists only to load data, so
+it keeps what it freed (and serves allocations up to ``MMAP_BYTES`` from the heap rather than
+from fresh maps), for less CPU a sample (docs/stream-notes.md). The objects a forked worker
+inherited are frozen out of the garbage collector (``freeze_inherited_objects``).
 """
 
 from __future__ import annotations
@@ -30,12 +28,10 @@ def keep_freed_memory() -> bool:
 
 @functools.cache
 def freeze_inherited_objects() -> None:
-    """Take what this worker inherited from the training process out of the garbage
-    collector's reach (``gc.freeze``, once per process). A full collection in a forked worker
-    otherwise walks every object the training process holds (torch, the model, the imports)
-    and writes to each one's header, copying every page it touches. Measured on the drop-in
-    path (resnet50 records, 12,000 samples, warm, 2 workers, 3 runs each): the workers' page
-    faults 356,500 -> 348,000 a run, their CPU ~0.2 s less, the 99th percentile of the wait
-    for a batch 30-41 -> 17-20 ms. Objects inherited are kept for the worker's life; it frees
+    """Take what this worker inherited from the training process out of the garbage collector's
+    reach (``gc.freeze``, once per process). A full collection in a forked worker otherwise
+    walks every object the training process holds (torch, the model, the imports) and writes to
+    each one's header, copying every page it touches, and stalls the batch it interrupts
+    (figures: docs/stream-notes.md). Objects inherited are kept for the worker's life; it frees
     its own as before."""
     gc.freeze()
