@@ -168,12 +168,10 @@ def refresh_prices(
         )
     import tomli_w
 
+    from .._atomic import write_whole
+
+    where = os.environ.get("STOKER_PRICES_API") or API
+    text = tomli_w.dumps(price_override(prices, today or dt.date.today(), where))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        where = os.environ.get("STOKER_PRICES_API") or API
-        tomli_w.dump(price_override(prices, today or dt.date.today(), where), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_whole(path, text.encode())  # (a temporary of this writer's own: two refreshes at once)
     return prices
