@@ -122,7 +122,7 @@ def write_all(
 def start_writeback(fd: int, offset: int, nbytes: int) -> None:
     """Ask the kernel to start writing ``[offset, offset + nbytes)`` to disk now, without
     waiting. The final fsync then finds little left to write: the disk works while the network
-    does, instead of after it (on 2 GiB here the fsync took ~40 % of the copy). A no-op where
+    does, instead of after it. A no-op where
     the call does not exist."""
     if _SYNC_FILE_RANGE is not None:
         _SYNC_FILE_RANGE(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)

@@ -104,9 +104,8 @@ def from_bytes(data: bytes | memoryview, md5: str | None, hash_files: bool, sour
 def write_held(items: list[tuple[Held, int]]) -> list[str | None | BaseException]:
     """Write each object into its open partial file, a HASH_ROUND at a time (in WRITE_PIECE
     writes), each piece right after it is hashed, while the CPU's cache still holds it
-    (hashed whole, then written whole, a 4 MiB object came back from memory for the kernel's
-    copy into the page cache: perf of 600 files log-normal ~1 MiB, that copy fell from 8.6 %
-    of the samples to 1.9 %). The objects go side by side: a round takes the next piece of
+    (hashed whole, then written whole, a 4 MiB object would come back from memory for the
+    kernel's copy into the page cache). The objects go side by side: a round takes the next piece of
     each, and their MD5s in one call (one SIMD lane each: see stoker._many_md5). Per object,
     its hash or its error."""
     outcomes: list[str | None | BaseException] = [None] * len(items)

@@ -76,7 +76,7 @@ class MixtureReader:
         """For each run of ``size`` of ``ids``: the (row, index in the shard) of each, in the
         order of ``ids``, a row being a shard of ``shard_table`` (any source's). The sample by
         sample path reads a group so, in the mixture's order: a group split by source, read
-        part by part and put back in order, cost 2 KiB records ~0.4 us a sample more (+8 %)."""
+        part by part and put back in order, costs more CPU a sample (docs/stream.md)."""
         starts = self.shard_table()[0]
         at = np.searchsorted(starts, ids, side="right") - 1
         places = list(zip(at.tolist(), (ids - starts[at]).tolist(), strict=True))
