@@ -8,8 +8,9 @@ script that only stages data does not pay for the planner's imports (and the rev
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -89,17 +90,9 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'stoker' has no attribute {name!r}")
-    module = importlib.import_module(f".{_WHERE[name]}", __name__)
-    # stoker.stage, stoker.provision, stoker.report and stoker.simulate are subpackages,
-    # callable as the functions they name.
-    value = (
-        module if name in ("stage", "provision", "report", "simulate") else getattr(module, name)
-    )
-    globals()[name] = value
-    return value
+# stoker.stage, stoker.provision, stoker.report and stoker.simulate are subpackages, callable as
+# the functions they name.
+__getattr__ = lazy_names(__name__, _WHERE, modules=("stage", "provision", "report", "simulate"))
 
 
 def __dir__() -> list[str]:
