@@ -8,39 +8,10 @@
         with ledger.checkpoint(): ckpt.save(step, state)
     ledger.report()
 
-**Steps.** A step runs from one ``next()`` on the wrapped iterable to the next one. Time spent in
-no phase is ``other`` (logging, say), so the phases and ``other`` add up to the step time as long
-as phases do not overlap (they may not nest; the ledger refuses that). The first ``skip_first``
-steps (start-up, DDP's bucket rebuild) are left out of the figures.
-
-**Threads.** Each thread has its own open phase. A phase timed on another thread (a checkpoint
-saved in the background) counts whole in the step in progress when it ends; it overlaps the
-loop's phases, so that step's phases may add up to more than the step (``other`` is then 0).
-
-**Clocks.** On CPU every phase is wall-clock time in the training thread. On a CUDA device each
-phase is the time the current stream spends between two events recorded at the phase's start and
-end: for work the phase enqueues, how long the GPU ran it; for a phase that enqueues nothing
-(waiting for data, a blocking checkpoint), how long the GPU sat idle because of it: zero if the GPU
-still had earlier work queued. Events are read once they have completed (``query()``, no sync);
-``summary()`` waits for the last one. Work on side streams is not seen.
-
-**Cost.** Ended steps are read in batches (every 16 steps or every second), which keeps the
-ledger's own work per step to a few microseconds; ``snapshot()`` (any thread, never waits) lags
-the loop by that much. See BENCHMARKS.md (``## ledger``).
-
-**Exposed communication.** ``attach(ddp)`` wraps DDP's all-reduce hook (or yours) and marks two
-moments per gradient bucket: when DDP hands it over (its gradients are computed) and when its
-all-reduce completes. Exposed communication is, per step, from the hand-over of the *last* bucket
-(every gradient is computed; what is left of ``backward()`` is waiting) to the completion of the
-latest all-reduce, clipped at zero; it includes waiting for slower ranks to reach that all-reduce
-(a straggler shows up as exposed communication on the others). It is carved out of ``compute``
-(run ``backward()`` inside ``ledger.compute()``; otherwise it comes out of ``other``).
-Communication hidden behind backward is not counted, nor is what it costs compute by sharing the
-machine: with gloo on CPU the all-reduce runs on gloo's threads on the same cores, so backward
-slows down while it runs; on GPU, NCCL kernels share the SMs. The averaged gradients' copy back
-into ``.grad`` after the last all-reduce counts as compute. FSDP has no such hook here: time
-blocking collectives you issue yourself with ``with ledger.comm():``, which count whole as exposed
-communication.
+A step runs from one ``next()`` on the wrapped iterable to the next; time in no phase is
+``other``. Phases are wall-clock time on CPU and CUDA-event time on a GPU's current stream;
+exposed communication runs from DDP's last gradient bucket to its latest all-reduce. What each
+phase counts (threads, clocks, cost, FSDP): docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -112,14 +83,14 @@ class LedgerSummary:
     clock: str  # "wall clock" or "CUDA events"
     comm_buckets: int  # all-reduces seen by attach()'s hook in counted steps
     comm_bytes: int
-    pending: int  # steps ended but not read yet (snapshot only; see "Cost")
+    pending: int  # steps ended but not read yet (snapshot only; docs/ledger.md "Cost")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Ledger:
-    """Per-step time accounting for a training loop; see the module docstring."""
+    """Per-step time accounting for a training loop; see docs/ledger.md."""
 
     def __init__(self, device: Any = None, *, skip_first: int = 1) -> None:
         """``device``: a CUDA device times with events on its current stream; None picks CUDA
