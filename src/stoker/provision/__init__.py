@@ -11,21 +11,11 @@ parameters, a README of what it costs). Pure: plan in, files out; it never calls
 ``stoker.provision(spec, out)`` is both this package and the function, as ``stoker.stage`` is.
 """
 
-import inspect as _inspect
-import sys as _sys
-import types as _types
-
+from .._callable_package import make_callable
 from ._options import read_ssh_key
 from ._provision import Deployment, provision
 from ._readme import money
 
 __all__ = ["Deployment", "money", "provision", "read_ssh_key"]
 
-
-class _CallablePackage(_types.ModuleType):
-    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
-        return provision(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallablePackage
-__signature__ = _inspect.signature(provision)  # what help() shows for stoker.provision(...)
+make_callable(__name__, provision)

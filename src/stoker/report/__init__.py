@@ -9,20 +9,10 @@ from any mix of a plan, a simulation and measured runs; PNG or PDF of the same c
 function, as ``stoker.stage`` is. docs/report.md describes the charts and the record format.
 """
 
-import inspect as _inspect
-import sys as _sys
-import types as _types
-
+from .._callable_package import make_callable
 from ..measure.measured import Measured, read_measured
 from ._report import ReportResult, report
 
 __all__ = ["Measured", "ReportResult", "read_measured", "report"]
 
-
-class _CallablePackage(_types.ModuleType):
-    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
-        return report(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallablePackage
-__signature__ = _inspect.signature(report)  # what help() shows for stoker.report(...)
+make_callable(__name__, report)

@@ -5,10 +5,7 @@ The package is callable, like ``stoker.stage``: ``stoker.simulate(spec, runs=100
 whether or not ``stoker.simulate`` was imported as a package first.
 """
 
-import inspect
-import sys
-import types
-
+from .._callable_package import make_callable
 from ._knobs import CLOSED_FORM as CLOSED_FORM
 from ._knobs import SimulateKnobs as SimulateKnobs
 from ._result import Simulation
@@ -18,11 +15,4 @@ from ._simulate import simulate
 # CLOSED_FORM, SimulateKnobs and load_job are reached as stoker.simulate.NAME.
 __all__ = ["Simulation", "simulate"]
 
-
-class _CallablePackage(types.ModuleType):
-    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
-        return simulate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
-__signature__ = inspect.signature(simulate)
+make_callable(__name__, simulate)

@@ -5,10 +5,7 @@ callable, so the API twin of ``stoker stage`` reads naturally and ``import stoke
 still works. Its options are ``StageOptions`` (stoker.stage.options), typed once. ``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
 """
 
-import inspect
-import sys
-import types
-
+from .._callable_package import make_callable
 from ._api import cache_pull_async, stage_async, verify_async
 from ._cache import CacheResult, cache_pull
 from ._progress import JsonReporter, Reporter, RichReporter, terminal_reporter
@@ -33,11 +30,4 @@ __all__ = [
     "verify_async",
 ]
 
-
-class _CallablePackage(types.ModuleType):
-    def __call__(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN204
-        return stage(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
-__signature__ = inspect.signature(stage)  # what help() and IDEs show for stoker.stage(...)
+make_callable(__name__, stage)
