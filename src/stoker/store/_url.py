@@ -1,43 +1,16 @@
 """Storage URLs: one parser for every place stoker reads or writes.
 
-Azure Blob, as obstore, adlfs and fsspec write it::
+    az://CONTAINER/PATH, abfs[s]://CONTAINER/PATH   the account from the environment
+    az|abfs[s]|wasb[s]://CONTAINER@ACCOUNT.dfs|blob.SUFFIX/PATH
+    https://ACCOUNT.blob|dfs.SUFFIX/CONTAINER/PATH[?SAS]
+    http://HOST:PORT/ACCOUNT/CONTAINER/PATH          path style: an emulator
+    s3://BUCKET/PREFIX, gs://BUCKET/PREFIX           through obstore
+    /path, ./path, file:///path                      POSIX
 
-    az://CONTAINER/PATH                      the account from the environment (below)
-    abfs[s]://CONTAINER/PATH                 the same (fsspec's form)
-    az|abfs[s]|wasb[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH  (or .blob.; Hadoop's)
-    https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH[?SAS] (or .dfs.)
-    http://127.0.0.1:10000/ACCOUNT/CONTAINER/PATH               path style: an emulator
-
-and any cloud's endpoint suffix in place of ``core.windows.net`` (``core.usgovcloudapi.net``,
-``core.chinacloudapi.cn``, ...): a host is a Blob account when it reads
-``ACCOUNT.blob.SUFFIX`` or ``ACCOUNT.dfs.SUFFIX`` (a DNS-zone endpoint ``ACCOUNT.zNN.blob...``
-too). Path style is read only where no account can be meant by the host: an IP address, a host
-name of one label (``localhost``, ``azurite``), or a host with an explicit port.
-
-``az://CONTAINER/PATH`` takes its account from ``AZURE_STORAGE_ACCOUNT_NAME`` (obstore, adlfs),
-``AZURE_STORAGE_ACCOUNT`` (the Azure CLI) or the ``AccountName`` of
-``AZURE_STORAGE_CONNECTION_STRING``; they must agree, and its endpoint is the connection
-string's (``BlobEndpoint``, or ``EndpointSuffix``) when it names that account, else
-``https://ACCOUNT.blob.core.windows.net``. The first part after ``az://`` is always the
-container. stoker's earlier ``az://ACCOUNT/CONTAINER/PATH`` therefore reads as a container named
-after the account; where that container's name is the environment's account, the URL is
-ambiguous and refused, with the two ways to write it.
-
-    s3://BUCKET/PREFIX, gs://BUCKET/PREFIX   through obstore, credentials from env
-    /path, ./path, file:///path              POSIX (Lustre, NetApp, NVMe, Files)
-
-A remote URL's path with a '.' or '..' segment, or a backslash, written as it is or
-percent-encoded, is refused: a client or the service could resolve it out of the container or
-prefix the URL seems to name. A local path or file:// URL is resolved (its '..' is the user's).
-
-Anything that looks like a URL but is not one of these (``az:/container`` with one slash,
-``az:container``, ``htps://``, an unknown scheme, no container) is refused with the forms
-accepted, never read as a local path: an upload would land in a folder named ``az:``.
-
-A SAS token in a URL is taken out at parse time and kept only in ``Location.sas``; ``str()``
-of a Location never shows it. A URL with a user:password@ is refused without showing it.
-``str()`` of a Blob location is its endpoint, container and prefix, whichever form named it: it
-shows the account the environment chose.
+A remote path with a '.' or '..' segment, anything that looks like a URL but is none of these,
+and a user:password@ are refused, never read as a local path. A SAS is kept only in
+``Location.sas``; ``str()`` never shows it. The rules (the account of ``az://``, path style,
+other clouds' suffixes): docs/urls.md.
 """
 
 from __future__ import annotations
