@@ -35,26 +35,33 @@ def reaches(path: Path, text: str | None = None) -> list[str]:
     _, package = _module_parts(path)
     own = package[1] if len(package) > 1 else None
     found = []
+    for t in _imported(path, text):
+        if len(t) < 3 or t[0] != "stoker" or t[1] == own:
+            continue
+        if not (SRC / t[1]).is_dir():  # a root module: stoker._atomic is shared
+            continue
+        if any(_private(p) for p in t[2:]):
+            found.append(".".join(t))
+    return sorted(set(found))
+
+
+def _imported(path: Path, text: str | None = None) -> list[list[str]]:
+    """Every dotted name a module imports (a ``from`` import gives the module and each name
+    from it), relative imports resolved; inside functions too."""
+    _, package = _module_parts(path)
+    out: list[list[str]] = []
     for node in ast.walk(ast.parse(text if text is not None else path.read_text(encoding="utf-8"))):
-        targets: list[list[str]] = []
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - node.level + 1]
                 mod = base + (node.module.split(".") if node.module else [])
             else:
                 mod = (node.module or "").split(".")
-            targets.append(mod)
-            targets += [mod + [a.name] for a in node.names]
+            out.append(mod)
+            out += [mod + [a.name] for a in node.names]
         elif isinstance(node, ast.Import):
-            targets += [a.name.split(".") for a in node.names]
-        for t in targets:
-            if len(t) < 3 or t[0] != "stoker" or t[1] == own:
-                continue
-            if not (SRC / t[1]).is_dir():  # a root module: stoker._atomic is shared
-                continue
-            if any(_private(p) for p in t[2:]):
-                found.append(".".join(t))
-    return sorted(set(found))
+            out += [a.name.split(".") for a in node.names]
+    return out
 
 
 def all_reaches() -> dict[str, list[str]]:
@@ -130,21 +137,9 @@ def package_imports() -> dict[str, set[str]]:
         if len(package) < 2:
             continue  # the root re-exports everything
         own = package[1]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package[: len(package) - node.level + 1]
-                    mod = base + (node.module.split(".") if node.module else [])
-                else:
-                    mod = (node.module or "").split(".")
-                names = [mod] + [mod + [a.name] for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name.split(".") for a in node.names]
-            else:
-                continue
-            for t in names:
-                if len(t) >= 2 and t[0] == "stoker" and t[1] != own and (SRC / t[1]).is_dir():
-                    deps.setdefault(own, set()).add(t[1])
+        for t in _imported(path):
+            if len(t) >= 2 and t[0] == "stoker" and t[1] != own and (SRC / t[1]).is_dir():
+                deps.setdefault(own, set()).add(t[1])
     return deps
 
 
