@@ -258,11 +258,13 @@ def stage(
 
     keep_freed_memory()  # (this process exists to move data: see _malloc)
 
-    reporter = JsonReporter() if json_out else terminal_reporter(f"{src} -> {dst}")
+    shown = JsonReporter() if json_out else terminal_reporter(f"{src} -> {dst}")
+    recorder = None
     if record is not None:
         from ..measure.records import RecordingReporter
 
-        reporter = RecordingReporter(reporter)
+        recorder = RecordingReporter(shown)
+    reporter: Any = recorder or shown  # (a RecordingReporter passes each call on: a Reporter)
     # (the lines' reader learns why they stopped)
     with user_errors(json_lines=json_out), interruptible(json_out):
         if record is not None:
@@ -294,10 +296,10 @@ def stage(
             reporter=None if dry_run else reporter,
             confirm_delete=_confirm(dst, yes, json_out, reporter) if delete else None,
         )
-    if record is not None and not dry_run:
+    if record is not None and recorder is not None and not dry_run:
         from ..measure.records import stage_record
 
-        stage_record(summary, reporter.points).save_json(record)
+        stage_record(summary, recorder.points).save_json(record)
     if json_out and dry_run:  # one "summary" line, as a run that copies ends with
         reporter.finish(summary.to_dict())
     elif not json_out:

@@ -2,7 +2,8 @@
 
 ``stoker.stage(src, dst, ...)`` is both this package and the function: the package is
 callable, so the API twin of ``stoker stage`` reads naturally and ``import stoker.stage.x``
-still works. Its options are ``StageOptions`` (stoker.stage.options), typed once. ``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
+still works. Its options are ``StageOptions`` (stoker.stage.options), typed once.
+``stage_async``, ``verify_async`` and ``cache_pull_async`` are the async twins.
 """
 
 from .._callable_package import make_callable

@@ -54,7 +54,7 @@ class CacheResult:
 async def _version(url: str, allow_http: bool) -> str:
     store = open_store(url, allow_http=allow_http)
     store.follow_symlinks = True  # a Hugging Face snapshot: files are links into blobs/
-    lines = []
+    lines: list[str] = []
     try:
         async for batch in store.list():
             lines.extend(f"{o.key}\t{o.size}\t{o.etag}" for o in batch)

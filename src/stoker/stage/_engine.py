@@ -134,6 +134,10 @@ class Engine:
     async def _copy_all(
         self, batches: AsyncIterator[list[Pending]], tasks: set[asyncio.Task]
     ) -> None:
+        def done(task: asyncio.Task) -> None:  # a file's task ended: its slot is free
+            tasks.discard(task)
+            self.files_in_flight.release()
+
         try:
             async for batch in batches:
                 for key, size, etag, md5 in batch:
@@ -142,9 +146,7 @@ class Engine:
                     await self.files_in_flight.acquire()
                     task = asyncio.create_task(self._one(key, size, etag, md5))
                     tasks.add(task)
-                    task.add_done_callback(
-                        lambda t: (tasks.discard(t), self.files_in_flight.release())
-                    )
+                    task.add_done_callback(done)
         except asyncio.CancelledError:  # Ctrl-C: the files in flight stop where they are (their
             for task in tasks:  # finished blocks are recorded), rather than finish first
                 task.cancel()
@@ -165,7 +167,7 @@ class Engine:
             self.fatal = self.fatal or exc
             return
         except OSError as exc:  # (one no layer below named)
-            self.fatal = self.fatal or disk_error(exc, exc.filename or self.dst)
+            self.fatal = self.fatal or disk_error(exc, exc.filename or str(self.dst))
             return
         except StokerError as exc:  # this object only: the others go on
             self.counters.failed.append(str(exc))

@@ -58,7 +58,10 @@ async def _local_md5(store: Store, key: str) -> str | None:
 
     def digest() -> str | None:
         try:
-            with open(store.local_path(key), "rb") as f:  # type: ignore[arg-type]
+            path = store.local_path(key)
+            if path is None:  # (a folder's store always has one)
+                return None
+            with open(path, "rb") as f:
                 return hashlib.file_digest(f, "md5").hexdigest()
         except OSError:  # gone or unreadable: not the same, copy it
             return None
