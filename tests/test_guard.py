@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+import loopback_http
 from stoker.errors import StokerError
 from stoker.operate._guard_actions import command_action, print_action, webhook_action
 from stoker.operate._guard_evidence import gpu_problem
@@ -230,25 +229,9 @@ def test_command_action_gets_the_evidence(tmp_path: Path) -> None:
 
 
 def test_webhook_action_posts_json() -> None:
-    got: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        webhook_action(f"http://127.0.0.1:{server.server_port}/hook?sig=abcdefgh123")(verdict_now())
+    with loopback_http.webhook() as (url, got):
+        webhook_action(f"{url}?sig=abcdefgh123")(verdict_now())
         assert got[0]["event"] == "idle" and got[0]["gpus"]
         with pytest.raises(StokerError) as info:
             webhook_action("http://127.0.0.1:9/hook?sig=abcdefgh123")(verdict_now())
         assert "abcdefgh123" not in str(info.value)
-    finally:
-        server.shutdown()
-        server.server_close()

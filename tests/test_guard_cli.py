@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import loopback_http
 from stoker.cli import app
 from stoker.operate import _guard_sources
 from stoker.operate.guard import GpuReading
@@ -200,22 +201,8 @@ def endpoint() -> Iterator[Callable[[Callable[[int], Any]], str]]:
 
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict]]]:
-    posts: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", posts
-    server.shutdown()
-    server.server_close()
+    with loopback_http.webhook() as hook:
+        yield hook
 
 
 def guard_args(url: str, action: str, marker: Path, hook: str, extra: list[str]) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import loopback_http
 from fake_nvml import FakeNvml
 from stoker.measure.gpus import Gpus
 from stoker.operate._guard_actions import command_action, webhook_action
@@ -102,22 +103,8 @@ class Actions:
 
 @pytest.fixture
 def actions(tmp_path: Path) -> Iterator[Actions]:
-    posts: list[dict] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Actions(tmp_path, f"http://127.0.0.1:{server.server_port}/hook", posts)
-    server.shutdown()
-    server.server_close()
+    with loopback_http.webhook() as (url, posts):
+        yield Actions(tmp_path, url, posts)
 
 
 def watch(
