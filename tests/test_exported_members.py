@@ -50,7 +50,7 @@ NOT_AT_THE_TOP = {
         "run_loader",
         "serve",
     },
-    "plan": {"markdown_compare", "parse_spec"},
+    "plan": {"PlanJson", "markdown_compare", "parse_spec"},
     "operate": {
         "Expired",
         "Metrics",

@@ -100,8 +100,8 @@ def test_the_check_itself_catches_a_reach(source: str, bad: bool) -> None:
 # and the like, are open to all). The layers: catalog at the bottom; plan over it; simulate and
 # provision over the plan; store at the bottom of the data path, stage and stream over it;
 # measure over the data path (its benches run stage and stream); checkpoint beside them;
-# operate over provision's tags; report reads the plan and the measured records; the CLI and
-# the root's re-exports over everything.
+# operate over provision's tags; report reads the plan, the simulation (their JSON's TypedDicts)
+# and the measured records; the CLI and the root's re-exports over everything.
 ALLOWED = {
     "catalog": set(),
     "plan": {"catalog"},
@@ -113,7 +113,7 @@ ALLOWED = {
     "stream": {"measure", "store"},  # the stall metrics are served by measure's exporter
     "measure": {"catalog", "plan", "stage", "stream"},
     "checkpoint": {"catalog", "measure", "plan", "store"},
-    "report": {"measure", "plan"},
+    "report": {"measure", "plan", "simulate"},
     "cli": {
         "catalog",
         "checkpoint",

@@ -21,19 +21,41 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, cast, get_args
 
 from ..errors import ReportError
 
 KIND = "stoker.measured/1"
-SOURCES = ("ledger", "loader", "storage", "stage", "checkpoint")
-UNITS = ("ratio", "s", "bytes/s", "bytes", "count")
+Source = Literal["ledger", "loader", "storage", "stage", "checkpoint"]  # what measured a run
+Unit = Literal["ratio", "s", "bytes/s", "bytes", "count"]  # a series' unit
+SOURCES: tuple[Source, ...] = get_args(Source)
+UNITS: tuple[Unit, ...] = get_args(Unit)
 MAX_POINTS = 4096  # a series longer than this keeps every other point (a long run stays small)
+
+
+class SeriesJson(TypedDict):
+    """One series of a ``stoker.measured/1`` record, as JSON."""
+
+    unit: str  # one of UNITS when stoker wrote it (a reader keeps what it finds)
+    t_s: list[float]
+    values: list[float | None]  # (a value that was not finite: null)
+
+
+class MeasuredJson(TypedDict):
+    """A ``stoker.measured/1`` record as ``Measured.to_dict()`` writes it (a reader tolerates
+    keys it does not know, and parse_measured checks each it reads)."""
+
+    kind: str
+    source: Source
+    name: str
+    recorded: str
+    summary: dict[str, Any]  # numbers or null, in base units, the unit in the name
+    series: dict[str, SeriesJson]
 
 
 @dataclass
 class Series:
-    unit: str
+    unit: str  # one of UNITS when stoker wrote it (a reader keeps what it finds)
     t_s: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
 
@@ -48,7 +70,7 @@ class Series:
 class Measured:
     """One measured run: what measured it, its figures, and its series over time."""
 
-    source: str
+    source: Source
     name: str
     summary: dict[str, Any] = field(default_factory=dict)
     series: dict[str, Series] = field(default_factory=dict)
@@ -58,11 +80,11 @@ class Measured:
     path: str = ""  # the file it was read from, for the report's captions
     dropped: int = 0  # values read that were not finite or were negative, left out
 
-    def add(self, series: str, unit: str, t_s: float, value: float) -> None:
+    def add(self, series: str, unit: Unit, t_s: float, value: float) -> None:
         """Append one point to ``series`` (made with ``unit`` on first use)."""
         self.series.setdefault(series, Series(unit)).add(t_s, value)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MeasuredJson:
         return {
             "kind": KIND,
             "source": self.source,
@@ -134,7 +156,7 @@ def parse_measured(doc: Any, where: str = "the measured record") -> Measured:
         series[key], bad = _series(str(s.get("unit", "")), t, v)
         dropped += bad
     m = Measured(
-        str(source),
+        cast("Source", source),  # (one of SOURCES: checked above)
         shown(str(doc.get("name") or source)),
         summary,
         series,

@@ -2,6 +2,7 @@
 
 from .job import plan_job
 from .model import make_plan
+from .plan_json import PlanJson
 from .render import markdown, markdown_compare
 from .result import Plan
 from .spec import JobSpec, load_spec, parse_spec
@@ -9,6 +10,7 @@ from .spec import JobSpec, load_spec, parse_spec
 __all__ = [
     "JobSpec",
     "Plan",
+    "PlanJson",
     "load_spec",
     "make_plan",
     "markdown",

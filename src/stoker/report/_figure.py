@@ -23,7 +23,7 @@ PHASE_COLOURS = {
     "checkpoint": "#edae49",
     "other": "#b8b8b8",
 }
-_STYLE = {
+_STYLE: Any = {  # (matplotlib types its keys as a Literal of every rcParam)
     "svg.fonttype": "none",  # text stays text: small files, crisp in the browser, searchable
     "font.size": 9,
     "axes.spines.top": False,

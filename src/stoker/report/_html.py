@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..measure.measured import Measured
 from ._figure import Chart, duration, money
+
+if TYPE_CHECKING:
+    from ..plan import PlanJson
+    from ..simulate import SimulationJson
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
@@ -31,8 +35,8 @@ p.reading { margin: 0 0 0.6em; }
 
 def page(
     charts: dict[str, list[Chart]],
-    plan: dict[str, Any] | None,
-    sim: dict[str, Any] | None,
+    plan: PlanJson | None,
+    sim: SimulationJson | None,
     measured: list[Measured],
     version: str,
 ) -> str:
@@ -64,7 +68,7 @@ def page(
     return "\n".join(parts) + "\n"
 
 
-def _what(plan: Any, sim: Any, measured: list[Measured]) -> str:
+def _what(plan: PlanJson | None, sim: SimulationJson | None, measured: list[Measured]) -> str:
     have = [w for w, x in (("a plan", plan), ("a simulation", sim)) if x]
     if measured:
         have.append(f"{len(measured)} measured run{'s' if len(measured) > 1 else ''}")
@@ -83,7 +87,7 @@ def _rows(rows: list[tuple[str, str]]) -> str:
     return f'<table class="facts">{cells}</table>'
 
 
-def _plan_facts(plan: dict[str, Any]) -> str:
+def _plan_facts(plan: PlanJson) -> str:
     rows = [
         ("job", f"{plan.get('name', '?')} ({plan.get('kind', '?')})"),
         (
@@ -99,8 +103,8 @@ def _plan_facts(plan: dict[str, Any]) -> str:
             ("run", f"{duration(run['wall_s'])} wall clock, {run.get('steps', 0):,.0f} steps")
         )
     cost = plan.get("cost") or {}
-    if cost.get("total_usd") is not None:
-        rows.append(("cost", money(cost["total_usd"])))
+    if (total := cost.get("total_usd")) is not None:
+        rows.append(("cost", money(total)))
     elif cost.get("known_total_usd") is not None:
         rows.append(
             (
@@ -117,7 +121,7 @@ def _plan_facts(plan: dict[str, Any]) -> str:
     return out
 
 
-def _sim_facts(sim: dict[str, Any]) -> str:
+def _sim_facts(sim: SimulationJson) -> str:
     from ._sim_charts import days
 
     rows = [

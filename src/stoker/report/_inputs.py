@@ -6,38 +6,50 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from .._user_files import load_user_json
 from ..errors import ReportError
 from ..measure.measured import Measured, parse_measured, read_measured
 
+if TYPE_CHECKING:  # (stoker.plan and stoker.simulate take a while to import: only types here)
+    from ..plan import Plan, PlanJson
+    from ..simulate import Simulation, SimulationJson
+
 PLAN_SCHEMA = "stoker.plan/1"
 SIMULATION_KIND = "stoker.simulation/1"
 
-PathLike = str | os.PathLike[str]
+PathLike: TypeAlias = "str | os.PathLike[str]"
+PlanInput: TypeAlias = "PathLike | Plan | Mapping[str, Any]"
+"""A job spec (``.toml``), ``stoker plan --json`` output (a path), a Plan, or its dict."""
+SimulationInput: TypeAlias = "PathLike | Simulation | Mapping[str, Any]"
+"""``stoker simulate --json`` output (a path), a Simulation, or its dict."""
+MeasuredInput: TypeAlias = "PathLike | Measured | Mapping[str, Any]"
+"""A ``stoker.measured/1`` record: a path, a Measured, or its dict."""
+MeasuredInputs: TypeAlias = "MeasuredInput | Sequence[MeasuredInput]"
 
 
-def load_plan(plan: Any) -> dict[str, Any]:
+def load_plan(plan: PlanInput) -> PlanJson:
     """A plan's JSON dict from a job spec (``.toml``), ``stoker plan --json`` output, a Plan, or
     its dict."""
-    if hasattr(plan, "to_dict"):
+    if not isinstance(plan, str | os.PathLike | Mapping):  # a Plan (or its like)
         plan = plan.to_dict()
-    if isinstance(plan, dict):
-        return _check_plan(plan, "the plan")
+    if isinstance(plan, Mapping):
+        return _check_plan(dict(plan), "the plan")
     p = Path(plan)
     if p.suffix.lower() == ".toml":
         from ..plan import plan_job
 
-        return plan_job(p).to_dict()
+        return cast("PlanJson", plan_job(p).to_dict())
     doc = load_user_json(p, "plan", ReportError)
     if isinstance(doc, list):
         raise ReportError(f"{p}: a list of plans (stoker plan --compare); give one plan")
     return _check_plan(doc, str(p))
 
 
-def _check_plan(doc: Any, where: str) -> dict[str, Any]:
+def _check_plan(doc: Any, where: str) -> PlanJson:
     if not isinstance(doc, dict) or doc.get("schema") != PLAN_SCHEMA:
         raise ReportError(
             f"{where}: not a plan (schema should be {PLAN_SCHEMA!r}); give a job "
@@ -66,7 +78,7 @@ def _check_plan(doc: Any, where: str) -> dict[str, Any]:
     if any(not isinstance(x, str) for x in _at(doc, "cost.unknown") or []):
         raise ReportError(f"{where}: cost.unknown should be a list of the unpriced items' names")
     _check_figures({k: v for k, v in doc.items() if k != "simulation"}, where, "")  # its own
-    return doc
+    return cast("PlanJson", doc)  # (checked above: the keys the report reads have their shape)
 
 
 # A plan's figures carry their unit in their name; each is a finite number or null (a plan
@@ -123,14 +135,16 @@ def _at(doc: dict[str, Any], dotted: str) -> Any:
     return (doc.get(a) or {}).get(b)
 
 
-def load_simulation(sim: Any) -> dict[str, Any]:
+def load_simulation(simulation: SimulationInput) -> SimulationJson:
     """A simulation's JSON dict from a file, a result object with ``to_dict()``, or a dict."""
     where = "the simulation"
-    if hasattr(sim, "to_dict"):
-        sim = sim.to_dict()
-    if not isinstance(sim, dict):
-        where = str(sim)
-        sim = load_user_json(Path(sim), "simulation", ReportError)
+    if not isinstance(simulation, str | os.PathLike | Mapping):  # a Simulation (or its like)
+        simulation = simulation.to_dict()
+    if isinstance(simulation, Mapping):
+        sim: Any = dict(simulation)
+    else:
+        where = str(simulation)
+        sim = load_user_json(Path(simulation), "simulation", ReportError)
     if not isinstance(sim, dict) or sim.get("kind") != SIMULATION_KIND:
         raise ReportError(
             f"{where}: not a simulation (kind should be {SIMULATION_KIND!r}); give "
@@ -142,21 +156,21 @@ def load_simulation(sim: Any) -> dict[str, Any]:
     for key in ("timeline", "plan_misses"):
         if sim.get(key) is not None and not isinstance(sim[key], list):
             raise ReportError(f"{where}: {key} should be a list")
-    return sim
+    return cast("SimulationJson", sim)
 
 
-def load_measured(records: Any) -> list[Measured]:
+def load_measured(records: MeasuredInputs | None) -> list[Measured]:
     """Measured records from files, Measured objects or their dicts (one or a list)."""
     if records is None:
         return []
-    if isinstance(records, str | os.PathLike | Measured | dict):
+    if isinstance(records, str | os.PathLike | Measured | Mapping):
         records = [records]
     out = []
     for r in records:
         if isinstance(r, Measured):
             out.append(r)
-        elif isinstance(r, dict):
-            out.append(parse_measured(r))
+        elif isinstance(r, Mapping):
+            out.append(parse_measured(dict(r)))
         else:
             out.append(read_measured(r))
     return out

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..measure.measured import Measured, Series
 from ..units import format_rate
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, pct
+
+if TYPE_CHECKING:
+    from ..plan import PlanJson
 
 _PHASES = ("compute", "copy", "exposed_comm", "data", "checkpoint", "other")
 _LINE_COLOURS = (MEASURED, "#3d9970", "#8e6bb0", "#d1495b", "#5f6caf")
@@ -53,7 +56,7 @@ def ledger_over_time(m: Measured, index: int) -> Chart | None:
     return Chart(f"ledger-{index}", f"Step ledger over time: {m.name}", text + ".", fig)
 
 
-def utilization(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
+def utilization(records: list[Measured], plan: PlanJson | None) -> Chart | None:
     """Accelerator utilization (compute's share of each step) over time, per run."""
     lines = []
     for m in records:
@@ -90,7 +93,7 @@ def utilization(records: list[Measured], plan: dict[str, Any] | None) -> Chart |
     return Chart("utilization", "Accelerator utilization over time", "; ".join(parts) + ".", fig)
 
 
-def throughput(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
+def throughput(records: list[Measured], plan: PlanJson | None) -> Chart | None:
     """Loader and staging throughput over time; the plan's need per VM as a dashed line."""
     lines = [
         (m, _clean(m.series["throughput_bps"]))
@@ -128,13 +131,13 @@ def throughput(records: list[Measured], plan: dict[str, Any] | None) -> Chart | 
     )
 
 
-def _need_per_vm(plan: dict[str, Any] | None) -> float | None:
+def _need_per_vm(plan: PlanJson | None) -> float | None:
     data, nodes = (plan or {}).get("data") or {}, (plan or {}).get("nodes")
     need = data.get("required_bps")
     return need / nodes if isinstance(need, int | float) and nodes else None
 
 
-def checkpoint_blocking(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
+def checkpoint_blocking(records: list[Measured], plan: PlanJson | None) -> Chart | None:
     """How long each save held the training loop; the plan's blocking time beside it."""
     runs = [
         (m, _clean(m.series["blocking_s"]))
@@ -170,7 +173,7 @@ def checkpoint_blocking(records: list[Measured], plan: dict[str, Any] | None) ->
     return Chart("checkpoint-blocking", "Checkpoint blocking", "; ".join(parts) + ".", fig)
 
 
-def storage(records: list[Measured], plan: dict[str, Any] | None) -> Chart | None:
+def storage(records: list[Measured], plan: PlanJson | None) -> Chart | None:
     """Each storage test's throughput, as ``stoker bench storage`` measured it."""
     rows = [
         (f"{m.name}: {k.removesuffix('_bps').replace('_', ' ')}", v)
@@ -198,7 +201,7 @@ def storage(records: list[Measured], plan: dict[str, Any] | None) -> Chart | Non
     return Chart("storage", "Storage throughput measured", text + ".", fig)
 
 
-def charts(records: list[Measured], plan: dict[str, Any] | None) -> list[Chart]:
+def charts(records: list[Measured], plan: PlanJson | None) -> list[Chart]:
     made = [ledger_over_time(m, i) for i, m in enumerate(records) if m.source == "ledger"]
     made += [
         utilization(records, plan),

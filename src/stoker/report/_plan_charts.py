@@ -5,12 +5,16 @@ against cost, goodput against checkpoint interval, and the bill. Each reads the 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..measure.measured import Measured
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, money, pct
+
+if TYPE_CHECKING:
+    from ..plan.plan_json import DataJson, PlanJson, TierChoiceJson
 
 _PLAN_PHASES = (  # plan key -> ledger phase
     ("compute_s", "compute"),
@@ -21,7 +25,7 @@ _PLAN_PHASES = (  # plan key -> ledger phase
 _LEDGER_PHASES = ("compute", "copy", "exposed_comm", "data", "checkpoint", "other")
 
 
-def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | None:
+def step_split(plan: PlanJson | None, ledgers: list[Measured]) -> Chart | None:
     """Shares of one step per phase: the plan's bar, then each measured ledger's."""
     step = (plan or {}).get("step")
     rows: list[tuple[str, dict[str, float]]] = []
@@ -30,7 +34,7 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
         rows.append(
             (
                 f"plan ({duration(total)} a step)",
-                {ph: (step.get(k) or 0.0) / total for k, ph in _PLAN_PHASES},
+                {ph: (_figure(step, k) or 0.0) / total for k, ph in _PLAN_PHASES},
             )
         )
     for m in ledgers:
@@ -79,7 +83,7 @@ def step_split(plan: dict[str, Any] | None, ledgers: list[Measured]) -> Chart | 
     return Chart("step-split", "Where a step's time goes", _step_reading(plan, rows), fig)
 
 
-def _step_reading(plan: dict[str, Any] | None, rows: list[tuple[str, dict[str, float]]]) -> str:
+def _step_reading(plan: PlanJson | None, rows: list[tuple[str, dict[str, float]]]) -> str:
     parts = []
     step = (plan or {}).get("step")
     if step and step.get("total_s"):
@@ -105,7 +109,17 @@ def _step_reading(plan: dict[str, Any] | None, rows: list[tuple[str, dict[str, f
     return ". ".join(parts) + "."
 
 
-def _cheapest_without_stall(data: dict[str, Any]) -> dict[str, Any] | None:
+def _stall(o: TierChoiceJson) -> float:
+    """A tier's stall per step (those drawn have one: the others are named, not drawn)."""
+    return o.get("stall_per_step_s") or 0.0
+
+
+def _figure(doc: Mapping[str, object], key: str) -> float | None:
+    value = doc.get(key)
+    return value if isinstance(value, int | float) else None
+
+
+def _cheapest_without_stall(data: DataJson) -> TierChoiceJson | None:
     options = [
         o
         for o in data.get("options") or []
@@ -113,10 +127,10 @@ def _cheapest_without_stall(data: dict[str, Any]) -> dict[str, Any] | None:
         and o.get("stall_per_step_s") == 0
         and o.get("price_per_hour_usd") is not None
     ]
-    return min(options, key=lambda o: o["price_per_hour_usd"], default=None)
+    return min(options, key=lambda o: o.get("price_per_hour_usd") or 0.0, default=None)
 
 
-def tier_options(plan: dict[str, Any]) -> Chart | None:
+def tier_options(plan: PlanJson) -> Chart | None:
     """Each storage tier the plan weighed: its stall per step beside its price per hour (two
     panels on one row per tier, so tiers with no public price still show their stall)."""
     data = plan.get("data") or {}
@@ -124,14 +138,14 @@ def tier_options(plan: dict[str, Any]) -> Chart | None:
     if not options:
         return None
     chosen = (data.get("chosen") or {}).get("tier")
-    stalls = [o["stall_per_step_s"] for o in options]
+    stalls = [_stall(o) for o in options]
     scale, unit = (1e3, "ms") if max(stalls) < 1 else (1.0, "s")
     fig = figure(6.4, 0.9 + 0.4 * len(options))
     fig.clear()
     left, right = fig.subplots(1, 2, sharey=True, width_ratios=(3, 2))
     for y, o in enumerate(options):
         colour = MEASURED if o["tier"] == chosen else PLAN
-        stall = o["stall_per_step_s"] * scale
+        stall = _stall(o) * scale
         left.barh(y, stall, color=colour, hatch=None if o.get("fits", True) else "//")
         left.text(stall, y, f" {stall:,.3g} {unit}", va="center", fontsize=8)
         price = o.get("price_per_hour_usd")
@@ -158,7 +172,7 @@ def tier_options(plan: dict[str, Any]) -> Chart | None:
     )
 
 
-def _tier_reading(data: dict[str, Any], options: list[dict[str, Any]]) -> str:
+def _tier_reading(data: DataJson, options: list[TierChoiceJson]) -> str:
     chosen = data.get("chosen") or {}
     price = chosen.get("price_per_hour_usd")
     text = (
@@ -167,9 +181,9 @@ def _tier_reading(data: dict[str, Any], options: list[dict[str, Any]]) -> str:
         + (f" at {money(price)}/h" if price else "")
     )
     others = [o for o in options if o["tier"] != chosen.get("tier")]
-    worst = max(others, key=lambda o: o["stall_per_step_s"], default=None)
-    if worst is not None and worst["stall_per_step_s"] > 0:
-        worst_s = duration(worst["stall_per_step_s"])
+    worst = max(others, key=_stall, default=None)
+    if worst is not None and _stall(worst) > 0:
+        worst_s = duration(_stall(worst))
         text += f"; {worst['tier']} would stall the GPU {worst_s} a step"
     unknown = [o["tier"] for o in data.get("options") or [] if o.get("stall_per_step_s") is None]
     if unknown:
@@ -177,7 +191,7 @@ def _tier_reading(data: dict[str, Any], options: list[dict[str, Any]]) -> str:
     return text + "."
 
 
-def goodput_curve(plan: dict[str, Any]) -> Chart | None:
+def goodput_curve(plan: PlanJson) -> Chart | None:
     """Goodput against checkpoint interval (the plan's reliability model), the plan's point
     and Daly's optimum marked."""
     ck = plan.get("checkpoints") or {}
@@ -238,7 +252,7 @@ def goodput_curve(plan: dict[str, Any]) -> Chart | None:
     return Chart("goodput-interval", "Goodput against checkpoint interval", reading, fig)
 
 
-def bill(plan: dict[str, Any]) -> Chart | None:
+def bill(plan: PlanJson) -> Chart | None:
     """The bill item by item; an item with no known price is named, not drawn as zero."""
     cost = plan.get("cost") or {}
     items = cost.get("items") or []
@@ -262,7 +276,9 @@ def bill(plan: dict[str, Any]) -> Chart | None:
     known = cost.get("known_total_usd") or 0.0
     total = cost.get("total_usd")
     biggest = max(
-        (i for i in items if i.get("usd") is not None), key=lambda i: i["usd"], default=None
+        (i for i in items if i.get("usd") is not None),
+        key=lambda i: i.get("usd") or 0.0,
+        default=None,
     )
     text = (
         f"The run costs {money(total)}"
@@ -271,13 +287,13 @@ def bill(plan: dict[str, Any]) -> Chart | None:
         f"{', '.join(cost.get('unknown') or [])})"
     )
     if biggest and known > 0:
-        text += f"; {biggest['item']} is {pct(biggest['usd'] / known)} of it"
-    if cost.get("idle_gpu_usd"):
-        text += f"; GPUs not computing cost {money(cost['idle_gpu_usd'])}"
+        text += f"; {biggest['item']} is {pct((biggest.get('usd') or 0.0) / known)} of it"
+    if idle := cost.get("idle_gpu_usd"):
+        text += f"; GPUs not computing cost {money(idle)}"
     return Chart("bill", "The bill by item", text + ".", fig)
 
 
-def cold_start(plan: dict[str, Any]) -> Chart | None:
+def cold_start(plan: PlanJson) -> Chart | None:
     """An inference plan: how long every replica takes to load the model, per source."""
     inf = plan.get("inference") or {}
     starts = {
@@ -299,14 +315,14 @@ def cold_start(plan: dict[str, Any]) -> Chart | None:
     chosen = inf.get("chosen")
     text = (
         f"{inf.get('replicas', '?')} replicas load {inf.get('model_bytes', 0) / 1e9:,.0f} GB "
-        f"each from {chosen} in {duration(starts.get(chosen, 0))}"
+        f"each from {chosen} in {duration(starts.get(chosen or '', 0))}"
     )
     if "nvme" in starts:
         text += f"; a warm restart from the VM's NVMe takes {duration(starts['nvme'])}"
     return Chart("cold-start", "Cold start by model source", text + ".", fig)
 
 
-def charts(plan: dict[str, Any], ledgers: list[Measured]) -> list[Chart]:
+def charts(plan: PlanJson, ledgers: list[Measured]) -> list[Chart]:
     made = [
         step_split(plan, ledgers),
         tier_options(plan),

@@ -9,13 +9,19 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._output_files import atomic, write_atomic
 from .._redact import redact
 from ..errors import ReportError
 from ._figure import Chart
 from ._inputs import load_measured, load_plan, load_simulation
+
+if TYPE_CHECKING:
+    from ..measure.measured import Measured
+    from ..plan import PlanJson
+    from ..simulate import SimulationJson
+    from ._inputs import MeasuredInputs, PlanInput, SimulationInput
 
 
 @dataclass
@@ -43,9 +49,9 @@ class ReportResult:
 def report(
     out: str | os.PathLike[str],
     *,
-    plan: Any = None,
-    simulation: Any = None,
-    measured: Any = None,
+    plan: PlanInput | None = None,
+    simulation: SimulationInput | None = None,
+    measured: MeasuredInputs | None = None,
     pdf: str | os.PathLike[str] | None = None,
     png: str | os.PathLike[str] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
@@ -108,11 +114,11 @@ def report(
     )
 
 
-def _listed(measured: Any) -> list[Any]:
+def _listed(measured: MeasuredInputs | None) -> list[object]:
     return list(measured) if isinstance(measured, list | tuple) else [measured]
 
 
-def _not_an_input(outputs: dict[str, Path | None], inputs: list[Any]) -> None:
+def _not_an_input(outputs: dict[str, Path | None], inputs: list[object]) -> None:
     """An output that is one of the inputs (``--out rec.json --measured rec.json``) would
     replace what was measured with the page: refused before anything is written."""
     given = [Path(i) for i in inputs if isinstance(i, str | os.PathLike) and Path(i).exists()]
@@ -124,7 +130,7 @@ def _not_an_input(outputs: dict[str, Path | None], inputs: list[Any]) -> None:
 
 
 def _charts(
-    plan: dict[str, Any] | None, sim: dict[str, Any] | None, records: Sequence[Any]
+    plan: PlanJson | None, sim: SimulationJson | None, records: Sequence[Measured]
 ) -> dict[str, list[Chart]]:
     from . import _measured_charts, _plan_charts, _sim_charts
 

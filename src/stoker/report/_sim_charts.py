@@ -4,9 +4,12 @@ plan's, time lost by cause, and the timeline of events."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._figure import MEASURED, PLAN, SIMULATED, Chart, figure, pct
+
+if TYPE_CHECKING:
+    from ..simulate import SimulationJson
 
 
 def _spread(d: Any) -> tuple[float, float, float] | None:
@@ -17,7 +20,7 @@ def _spread(d: Any) -> tuple[float, float, float] | None:
     return d["p5"], d["p50"], d["p95"]
 
 
-def _runs(sim: dict[str, Any]) -> str:
+def _runs(sim: SimulationJson) -> str:
     return (
         f"{sim.get('runs', '?')} simulated runs of {days(sim)} days on "
         f"{_count(sim.get('gpus'))} GPUs"
@@ -28,18 +31,18 @@ def _count(n: Any) -> str:
     return f"{n:,}" if isinstance(n, int | float) else "?"
 
 
-def days(sim: dict[str, Any]) -> str:
+def days(sim: SimulationJson) -> str:
     d = sim.get("days")
     return f"{d:,.1f}".removesuffix(".0") if isinstance(d, int | float) else "?"
 
 
-def distribution(sim: dict[str, Any]) -> Chart | None:
+def distribution(sim: SimulationJson) -> Chart | None:
     """Goodput and GPU-busy share across the runs: p5 to p95, the median, and the plan's."""
     rows = [
-        (name, _spread(sim.get(key)))
+        (name, s)
         for name, key in (("goodput", "goodput"), ("GPU busy", "gpu_busy"))
+        if (s := _spread(sim.get(key))) is not None
     ]
-    rows = [(n, s) for n, s in rows if s is not None]
     if not rows:
         return None
     fig = figure(6.4, 0.9 + 0.5 * len(rows))
@@ -89,7 +92,7 @@ def distribution(sim: dict[str, Any]) -> Chart | None:
     return Chart("sim-goodput", "Goodput across simulated runs", text + ".", fig)
 
 
-def lost_by_cause(sim: dict[str, Any]) -> Chart | None:
+def lost_by_cause(sim: SimulationJson) -> Chart | None:
     """Hours lost per cause: the median run's bar, p5 to p95 as the whisker."""
     causes = [
         (c, s) for c, d in (sim.get("lost_hours") or {}).items() if (s := _spread(d)) is not None
@@ -123,7 +126,7 @@ def lost_by_cause(sim: dict[str, Any]) -> Chart | None:
     return Chart("sim-lost", "Time lost by cause", text, fig)
 
 
-def timeline(sim: dict[str, Any]) -> Chart | None:
+def timeline(sim: SimulationJson) -> Chart | None:
     """Every event of the simulated run in time, one row per kind of event."""
     events = [
         e
@@ -151,6 +154,6 @@ def timeline(sim: dict[str, Any]) -> Chart | None:
     return Chart("sim-timeline", "Timeline of one simulated run", text, fig)
 
 
-def charts(sim: dict[str, Any]) -> list[Chart]:
+def charts(sim: SimulationJson) -> list[Chart]:
     made = [distribution(sim), lost_by_cause(sim), timeline(sim)]
     return [c for c in made if c is not None]

@@ -11,8 +11,9 @@ from ._knobs import SimulateKnobs as SimulateKnobs
 from ._result import Simulation
 from ._simulate import load_job as load_job
 from ._simulate import simulate
+from .simulation_json import SimulationJson as SimulationJson
 
-# CLOSED_FORM, SimulateKnobs and load_job are reached as stoker.simulate.NAME.
+# CLOSED_FORM, SimulateKnobs, load_job and SimulationJson are reached as stoker.simulate.NAME.
 __all__ = ["Simulation", "simulate"]
 
 make_callable(__name__, simulate)
