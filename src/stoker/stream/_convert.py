@@ -34,7 +34,7 @@ from ._array import ArrayLayout
 from ._format import encode_shard
 from ._index import INDEX, DatasetIndex, ShardInfo
 from ._parts import Part, environment, plan_parts, read_part
-from ._sources import KINDS
+from ._sources import KINDS, ShardKind
 
 RECORDS = ".stoker-convert"
 POLL_S = 0.5
@@ -44,7 +44,7 @@ def write_shards(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
-    kind: str = "files",
+    kind: ShardKind = "files",
     keys: bool = False,
     shard_size: int | str = "64MiB",
     compression: str | None = None,

@@ -24,9 +24,14 @@ from typing import Any
 
 from ..errors import StreamError
 from ._array import ArrayLayout, native
-from ._sources import _listing, _reading  # the input listing and its error naming
+from ._sources import ShardKind, _listing, _reading  # the input listing and its error naming
 
-SUFFIX = {"files": None, "jsonl": ".jsonl", "npy": ".npy", "parquet": ".parquet"}
+SUFFIX: dict[ShardKind, str | None] = {
+    "files": None,
+    "jsonl": ".jsonl",
+    "npy": ".npy",
+    "parquet": ".parquet",
+}
 PARQUET_BATCH_ROWS = 1024  # rows per record batch: a row group is never converted to Python whole
 
 
@@ -43,7 +48,7 @@ class Part:
 
 
 def plan_parts(
-    src: Path, kind: str, shard_size: int, *, keys: bool = False, skip: int = 0
+    src: Path, kind: ShardKind, shard_size: int, *, keys: bool = False, skip: int = 0
 ) -> tuple[list[Part], str]:
     """The parts of ``src`` after its first ``skip`` samples (a dataset being added to), and a
     fingerprint of the input and the plan (paths, sizes, modification times, cuts)."""
@@ -178,7 +183,7 @@ def _key(src: Path, path: Path) -> str:
 
 
 # ---------------------------------------------------------------------- reading a part
-def read_part(src: Path, part: Part, kind: str, keys: bool) -> Iterator[Any]:
+def read_part(src: Path, part: Part, kind: ShardKind, keys: bool) -> Iterator[Any]:
     """The samples of ``part``, one at a time."""
     if kind == "files":
         for name in part.paths:

@@ -16,10 +16,17 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from ..errors import StreamError
 
-KINDS = {"files": "bytes", "jsonl": "json", "npy": "array", "parquet": "pickle"}
+ShardKind = Literal["files", "jsonl", "npy", "parquet"]  # what write_shards converts (above)
+KINDS: dict[ShardKind, str] = {
+    "files": "bytes",
+    "jsonl": "json",
+    "npy": "array",
+    "parquet": "pickle",
+}
 
 
 def _listing(src: Path, suffix: str | None) -> list[tuple[str, os.stat_result]]:
@@ -53,7 +60,7 @@ def _listing(src: Path, suffix: str | None) -> list[tuple[str, os.stat_result]]:
 
 
 @contextmanager
-def _reading(path: Path, kind: str) -> Iterator[None]:
+def _reading(path: Path, kind: ShardKind) -> Iterator[None]:
     """Errors of the input's reader (numpy, pyarrow, a codec each raise their own) named by
     file."""
     try:
