@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._arg_types import NUMBER, PATH, check_args
 from ..errors import CheckpointError
 from ..store import IOLoop
 from . import _writers
@@ -88,6 +89,17 @@ class Checkpointer:
         check_writable: bool = True,
         job_id: str | None = None,
     ) -> None:
+        check_args(
+            CheckpointError,
+            fast=(fast, PATH),
+            durable=(durable, (*PATH, type(None))),
+            keep_last=(keep_last, int),
+            keep_every=(keep_every, (int, type(None))),
+            durable_keep_last=(durable_keep_last, (int, type(None))),
+            mtbf=(mtbf, (*NUMBER, str, type(None))),
+            check_writable=(check_writable, bool),
+            job_id=(job_id, (str, type(None))),
+        )
         check_retention(keep_last, keep_every, durable_keep_last)
         self.mtbf = mtbf
         self._io = IOLoop("stoker-checkpoint-io")

@@ -100,7 +100,7 @@ def claim(tier: Tier, job_id: str, source: str, *, create: bool) -> str:
     where = f"{tier.store}/{CLAIM}"
 
     async def go() -> str | None:
-        holder = _parse(await tier.store.read_all(CLAIM), where)
+        holder = _parse(await tier.read_small(CLAIM, _NotAClaim), where)
         if holder is None and create:
             record = {
                 "format": CLAIM_FORMAT,
@@ -111,7 +111,7 @@ def claim(tier: Tier, job_id: str, source: str, *, create: bool) -> str:
             if await tier.store.create_bytes(CLAIM, data):
                 return job_id
             for _ in range(10):  # another won the race (on SMB its data may follow its name)
-                raw = await tier.store.read_all(CLAIM)
+                raw = await tier.read_small(CLAIM, _NotAClaim)
                 if raw:
                     break
                 await asyncio.sleep(0.1)

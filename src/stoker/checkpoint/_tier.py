@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, TypeVar, cast
 
 import xxhash
 
+from .._redact import printable
 from ..errors import CheckpointError, CorruptCheckpointError, StokerError
 from ..store import IOLoop, PosixStore, Store, disk_error, download, fsync_dir, open_store
 from ._manifest import MANIFEST, POINTER, CheckpointManifest, step_dir, step_of
@@ -104,7 +106,7 @@ class Tier:
             key = f"{step_dir(listing.step)}/{MANIFEST}"
             try:
                 async with gate:
-                    data = await self.store.read_all(key)
+                    data = await self.read_small(key)
             except (StokerError, OSError):
                 return None  # not known now; asked again at the next listing
             if data is None:  # deleted since the listing
@@ -125,11 +127,32 @@ class Tier:
             else:
                 listing.owned = owned
 
+    async def read_small(
+        self, key: str, error: type[CheckpointError] = CheckpointError
+    ) -> bytes | None:
+        """A small object's bytes (a manifest, the claim), or None when there is none. In a
+        folder, a FIFO or device planted at its name is ``error``: a plain open of a FIFO
+        blocks until a writer comes, and a device never ends."""
+        if self.posix is not None:
+            path = self.posix.path(key)
+            try:
+                mode = path.stat().st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except OSError as exc:
+                raise disk_error(exc, path) from exc
+            if not stat.S_ISREG(mode):
+                raise error(
+                    f"{printable(str(path))}: not a regular file (a device, FIFO or socket); "
+                    "stoker did not write it"
+                )
+        return await self.store.read_all(key)
+
     def manifest(self, step: int) -> CheckpointManifest | None:
         """The step's manifest; None when there is none, or it names another job (to this
         tier's job, another's step does not exist)."""
         key = f"{step_dir(step)}/{MANIFEST}"
-        data = self._run(self.store.read_all(key), f"reading {key}")
+        data = self._run(self.read_small(key, CorruptCheckpointError), f"reading {key}")
         if data is None:
             return None
         manifest = CheckpointManifest.from_json(data, f"{self}/{key}")

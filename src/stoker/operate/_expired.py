@@ -43,8 +43,10 @@ def expired(
 ) -> list[Expired]:
     """Resource groups of the subscription with a resource (or the group itself) whose
     ``teardown-after`` tag is in the past, most overdue first. Reads only."""
-    from ._arm import ArmClients, subscription_from_env, translate
+    from ._arm import ArmClients, check_endpoint, subscription_from_env, translate
 
+    if base_url is not None:
+        check_endpoint(base_url)  # before the subscription: the flag the user typed first
     now = now or dt.datetime.now(dt.UTC)
     arm = ArmClients(subscription_from_env(subscription), credential=credential, base_url=base_url)
     try:

@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from .._redact import shown
+from .._user_files import read_user_bytes
+from ..errors import StokerError
 from ._guard_evidence import MAX_GPUS, GpuReading, GpuValue, StepReading, text
 
 MAX_SCRAPE_BYTES = 16 << 20  # a node's page is a few KiB; more is not an exporter answering
+STEP_FILE_MAX_BYTES = 4096  # a step number, or nothing (touched); more is not a step file
 
 
 def nvml_gpus(gpus: Any = None) -> Callable[[float], GpuReading]:
@@ -203,11 +206,14 @@ def step_file(path: str | Path) -> Callable[[float], StepReading]:
     path = Path(path)
 
     def read(now: float) -> StepReading:
-        try:
-            content = path.read_text(errors="replace").strip()
+        try:  # a FIFO or /dev/zero given as the file is missing data, not a read that hangs
             mtime = os.stat(path).st_mtime_ns
+            data = read_user_bytes(path, "step", max_bytes=STEP_FILE_MAX_BYTES)
+            content = data.decode("utf-8", errors="replace").strip()
+        except StokerError as exc:
+            return StepReading(now, None, str(exc))
         except OSError as exc:
-            return StepReading(now, None, f"{path}: {exc.strerror or exc}")
+            return StepReading(now, None, f"{text(str(path))}: {exc.strerror or exc}")
         if not content:
             return StepReading(now, mtime)
         if content.isascii() and content.isdigit():

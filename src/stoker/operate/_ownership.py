@@ -18,13 +18,13 @@ Pure except ``read_record`` (one small file).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._redact import printable
 from ..errors import TeardownError
 from ..provision.tags import TAG_DEPLOYMENT, TAG_PLAN
-from ._steps import Resource
+from ._steps import Resource, load_json
 
 RECORD = "stoker-deployment.json"
 
@@ -76,19 +76,16 @@ class Target:
 def read_record(directory: Path) -> Record | None:
     """``stoker-deployment.json`` of a provision folder; None when there is none."""
     path = directory / RECORD
-    if not path.is_file():
+    if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise TeardownError(f"{path}: cannot read it as JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise TeardownError(f"{path}: expected a JSON object")
+    data = load_json(path, "deployment record")
 
     def text(key: str) -> str | None:
         value = data.get(key)
         if value is not None and not isinstance(value, str):
-            raise TeardownError(f"{path}: {key} must be a string, not {type(value).__name__}")
+            raise TeardownError(
+                f"{printable(str(path))}: {key} must be a string, not {type(value).__name__}"
+            )
         return value or None
 
     return Record(text("deployment_id"), text("subscription"), text("resource_group"))

@@ -20,12 +20,13 @@ counting it as zero. Pure: no I/O except ``read_template``.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._redact import printable
+from .._user_files import load_user_json
 from ..errors import TeardownError
 from ..provision.tags import TAG_AFTER, TAG_COST
 
@@ -176,20 +177,20 @@ def read_template(directory: Path) -> list[Resource]:
     (``[parameters('x')]``, ``[variables('x')]``). A value that stays an expression is shown
     as written."""
     main = directory / "main.json"
-    if not main.is_file():
+    if not main.exists():
         raise TeardownError(
             f"{directory}: no main.json here; give the directory `stoker provision --out` "
             "wrote, or a resource group with --resource-group"
         )
-    template = _load_json(main)
+    template = load_json(main, "ARM template")
     params: dict[str, Any] = {
         k: v.get("defaultValue")
         for k, v in (template.get("parameters") or {}).items()
         if isinstance(v, dict)
     }
     pfile = directory / "main.parameters.json"
-    if pfile.is_file():
-        for k, v in (_load_json(pfile).get("parameters") or {}).items():
+    if pfile.exists():
+        for k, v in (load_json(pfile, "parameters file").get("parameters") or {}).items():
             if isinstance(v, dict) and "value" in v:
                 params[k] = v["value"]
     variables = template.get("variables") or {}
@@ -204,13 +205,12 @@ def read_template(directory: Path) -> list[Resource]:
     return out
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise TeardownError(f"{path}: cannot read it as JSON ({exc})") from exc
+def load_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object stoker provision wrote; a FIFO or device planted in its place, a file
+    too large or not JSON, is one TeardownError naming it."""
+    data = load_user_json(path, what, TeardownError, max_bytes=64 << 20)
     if not isinstance(data, dict):
-        raise TeardownError(f"{path}: expected a JSON object")
+        raise TeardownError(f"{printable(str(path))}: expected a JSON object")
     return data
 
 
@@ -227,6 +227,8 @@ class _Resolver:
         if isinstance(value, dict):
             return {k: self(v, depth + 1) for k, v in value.items()}
         if isinstance(value, str):
+            if value.startswith("[[") and value.endswith("]"):
+                return value[1:]  # ARM's escape: the literal text with one [ less, unevaluated
             m = _CALL.match(value)
             if m:
                 table = self.params if m.group(1) == "parameters" else self.variables

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._arg_types import NUMBER, check_args
 from ..errors import StokerError
 from ._guard_evidence import (
     GpuReading,
@@ -59,6 +60,16 @@ class GuardPolicy:
     max_gap_s: float | None = None  # a longer gap between readings is missing data (gap_s)
 
     def __post_init__(self) -> None:
+        maybe = (*NUMBER, type(None))
+        check_args(
+            StokerError,
+            idle_for_s=(self.idle_for_s, NUMBER),
+            util_below=(self.util_below, NUMBER),
+            watch_gpus=(self.watch_gpus, bool),
+            watch_steps=(self.watch_steps, bool),
+            interval_s=(self.interval_s, NUMBER),
+            max_gap_s=(self.max_gap_s, maybe),
+        )
         if not self.idle_for_s > 0:
             raise StokerError(f"idle_for_s={self.idle_for_s}: give a duration above 0")
         if not 0 <= self.util_below <= 100:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._arg_types import NUMBER, PATH, check_args
 from ..errors import TeardownError
 from ..provision.tags import TAG_DEPLOYMENT
 from ._expired import Expired, expired
@@ -135,8 +136,11 @@ def teardown(
     Raises ``ArchiveError`` (file system left intact) or ``TeardownError`` (foreign resources,
     a file system still in use, Azure errors); either carries the report so far as
     ``.report``."""
-    from ._arm import ArmClients, subscription_from_env
+    from ._arm import ArmClients, check_endpoint, subscription_from_env
 
+    _check_types(deployment, locals())
+    if base_url is not None:
+        check_endpoint(base_url)  # before anything, a dry run too
     template, target = _where(deployment, resource_group, subscription, deployment_id,
                               subscription_from_env(None))  # fmt: skip
     label = str(deployment)
@@ -174,6 +178,20 @@ def teardown(
         return report
     finally:
         arm.close()
+
+
+def _check_types(deployment: Any, given: dict[str, Any]) -> None:
+    """One line naming a twin's argument of the wrong type (``dry_run="no"`` is true)."""
+    text = (str, type(None))
+    flags = ("skip_foreign", "dry_run", "delete_scale_sets", "archive")
+    check_args(
+        TeardownError,
+        deployment=(deployment, PATH),
+        **{k: (given[k], text) for k in ("resource_group", "subscription", "deployment_id")},
+        **{k: (given[k], bool) for k in flags},
+        polling_interval_s=(given["polling_interval_s"], NUMBER),
+        archive_timeout_s=(given["archive_timeout_s"], NUMBER),
+    )
 
 
 def _where(

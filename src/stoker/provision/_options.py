@@ -14,6 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import __version__
+from .._redact import printable
+from .._user_files import read_user_text
 from .._validation import describe
 from ..errors import ProvisionError
 from ._text import refuse_controls, shown
@@ -168,12 +170,12 @@ def options(**fields: object) -> ProvisionOptions:
 
 
 def read_ssh_key(path: str | Path) -> str:
-    """The public key text in ``path`` (``~`` expanded); refuses a private key."""
+    """The public key text in ``path`` (``~`` expanded); refuses a private key, and a device,
+    FIFO or anything larger than a key (``--ssh-key /dev/zero`` must not hang)."""
     path = Path(path).expanduser()
-    try:
-        text = path.read_text("utf-8").strip()
-    except OSError as exc:
-        raise ProvisionError(f"--ssh-key {path}: cannot be read ({exc.strerror})") from exc
+    name = f"--ssh-key {path}"
+    text = read_user_text(path, "SSH public key", ProvisionError, name=name, max_bytes=64 << 10)
+    text = text.strip()
     if "PRIVATE KEY" in text:
-        raise ProvisionError(f"--ssh-key {path}: is a private key; give the .pub file")
+        raise ProvisionError(f"{printable(name)}: is a private key; give the .pub file")
     return text

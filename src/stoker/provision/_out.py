@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._atomic import write_whole
-from ..errors import ProvisionError
+from .._redact import printable
+from .._user_files import load_user_json, read_user_bytes
+from ..errors import ProvisionError, StokerError
 from ._text import shown
 
 SCHEMA = "stoker.deployment/1"
@@ -36,6 +38,10 @@ FILES = (
 # Files a user is expected to edit (their values): kept on a re-run, not refused.
 KEPT_WHEN_EDITED = ("main.parameters.json",)
 _ID = re.compile(r"[0-9a-f]{32}")
+# The largest record and file stoker writes (a template of 800 resources is ~2 MiB): a file
+# past these is not one stoker wrote.
+_RECORD_MAX_BYTES = 16 << 20
+_FILE_MAX_BYTES = 64 << 20
 
 
 def digest(data: bytes) -> str:
@@ -54,19 +60,32 @@ def _names(out: Path) -> list[str]:
     try:
         return sorted(p.name for p in out.iterdir())
     except OSError as exc:
-        raise ProvisionError(f"--out {out}: cannot be read ({exc.strerror or exc})") from exc
+        raise ProvisionError(f"--out {_p(out)}: cannot be read ({exc.strerror or exc})") from exc
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True  # gone since the listing, or a dangling link: a rename replaces it
+
+
+def _p(path: Path) -> str:
+    return printable(str(path), lines=False)  # a name never drives the terminal
 
 
 def _listed(names: list[str]) -> str:
+    names = [printable(n, lines=False) for n in names]
     return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def _record(out: Path) -> dict[str, Any] | str:
     """The folder's record, or why it is not a valid ``stoker.deployment/1`` one."""
     try:
-        data = json.loads((out / RECORD).read_bytes())
-    except (OSError, ValueError) as exc:
-        return f"cannot be read as JSON ({exc})"
+        data = load_user_json(out / RECORD, "deployment record", max_bytes=_RECORD_MAX_BYTES)
+    except StokerError as exc:  # a FIFO or device planted there, too large, not JSON
+        why = str(exc).split(": ", 1)[-1]  # (the line names the file; the caller does too)
+        return f"cannot be read as JSON ({why})"
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return f"is not a {SCHEMA} record"
     for key in ("plan", "resource_group", "deployment_id"):
@@ -84,10 +103,17 @@ def prior(out: Path, plan: str, resource_group: str, *, force: bool) -> Prior:
     """Refuse (ProvisionError naming ``--out``) a folder that is not this deployment's; return
     what an earlier run of it recorded. ``force`` refuses nothing but a file in the way."""
     if out.exists() and not out.is_dir():
-        raise ProvisionError(f"--out {out}: is a file; give a folder for the deployment")
+        raise ProvisionError(f"--out {_p(out)}: is a file; give a folder for the deployment")
     if not out.is_dir():
         return Prior()
     names = _names(out)
+    odd = [n for n in names if n in FILES and not _regular(out / n)]
+    if odd:
+        raise ProvisionError(
+            f"--out {_p(out)}: {_listed(odd)} {'is' if len(odd) == 1 else 'are'} not a "
+            "regular file (a folder, device, FIFO or socket) where stoker writes its files; move "
+            f"{'it' if len(odd) == 1 else 'them'} aside"
+        )
     record = _record(out) if RECORD in names else None
     same = (
         isinstance(record, dict)
@@ -103,20 +129,20 @@ def prior(out: Path, plan: str, resource_group: str, *, force: bool) -> Prior:
     strangers = [n for n in names if n not in FILES]
     if strangers:
         raise ProvisionError(
-            f"--out {out}: holds files stoker did not write ({_listed(strangers)}){again}"
+            f"--out {_p(out)}: holds files stoker did not write ({_listed(strangers)}){again}"
         )
     if not names:
         return found
     if record is None:
         raise ProvisionError(
-            f"--out {out}: holds {_listed(names)} but no {RECORD}, so stoker did not write "
+            f"--out {_p(out)}: holds {_listed(names)} but no {RECORD}, so stoker did not write "
             f"them{again} (it overwrites them)"
         )
     if isinstance(record, str):
-        raise ProvisionError(f"--out {out}: its {RECORD} {record}{again} (it overwrites them)")
+        raise ProvisionError(f"--out {_p(out)}: its {RECORD} {record}{again} (it overwrites them)")
     if not same:
         raise ProvisionError(
-            f"--out {out}: holds the deployment of plan {shown(record['plan'])} in resource "
+            f"--out {_p(out)}: holds the deployment of plan {shown(record['plan'])} in resource "
             f"group {shown(record['resource_group'])}, not of plan {shown(plan)} in "
             f"{shown(resource_group)}; give another folder, or --force to replace it"
         )
@@ -132,18 +158,18 @@ def edited(out: Path, found: Prior, texts: dict[str, str], *, force: bool) -> li
     changed = []
     for name, text in texts.items():
         path = out / name
-        if name == RECORD or not path.is_file():
+        if name == RECORD or not path.exists():
             continue
-        try:
-            have = digest(path.read_bytes())
-        except OSError:
-            have = ""  # unreadable: not provably stoker's text
+        try:  # (a FIFO planted under the name must not block the read)
+            have = digest(read_user_bytes(path, "deployment file", max_bytes=_FILE_MAX_BYTES))
+        except StokerError:
+            have = ""  # unreadable, or not a file: not provably stoker's text
         if have not in (found.hashes.get(name), digest(text.encode())):
             changed.append(name)
     refused = [n for n in changed if n not in KEPT_WHEN_EDITED]
     if refused:
         raise ProvisionError(
-            f"--out {out}: {_listed(refused)} changed since stoker wrote "
+            f"--out {_p(out)}: {_listed(refused)} changed since stoker wrote "
             f"{'it' if len(refused) == 1 else 'them'}; move your edits aside, or --force to "
             "overwrite them"
         )
@@ -170,7 +196,7 @@ def write(out: Path, texts: dict[str, str], keep: list[str]) -> list[Path]:
             os.close(fd)
     except OSError as exc:
         raise ProvisionError(
-            f"--out {out}: cannot write the deployment there ({exc.strerror or exc}); "
+            f"--out {_p(out)}: cannot write the deployment there ({exc.strerror or exc}); "
             "give a folder this user can write"
         ) from exc
     return written

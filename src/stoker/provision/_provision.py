@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._arg_types import PATH, check_args
+from .._redact import printable
+from .._user_files import check_user_output
 from ..catalog import Catalog, load_catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan, load_spec, parse_spec, plan_job
@@ -27,6 +30,7 @@ from ._layout import Layout, layout
 from ._names import check_names
 from ._options import options as make_options
 from ._out import FILES, RECORD, SCHEMA, digest, edited, prior, write
+from ._out_lock import out_locked, signals_deferred
 
 _ARM_TYPES = {
     "networkSecurityGroup": "Microsoft.Network/networkSecurityGroups",
@@ -153,10 +157,16 @@ def provision(
     edited (``Deployment.kept``). ``force=True`` writes the six files whatever the folder
     holds, overwriting edits and another deployment's files; it never removes other files."""
     started = time.perf_counter()
+    check_args(ProvisionError, out=(out, PATH), force=(force, bool))
+    if not isinstance(spec, (JobSpec, dict, str, os.PathLike)):
+        check_args(ProvisionError, spec=(spec, PATH))
     options = make_options(**opts)
     out = Path(out)
+    check_user_output(out, "--out", ProvisionError)
     if out.exists() and not out.is_dir():
-        raise ProvisionError(f"--out {out}: is a file; give a folder for the deployment")
+        raise ProvisionError(
+            f"--out {printable(str(out), lines=False)}: is a file; give a folder for the deployment"
+        )
     if isinstance(spec, JobSpec):
         job = spec
     elif isinstance(spec, dict):
@@ -169,16 +179,18 @@ def provision(
     plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
     job = canonical(job, cat)  # "standard_nd96isr_h100_v5" as the catalog keys it, for lookups
     lay = layout(plan, job, cat, options, now=now)
-    found = prior(out, lay.plan_name, lay.resource_group, force=force)
-    if found.deployment_id:  # the same deployment again: its resources keep their tag
-        lay = dataclasses.replace(lay, deployment_id=found.deployment_id)
-    the_bill, texts = render(lay, cat, plan)
-    deployment = Deployment(out, plan, lay, the_bill)
-    deployment.kept = edited(out, found, texts, force=force)
-    deployment.sha256 = {name: digest(text.encode()) for name, text in texts.items()}
-    deployment.files = [out / name for name in FILES]
-    texts[RECORD] = _dumps(deployment.to_dict() | {"elapsed_s": None})
-    deployment.files = write(out, texts, deployment.kept)
+    with out_locked(out):  # one run per folder, from the first look to the last file
+        found = prior(out, lay.plan_name, lay.resource_group, force=force)
+        if found.deployment_id:  # the same deployment again: its resources keep their tag
+            lay = dataclasses.replace(lay, deployment_id=found.deployment_id)
+        the_bill, texts = render(lay, cat, plan)
+        deployment = Deployment(out, plan, lay, the_bill)
+        deployment.kept = edited(out, found, texts, force=force)
+        deployment.sha256 = {name: digest(text.encode()) for name, text in texts.items()}
+        deployment.files = [out / name for name in FILES]
+        texts[RECORD] = _dumps(deployment.to_dict() | {"elapsed_s": None})
+        with signals_deferred():  # Ctrl-C leaves the old six files or the new six
+            deployment.files = write(out, texts, deployment.kept)
     deployment.elapsed_s = time.perf_counter() - started
     return deployment
 

@@ -23,7 +23,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProvisionError
+from .._redact import printable
+from .._user_files import load_user_json
+from ..errors import ProvisionError, StokerError
 
 BASE = "https://schema.management.azure.com/schemas/"
 # Keys a template may put on any resource beside the provider's own.
@@ -264,12 +266,20 @@ def check(out: str | Path, *, checkov: bool | str = True, strict: bool = True) -
         raise ProvisionError(
             "--check needs jsonschema: pip install jsonschema (it comes with stoker's test extra)"
         ) from exc
-    try:
-        template = json.loads((out / "main.json").read_text("utf-8"))
-        params = json.loads((out / "ccws.parameters.json").read_text("utf-8"))
-        arm_params = json.loads((out / "main.parameters.json").read_text("utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ProvisionError(f"{out}: not a stoker deployment folder ({exc})") from exc
+    try:  # (a FIFO or device under one of the names is refused, not waited on)
+        template, params, arm_params = (
+            load_user_json(out / name, "deployment file", max_bytes=64 << 20)
+            for name in ("main.json", "ccws.parameters.json", "main.parameters.json")
+        )
+    except StokerError as exc:
+        raise ProvisionError(
+            f"{printable(str(out), lines=False)}: not a stoker deployment folder ({exc})"
+        ) from exc
+    if not all(isinstance(doc, dict) for doc in (template, params, arm_params)):
+        raise ProvisionError(
+            f"{printable(str(out), lines=False)}: not a stoker deployment folder (its main.json "
+            "and parameters files are JSON objects)"
+        )
     report.resources, report.schema_errors = schema_errors(template, strict=strict)
     report.schema_errors += ccws_errors(params)
     report.schema_errors += _parameters_errors(arm_params, "main.parameters.json")
