@@ -45,6 +45,9 @@ STEPS, EVERY = 10, 2
 EVICT_AT_STEP = 3  # the eviction notice is posted once the ranks report this step
 
 
+JOB = "demo-nodes"  # the training run's name, the same on every VM and every restart
+
+
 def launch(root: Path) -> None:
     """The parent: torchrun with 4 ranks to save (serving the metadata service's Scheduled
     Events, which evict node 1 mid-run), then with 3 to load."""
@@ -118,7 +121,9 @@ def save(root: Path) -> None:
     )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     node = rank // RANKS_PER_NODE
-    ckpt = Checkpointer(root / f"node{node}", root / "durable", keep_last=2)
+    # One name for the training run: the durable tier is claimed for it, and the run resumed on
+    # other VMs (below) names itself the same to load from it.
+    ckpt = Checkpointer(root / f"node{node}", root / "durable", keep_last=2, job_id=JOB)
     gen = torch.Generator().manual_seed(100 + rank)  # each rank's own data order
 
     def state() -> dict[str, Any]:
@@ -169,7 +174,7 @@ def save(root: Path) -> None:
 
 def load(root: Path) -> None:
     rank = dist.get_rank()
-    ckpt = Checkpointer(root / f"new-vm{rank}", root / "durable")
+    ckpt = Checkpointer(root / f"new-vm{rank}", root / "durable", job_id=JOB)
     try:
         ckpt.load()
         refused = "loaded?"
