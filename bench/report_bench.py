@@ -3,7 +3,7 @@ written in < 2 s, < 5 MB, 0 console errors in Chromium, every chart drawn), besi
 writing the same seven charts as one self-contained page (bench/_report_plotly.py).
 
 Each side runs as a user runs it, a fresh process per run (interpreter start and imports
-counted), median of RUNS; then Debian's headless Chromium (tests/chromium.py) opens each page
+counted), median of RUNS; then Debian's headless Chromium (tests/browser.py, through Playwright) opens each page
 once: console errors, charts drawn (an SVG with marks), load time. The simulation is
 ``stoker simulate SPEC --json`` where that verb exists, else tests/fixtures/simulation_2048vm.json
 (the same shape); the results name which.
@@ -35,7 +35,7 @@ from _peers import ensure_report_venv  # noqa: E402
 from _results import save  # noqa: E402
 from render import render  # noqa: E402
 
-from chromium import open_page  # noqa: E402
+from browser import open_page  # noqa: E402
 
 SPEC = ROOT / "examples" / "llama3-405b-2048vm.toml"
 FIXTURE = ROOT / "tests" / "fixtures" / "simulation_2048vm.json"
