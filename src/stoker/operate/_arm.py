@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._redact import shown
 from ..errors import TeardownError
+from ._urls import check_url
 
 # Listing resources and tags only reads; azure-mgmt-resource's own default is used there.
 RESOURCES_API = "2025-04-01"
@@ -45,32 +45,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_endpoint(url: Any) -> None:
-    """Refuse an ARM endpoint that is not a base URL the bearer token may go to: https (http
-    to a loopback test server only), a host, and nothing after it (a path, ``..``, a query, a
-    fragment or a user and password would be joined to every request, or leak)."""
-    if not isinstance(url, str):
-        raise TeardownError(f"--arm-endpoint: give a URL string, not {type(url).__name__}")
-    head = f"--arm-endpoint {shown(url)}"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise TeardownError(f"{head}: not a URL ({exc})") from exc
-    if parts.scheme not in ("https", "http") or not host:
-        raise TeardownError(f"{head}: give https://HOST (Azure Resource Manager's base URL)")
-    if parts.scheme == "http" and not _is_loopback(host):
-        raise TeardownError(
-            f"{head}: plain http would send the bearer token in clear; use https (http is "
-            "allowed for a loopback test server only)"
-        )
-    if parts.username is not None or parts.password is not None:
-        raise TeardownError(f"{head}: a user or password in the URL; give https://HOST only")
-    if parts.path not in ("", "/") or parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise TeardownError(
-            f"{head}: a base URL has no path, query or fragment (requests add their own); "
-            "give https://HOST only"
-        )
+    """Refuse an ARM endpoint that is not a base URL the bearer token may go to (_urls.py)."""
+    check_url(url, "--arm-endpoint", TeardownError, sends="the bearer token", base_only=True)
 
 
 @dataclass

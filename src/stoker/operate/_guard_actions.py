@@ -20,10 +20,10 @@ import os
 import subprocess
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._redact import shown
 from ..errors import StokerError
+from ._urls import check_url
 from .guard import Verdict
 
 ENV_MAX_BYTES = 64 << 10  # Linux caps one environment string at 128 KiB
@@ -63,27 +63,9 @@ def command_action(command: str, *, timeout_s: float = 3600.0) -> Callable[[Verd
 
 
 def check_webhook(url: object) -> None:
-    """Refuse, before the guard starts watching, a webhook the evidence must not go to: https,
-    or http to a loopback host only (the evidence names the hosts), and a host. The URL is
-    shown redacted (a token in its query or a password in it never is)."""
-    from ..store import is_loopback
-
-    if not isinstance(url, str):
-        raise StokerError(f"--webhook: give a URL string, not {type(url).__name__}")
-    head = f"--webhook {shown(url)}"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as exc:
-        raise StokerError(f"{head}: not a URL ({exc})") from exc
-    if parts.scheme not in ("https", "http") or not host:
-        raise StokerError(f"{head}: give an https://HOST/... URL")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise StokerError(
-            f"{head}: plain http would send the evidence in clear; use https (http is allowed "
-            "to a loopback host only)"
-        )
+    """Refuse, before the guard starts watching, a webhook the evidence must not go to
+    (_urls.py); the URL is shown redacted (a token in its query or a password never is)."""
+    check_url(url, "--webhook", StokerError, sends="the evidence")
 
 
 def webhook_action(url: str, *, timeout_s: float = 30.0) -> Callable[[Verdict], None]:
