@@ -40,18 +40,18 @@ def take(path: Path, *, shared: bool = False, wait: bool = False) -> int | None:
     if fcntl is None:
         return None
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
     try:
-        fcntl.flock(fd, mode)
+        held = lock_fd(fd, shared=shared, wait=wait)
     except BlockingIOError:
         holder = holder_of(fd)
         os.close(fd)
         raise Held(path, holder) from None
-    except OSError as exc:
+    except OSError:
         os.close(fd)
-        if exc.errno in NO_FLOCK:
-            return None
         raise
+    if not held:
+        os.close(fd)
+        return None
     if wait:
         return fd  # a waiter is never refused, so nobody reads who holds it
     me = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())})
@@ -59,6 +59,24 @@ def take(path: Path, *, shared: bool = False, wait: bool = False) -> int | None:
         os.ftruncate(fd, 0)
         os.pwrite(fd, me.encode(), 0)
     return fd
+
+
+def lock_fd(fd: int, *, shared: bool = False, wait: bool = False) -> bool:
+    """flock an open descriptor (a folder's too): True if held, False where there is no flock
+    (no fcntl, or a file system without it). Raises ``BlockingIOError`` when another process
+    holds it and ``wait`` is off."""
+    if fcntl is None:
+        return False
+    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
+    try:
+        fcntl.flock(fd, mode)
+    except BlockingIOError:
+        raise
+    except OSError as exc:
+        if exc.errno in NO_FLOCK:
+            return False
+        raise
+    return True
 
 
 def holder_of(fd: int) -> str:

@@ -19,13 +19,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from .. import _flock
 from .._redact import printable
 from ..errors import ProvisionError
-
-try:
-    import fcntl
-except ImportError:  # (not on Windows: nothing is locked there)
-    fcntl = None  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -43,16 +39,13 @@ def out_locked(out: Path) -> Iterator[None]:
             "give a folder this user can write"
         ) from exc
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ProvisionError(
-                    f"--out {shown}: another stoker provision is writing this folder now; "
-                    "wait for it to finish (its files are then whole) and run again"
-                ) from None
-            except OSError:
-                pass  # a file system without flock: nothing to hold, as before
+        try:
+            _flock.lock_fd(fd)  # (False without flock: nothing to hold, as before)
+        except BlockingIOError:
+            raise ProvisionError(
+                f"--out {shown}: another stoker provision is writing this folder now; "
+                "wait for it to finish (its files are then whole) and run again"
+            ) from None
         ok = False
         try:
             yield
