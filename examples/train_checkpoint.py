@@ -51,6 +51,9 @@ def main() -> None:
         record, args[at : at + 2] = Path(args[at + 1]), []
     root = Path(args[0] if args else ".demo/ckpt")
     durable = args[1] if len(args) > 1 else str(root / "durable")
+    # The demo's own folder (a durable folder whose parent is missing is refused: on a cluster
+    # that is an unmounted volume, and the checkpoints would fill the local disk instead).
+    root.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     model, optim = build()
     data = torch.randn(64, 512)

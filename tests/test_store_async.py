@@ -128,7 +128,7 @@ def test_cancelling_cache_pull_async_ends_its_wait_for_another_pod(
 
     from stoker.stage import _cache
 
-    async def version(url: str) -> str:
+    async def version(url: str, allow_http: bool = False) -> str:
         return "v1"
 
     monkeypatch.setattr(_cache, "_version", version)
