@@ -77,30 +77,26 @@ class _Context(typer.Context):
     formatter_class = _help.Formatter
 
 
-class StokerCommand(TyperCommand):
+class _Plain:
+    """What a verb and a group share: the help formatter, and stoker's parameter classes."""
+
+    context_class = _Context
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _adopt(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _adopted(super().get_help_option(ctx))  # type: ignore[misc]
+
+
+class StokerCommand(_Plain, TyperCommand):
     """A verb: plain values, conventional help."""
 
-    context_class = _Context
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _adopt(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return _adopted(super().get_help_option(ctx))
-
-
-class StokerGroup(TyperGroup):
+class StokerGroup(_Plain, TyperGroup):
     """A group of verbs: as ``StokerCommand``, and each sub-verb's summary whole in its list."""
-
-    context_class = _Context
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _adopt(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return _adopted(super().get_help_option(ctx))
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = [
