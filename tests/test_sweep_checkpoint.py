@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import no_hang
 from stoker.checkpoint import Checkpointer
 from stoker.checkpoint._manifest import step_dir
 from stoker.cli import app
@@ -25,16 +25,8 @@ RAW = ("\x1b", "\r", "\x07")
 
 @pytest.fixture(autouse=True)
 def _no_hang() -> Iterator[None]:
-    def _hung(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked: a FIFO was opened without end")
-
-    old = signal.signal(signal.SIGALRM, _hung)
-    signal.alarm(60)
-    try:
+    with no_hang.alarm(60):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import no_hang
 from arm_server import AMLFS, VMSS, ArmServer
 from stoker.cli import app
 from stoker.errors import ProvisionError, StokerError, TeardownError
@@ -39,18 +40,10 @@ SIX = ("main.json", "main.parameters.json", "cloud-init.yaml", "ccws.parameters.
 def _no_hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A read that blocks (a FIFO's open) fails the test in 60 s instead of hanging the run."""
 
-    def _hung(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked: the input was opened or read without end")
-
     monkeypatch.setattr(ArmClients, "_credential", lambda self: FakeCredential())
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
-    old = signal.signal(signal.SIGALRM, _hung)
-    signal.alarm(60)
-    try:
+    with no_hang.alarm(60):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _one_line(result: object, *needles: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import no_hang
 from stoker._redact import printable, shown
 from stoker._user_files import MAX_TOML_BYTES, load_user_json, load_user_toml, read_user_bytes
 from stoker.catalog import load_catalog
@@ -34,16 +34,8 @@ def _no_hang() -> Iterator[None]:
     """A read that blocks (a FIFO's open) fails the test in 20 s instead of hanging the run:
     SIGALRM interrupts the blocked system call in the main thread."""
 
-    def _hung(signum: int, frame: object) -> None:
-        raise TimeoutError("blocked: the input was opened or read without end")
-
-    old = signal.signal(signal.SIGALRM, _hung)
-    signal.alarm(20)
-    try:
+    with no_hang.alarm(20):
         yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ------------------------------------------------------------ inputs that have no end
