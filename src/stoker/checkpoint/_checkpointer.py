@@ -23,12 +23,11 @@ from ..errors import CheckpointError
 from ..store import IOLoop
 from . import _writers
 from ._at_exit import close_at_exit
-from ._claim import check_durable_place, claim, job_id_for
 from ._costs import TierCost, check_prices, tier_costs
-from ._group import Group
 from ._interval import checkpoint_interval
 from ._load import Restored, load_newest
 from ._manifest import CheckpointManifest, step_dir
+from ._open_tiers import open_tiers
 from ._ops import CheckReport, Listing, Progress, list_steps, pull_step, verify_tiers
 from ._pipeline import SavePipeline
 from ._preempt import PreemptionWatcher
@@ -104,13 +103,16 @@ class Checkpointer:
         self.mtbf = mtbf
         self._io = IOLoop("stoker-checkpoint-io")
         try:
-            self._open_tiers(fast, durable, job_id, check_writable)
+            tiers = open_tiers(fast, durable, job_id, check_writable, self._io)
         except BaseException:
-            for name in ("fast", "durable"):
-                if getattr(self, name, None) is not None:
-                    getattr(self, name).close()
             self._io.close()
             raise
+        self.fast, self.durable, self.group, self.job_id = (
+            tiers.fast,
+            tiers.durable,
+            tiers.group,
+            tiers.job_id,
+        )
         # which ranks share a fast tier: one folder for all, or one per node (local NVMe)
         self.group.find_nodes(self.fast.posix.root, create=check_writable)
         self._lock = _writers.FastLock(self.fast, self.group.rank)
@@ -136,42 +138,6 @@ class Checkpointer:
         close_at_exit(self)
         if reserve_like is not None:  # the first save then copies into ready memory
             self.reserve(reserve_like)
-
-    def _open_tiers(
-        self,
-        fast: str | os.PathLike[str],
-        durable: str | os.PathLike[str] | None,
-        job_id: str | None,
-        check_writable: bool,
-    ) -> None:
-        """The tiers, checked (see _claim.py): the durable one is not the fast folder, its
-        volume is there, it answers within seconds, and it is this job's (claimed, or with
-        ``check_writable=False`` only read); then both are probed for a write."""
-        self.fast = Tier("fast", fast, self._io)
-        self.durable = None
-        if self.fast.posix is None:
-            raise CheckpointError(
-                f"fast={fast!r}: the fast tier must be a local or mounted folder; "
-                "put object stores in durable="
-            )
-        self.durable = Tier("durable", durable, self._io) if durable is not None else None
-        self.group = Group()
-        self.job_id, source = job_id_for(job_id, self.fast.posix.root)
-        if source == "the fast folder" and self.group.world_size > 1:
-            # One job, one id: rank 0's, where node-local fast folders differ in path.
-            self.job_id = self.group.all_gather(self.job_id, "write")[0]
-        if self.durable is not None:
-            check_durable_place(self.fast, self.durable)
-        tiers = [self.fast] + ([self.durable] if self.durable else [])
-        if self.durable is not None:
-            self.job_id = claim(self.durable, self.job_id, source, create=check_writable)
-            # Both tiers show this job's steps only. Without a durable tier the fast folder,
-            # locked while a job writes it, shows every step (a look at it later, under
-            # another id, must still find them).
-            for tier in tiers:
-                tier.job_id = self.job_id
-        if check_writable:  # found now, not at the first save's commit
-            _writers.check_writable(tiers, self.group)
 
     # ------------------------------------------------------------------ saving
     def save(self, step: int, state: Any, *, replicated: Replicated = None) -> SaveStats:
