@@ -341,35 +341,10 @@ class PosixStore(Store):
         await asyncio.to_thread(copy)
 
     async def create_bytes(self, key: str, data: bytes) -> bool:
-        """Written whole beside ``key``, then hard-linked to it: link(2) fails if the name
-        exists, on every file system that has links (NFS included), so the object appears
-        whole or not at all. Where links are not offered (SMB), O_EXCL creates it and the
-        data follows: a reader may briefly see it empty."""
-        path = self.path(key)
+        """Made only where no file is, and whole (``_create_once.py``)."""
+        from ._create_once import create_once
 
-        def create() -> bool:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}{PARTIAL_SUFFIX}"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                try:
-                    os.link(tmp, path)
-                except FileExistsError:
-                    return False
-                except OSError as exc:
-                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
-                        raise
-                    return _create_exclusive(path, data)
-            finally:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-            fsync_dir(path.parent)
-            return True
-
-        return await asyncio.to_thread(create)
+        return await asyncio.to_thread(create_once, self.path(key), data)
 
     async def delete(self, key: str) -> None:
         """Remove the file, then the folders it leaves empty, as an object store has no empty
@@ -386,16 +361,3 @@ class PosixStore(Store):
                 folder.rmdir()
             except OSError:  # not empty (or gone): the folders above are not empty either
                 break
-
-
-def _create_exclusive(path: Path, data: bytes) -> bool:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    fsync_dir(path.parent)
-    return True
