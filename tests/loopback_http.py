@@ -39,3 +39,24 @@ def webhook() -> Iterator[tuple[str, list[dict]]]:
 
     with serving(Hook) as server:
         yield f"http://127.0.0.1:{server.server_port}/hook", posts
+
+
+class Servers:
+    """Servers started one by one in a test, all stopped at its end; ``stop`` is set first, so
+    a handler that stalls on it (``stop.wait(30)``) lets go."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self._servers: list[ThreadingHTTPServer] = []
+
+    def url(self, handler: type[BaseHTTPRequestHandler], path: str = "/metrics") -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._servers.append(server)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{server.server_port}{path}"
+
+    def close(self) -> None:
+        self.stop.set()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()

@@ -156,13 +156,13 @@ CASES = {
 
 @pytest.fixture
 def endpoint() -> Iterator[Callable[[Callable[[int], Any]], str]]:
-    stop = threading.Event()
-    servers: list[ThreadingHTTPServer] = []
+    servers = loopback_http.Servers()
+    stop = servers.stop
 
     def start(answer: Callable[[int], Any]) -> str:
         asked = [0]
 
-        class Page(BaseHTTPRequestHandler):
+        class Page(loopback_http.Quiet):
             def do_GET(self) -> None:  # noqa: N802
                 n, asked[0] = asked[0], asked[0] + 1
                 body = answer(n)
@@ -184,19 +184,10 @@ def endpoint() -> Iterator[Callable[[Callable[[int], Any]], str]]:
                 else:
                     self.wfile.write(body)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-        servers.append(server)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{server.server_port}/metrics"
+        return servers.url(Page)
 
     yield start
-    stop.set()
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    servers.close()
 
 
 @pytest.fixture

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -228,34 +226,24 @@ def test_a_reading_that_announces_nothing_or_a_gpu_twice_is_invalid() -> None:
 def stalling() -> Iterator[Callable[[bytes, float], str]]:
     """An endpoint that sends ``head`` then a byte every ``every`` s (0: nothing more), and
     never ends its answer."""
-    stop = threading.Event()
-    servers: list[ThreadingHTTPServer] = []
+    servers = loopback_http.Servers()
 
     def start(head: bytes, every: float) -> str:
-        class Stall(BaseHTTPRequestHandler):
+        class Stall(loopback_http.Quiet):
             def do_GET(self) -> None:  # noqa: N802
                 self.send_response(200)
                 self.send_header("Content-Length", "100000")
                 self.end_headers()
                 self.wfile.write(head)
                 self.wfile.flush()
-                while not stop.wait(every or 30):
+                while not servers.stop.wait(every or 30):
                     self.wfile.write(b"#")
                     self.wfile.flush()
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Stall)
-        servers.append(server)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{server.server_port}/metrics"
+        return servers.url(Stall)
 
     yield start
-    stop.set()
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    servers.close()
 
 
 @pytest.mark.parametrize("every", [0.0, 0.05], ids=["silent", "trickling"])
