@@ -24,6 +24,8 @@ from ..errors import PriceError
 if TYPE_CHECKING:
     import httpx
 
+    from ._schema import Catalog
+
 API = "https://prices.azure.com/api/retail/prices"
 MAX_PAGES = 50
 
@@ -51,10 +53,17 @@ def fetch_pages(
     api: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every page the API returns for these sizes in ``region``."""
+    return fetch_filtered(_filter(region, vm_sizes), client=client, api=api)
+
+
+def fetch_filtered(
+    flt: str, *, client: httpx.Client | None = None, api: str | None = None
+) -> list[dict[str, Any]]:
+    """Every page the API returns for one OData ``$filter``, following ``NextPageLink``."""
     import httpx  # here, not at the top: it costs every other command start-up time
 
     url: str | None = api or os.environ.get("STOKER_PRICES_API") or API
-    params: dict[str, str] | None = {"$filter": _filter(region, vm_sizes)}
+    params: dict[str, str] | None = {"$filter": flt}
     own = client is None
     client = client or httpx.Client(timeout=30.0, follow_redirects=True)
     pages = []
@@ -175,3 +184,64 @@ def refresh_prices(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, text.encode())  # (a temporary of this writer's own: two refreshes at once)
     return prices
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """What ``refresh_all`` wrote: VM pay-as-you-go prices, every other figure it priced
+    ("lustre.X.price_per_tib_hour": value), and the figures the API listed no row for."""
+
+    vm: dict[str, VmPrice]
+    figures: dict[str, float]
+    not_found: list[str]
+
+
+def refresh_all(
+    cat: Catalog,
+    region: str,
+    path: Path,
+    *,
+    client: httpx.Client | None = None,
+    today: dt.date | None = None,
+) -> Refreshed:
+    """Every meter the catalog prices (VMs pay-as-you-go, Spot and reserved; Lustre, NetApp,
+    Files, Blob capacity and operations, NAT gateway, public IP, OS disk) for ``region``, written
+    to ``path`` atomically as one override file; on any failure the old file stays as it was."""
+    from ._retail_meters import fetch_meters, meter_override, vm_spot_and_reserved
+
+    check_user_output(path, "--out", PriceError)
+    sizes = list(cat.vm)
+    pages = fetch_pages(region, sizes, client=client)
+    prices = linux_on_demand(pages)
+    if not prices:
+        raise PriceError(
+            f"the Retail Prices API listed none of {', '.join(sizes)} in {region}; "
+            "the catalog's prices are unchanged"
+        )
+    extra = vm_spot_and_reserved(pages)
+    meters, chosen = fetch_meters(cat, region, client=client)
+    fetched = today or dt.date.today()
+    where = os.environ.get("STOKER_PRICES_API") or API
+    override = price_override(prices, fetched, where)
+    source = next(iter(override["sources"]))
+    override["sources"][source]["title"] = (
+        "Azure Retail Prices API: Linux pay-as-you-go, Spot and reserved VM hours, and the "
+        "storage and network meters (stoker catalog prices --refresh)"
+    )
+    figures = dict(meters.figures)
+    for size, fields in extra.items():
+        if size not in cat.vm:
+            continue
+        entry = override["vm"].setdefault(size, {"cite": {}})
+        for name, value in fields.items():
+            entry[name] = value
+            entry["cite"][name] = source
+            figures[f"vm.{size}.{name}"] = value
+    override.update(meter_override(meters, chosen, region, source))
+    import tomli_w
+
+    from .._atomic import write_whole
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(path, tomli_w.dumps(override).encode())
+    return Refreshed(prices, figures, meters.not_found)

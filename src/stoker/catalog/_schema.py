@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import types
 from collections.abc import Iterator
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -23,7 +23,9 @@ from pydantic import (
 
 from ..quantities import Bytes, Duration, Rate
 
-_BOOKKEEPING = {"source", "cite", "note", "name", "family"}
+_BOOKKEEPING = {"source", "cite", "note", "name", "family", "retail"}
+# Azure's prices per month are per 730 hours: a GB-month or a disk-month spread over the hour.
+HOURS_PER_MONTH = 730.0
 
 
 def _plain_kinds(annotation: Any) -> set[Any]:
@@ -121,6 +123,11 @@ class VmSize(Entry):
     scaleup_busbw_measured: Rate | None = None
     price_per_hour: float | None = Field(default=None, gt=0)
     price_region: str | None = None
+    # Linux Spot, and a 1- or 3-year reservation's whole-term price spread per hour; None: the
+    # catalog has no price (the plan then says the purchase option is unknown).
+    spot_price_per_hour: float | None = Field(default=None, gt=0)
+    reserved_1y_per_hour: float | None = Field(default=None, gt=0)
+    reserved_3y_per_hour: float | None = Field(default=None, gt=0)
     # Regions that offer the size; None = not in the catalog (stoker provision then cannot
     # check it and says so). An override file can list them.
     regions: list[str] | None = None
@@ -179,6 +186,7 @@ class LustreSku(Entry):
     throughput_per_step: Rate | None = None
     max_size_on_request: Bytes | None = None  # the largest size Azure offers by request
     price_per_tib_hour: float | None = Field(default=None, gt=0)
+    price_region: str | None = None
 
 
 class LustreCommon(Entry):
@@ -212,6 +220,7 @@ class FilesTier(Entry):
     max_throughput: Rate
     per_file_throughput: Rate | None = None
     price_per_gib_month: float | None = Field(default=None, gt=0)
+    price_region: str | None = None
 
 
 class NetAppLevel(Entry):
@@ -221,6 +230,26 @@ class NetAppLevel(Entry):
     min_size: Bytes
     max_size: Bytes
     price_per_tib_month: float | None = Field(default=None, gt=0)
+    price_region: str | None = None
+
+
+class Meter(Entry):
+    """A price that is no size's or tier's own: the NAT gateway's hour, a public IP's, an OS
+    disk's month, Blob operations per 10,000. ``price`` None: no public source stored (unknown).
+    ``retail`` names the Retail Prices API row that prices it (exact field values)."""
+
+    name: str
+    unit: Literal["hour", "month", "10k"]  # $ per hour, per month, per 10,000 operations
+    price: float | None = Field(default=None, ge=0)
+    price_region: str | None = None
+    retail: dict[str, str] | None = None
+
+    @property
+    def per_hour(self) -> float | None:
+        """The price per hour of one (a month is 730 hours); None for operations or unknown."""
+        if self.price is None or self.unit == "10k":
+            return None
+        return self.price if self.unit == "hour" else self.price / HOURS_PER_MONTH
 
 
 class Provisioning(Entry):
@@ -275,6 +304,7 @@ class Catalog(BaseModel):
     lustre_common: LustreCommon
     files: dict[str, FilesTier]
     netapp: dict[str, NetAppLevel]
+    meter: dict[str, Meter] = Field(default_factory=dict)
     reliability: Reliability
     provision: Provisioning
 
@@ -296,7 +326,7 @@ class Catalog(BaseModel):
 
     def entries(self) -> Iterator[tuple[str, Entry]]:
         """("vm.ND96isr_H100_v5", entry) for every entry, singletons by section name."""
-        for section in ("vm", "blob", "lustre", "files", "netapp"):
+        for section in ("vm", "blob", "lustre", "files", "netapp", "meter"):
             for key, entry in getattr(self, section).items():
                 yield f"{section}.{key}", entry
         for section in ("fabric", "lustre_common", "reliability", "provision"):
@@ -345,6 +375,36 @@ class Catalog(BaseModel):
                     "verified": source.verified if source else None,
                 }
             )
+        return rows
+
+    def meter_prices(self) -> list[dict[str, object]]:
+        """Every price that is not a VM's pay-as-you-go hour (Lustre, NetApp, Files, Blob, the
+        meters, Spot and reservations), priced or not, with its source and date: the second
+        table of ``stoker catalog prices``. An unknown price has ``None`` as value and date."""
+        rows: list[dict[str, object]] = []
+        for where, entry in self.entries():
+            for name in type(entry).model_fields:
+                if name == "price_per_hour" and where.startswith("vm."):
+                    continue
+                if name != "price" and not (
+                    name.startswith(("price_", "spot_price", "reserved_"))
+                    and name != "price_region"
+                ):
+                    continue
+                value = getattr(entry, name)
+                key = entry.source_of(name) if value is not None else None
+                source = self.sources[key] if key is not None else None
+                rows.append(
+                    {
+                        "entry": where,
+                        "field": name,
+                        "value": value,
+                        "unit": getattr(entry, "unit", None) if name == "price" else None,
+                        "source": key,
+                        "date": source.date.isoformat() if source else None,
+                        "verified": source.verified if source else None,
+                    }
+                )
         return rows
 
     def unpriced_vms(self) -> list[str]:

@@ -174,25 +174,35 @@ def prices(
     ] = False,
     catalog_files: CatalogOpt = None,
 ) -> None:
-    """Show VM prices and their sources; --refresh updates them from the Retail Prices API."""
-    from ..catalog import default_prices_path, load_catalog, refresh_prices
+    """Show every price and its source; --refresh reads them all from the Retail Prices API."""
+    from ..catalog import default_prices_path, load_catalog, refresh_all
 
     layers = _layers(ctx, catalog_files)
     cat = load_catalog(layers)
     refreshed = None
     if refresh:
         path = output or default_prices_path()
-        found = refresh_prices(list(cat.vm), region, path)
-        not_found = [name for name in cat.vm if name not in found]
+        done = refresh_all(cat, region, path)
+        not_found = [name for name in cat.vm if name not in done.vm]
         refreshed = {
             "path": str(path),
             "region": region,
-            "written": len(found),
+            "written": len(done.vm),
             "not_found": not_found,
+            "meters_written": len(done.figures),
+            "meters_not_found": done.not_found,
         }
         stderr.print(
-            f"wrote {len(found)} prices for {region} to {path}; "
+            f"wrote {len(done.vm)} prices for {region} to {path}; "
             f"{len(not_found)} sizes not listed there"
+        )
+        stderr.print(
+            f"and {len(done.figures)} other prices (Spot, reserved, storage, network); "
+            + (
+                f"not listed, left as they were: {', '.join(done.not_found)}"
+                if done.not_found
+                else "every meter found"
+            )
         )
         cat = load_catalog([*layers, *([path] if output else [])])
     rows = cat.vm_prices()
@@ -214,3 +224,17 @@ def prices(
             str(r["date"] or "-"),
         )
     stdout.print(table)
+    meters = Table("entry", "price", "value", "source", "date", title="Other prices")
+    for r in cat.meter_prices():
+        value = r["value"]
+        unit = {"hour": " /h", "month": " /month", "10k": " /10k ops"}.get(str(r["unit"]), "")
+        shown = "unknown" if value is None else f"{value:.6g}{unit}"
+        flag = " (unverified)" if r["verified"] is False else ""
+        meters.add_row(
+            str(r["entry"]),
+            str(r["field"]),
+            shown,
+            str(r["source"] or "-") + flag,
+            str(r["date"] or "-"),
+        )
+    stdout.print(meters)
