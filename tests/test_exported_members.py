@@ -27,6 +27,10 @@ INIT = ROOT / "src" / "stoker" / "__init__.py"
 NOT_AT_THE_TOP = {
     "catalog": {
         "BlobTier",
+        "HOURS_PER_MONTH",
+        "Meter",
+        "Refreshed",
+        "refresh_all",
         "Fabric",
         "FilesTier",
         "LustreCommon",
