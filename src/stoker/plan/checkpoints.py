@@ -16,6 +16,7 @@ import math
 
 from ..catalog import Catalog
 from ..errors import SpecError
+from . import _renewal as rn
 from . import datapath as dpth
 from . import lustre
 from . import reliability as rel
@@ -198,7 +199,8 @@ def _checkpoint_on(
     restart = spec.reliability.restart_time
     # The next checkpoint cannot start before the previous one is safe, nor within one step.
     floor = max(step_s, in_flight if ck.mode == "async" else 0.0)
-    optimal = rel.best_interval(blocking, mtbf, floor)
+    # The renewal model's optimum (Daly 2006's exact form), never sooner than the floor.
+    optimal = max(rn.optimal_interval(blocking, mtbf), floor)
     if ck.interval == "auto":
         interval, basis = optimal, "Young/Daly optimum"
         if optimal == floor and floor > step_s:
@@ -207,8 +209,8 @@ def _checkpoint_on(
         interval, basis = floor, "raised from the spec's: the previous save is not safe sooner"
     else:
         interval, basis = ck.interval, "set in the spec"
-    waste = rel.waste_fraction(interval, blocking, mtbf, restart, in_flight)
-    best = rel.waste_fraction(optimal, blocking, mtbf, restart, in_flight)
+    chosen = rn.renewal(interval, blocking, mtbf, restart, in_flight)
+    best = rn.renewal(optimal, blocking, mtbf, restart, in_flight)
     ranks, _, _ = checkpoint_writers(spec, s)
     streams, vms, why = writer_streams(spec, s)
     per_stream = {
@@ -231,9 +233,9 @@ def _checkpoint_on(
         optimal,
         mtbf,
         restart,
-        waste,
-        1 - waste,
-        1 - best,
+        1 - chosen.goodput,
+        chosen.goodput,
+        best.goodput,
         interval_set_s=None if ck.interval == "auto" else ck.interval,
         writer_ranks=ranks,
         writer_vms=vms,

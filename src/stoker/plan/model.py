@@ -13,6 +13,8 @@ import math
 from ..catalog import Catalog
 from ..errors import SpecError
 from ..units import format_bytes as fb
+from ..units import format_duration as fd
+from . import _renewal as rn
 from . import datapath as dpth
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
@@ -239,8 +241,29 @@ def _make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     if step is not None:
         step.model_parallel_s = model_parallel
     cost = cost_plan(spec, cat, s, data, ckpt, run, None)
-    return _finish(
+    plan = _finish(
         spec, cat, s, cost, interconnect=ic, data=data, checkpoints=ckpt, step=step, run=run
+    )
+    if ckpt is not None and rn.beyond_checkpointing(
+        ckpt.blocking_s, ckpt.job_mtbf_s, ckpt.restart_s
+    ):
+        plan.warnings.insert(0, beyond_checkpointing(ckpt))
+    return plan
+
+
+BEYOND_CHECKPOINTING_FIX = (
+    "shorten reliability.restart_time (hot spares, a checkpoint kept in host memory), save "
+    'faster (checkpoints.mode = "async", a faster tier, more writers), or fail less often '
+    "(fewer GPUs per job, or a larger reliability.gpu_mtbf from screened hardware)"
+)
+
+
+def beyond_checkpointing(ck: CheckpointPlan) -> str:
+    """The plan's word where the job fails sooner than it can restart and save once."""
+    return (
+        f"the job fails every {fd(ck.job_mtbf_s)}, sooner than a restart ({fd(ck.restart_s)}) "
+        f"plus a save ({fd(ck.blocking_s)}): no checkpoint interval can save this run (goodput "
+        f"{ck.goodput_at_optimal:.1%} at the best interval); " + BEYOND_CHECKPOINTING_FIX
     )
 
 
@@ -313,8 +336,10 @@ def _step_and_run(
         wall = need.ideal_step_s + stall
         return None, RunPlan(1, wall, wall, need.ideal_step_s / wall if wall else 0.0)
     base = compute + exposed + stall
-    blocking_share = ckpt.blocking_s / ckpt.interval_s if ckpt.interval_s else 0.0
-    ckpt_s = base * blocking_share / max(1e-9, 1 - blocking_share)
+    # One renewal split (plan/_renewal.py) gives the step's save share, the failures' share and
+    # the wall clock, so goodput and effective_training_fraction agree by construction.
+    shares = rn.split(ckpt.goodput, ckpt.interval_s, ckpt.blocking_s)
+    ckpt_s = base * ckpt.blocking_s / ckpt.interval_s if ckpt.interval_s else 0.0
     total = base + ckpt_s
     step = StepPlan(
         compute,
@@ -324,16 +349,20 @@ def _step_and_run(
         total,
         compute / total if total else 0.0,
     )
-    # Failure losses beyond the checkpoint blocking already in the step.
-    failure_share = max(0.0, ckpt.waste_fraction - blocking_share)
+    if shares.goodput <= 0:
+        raise SpecError(
+            f"reliability.gpu_mtbf: the job fails every {fd(ckpt.job_mtbf_s)}, so no stretch "
+            "of training lasts to a safe checkpoint and the run never ends; "
+            + BEYOND_CHECKPOINTING_FIX
+        )
     asked, basis = _steps_asked(spec, need, sample)
     steps = asked
     if r.length is not None:  # a cap: the run stops at its length, done or not
-        fit = r.length * (1 - failure_share) / total
+        fit = shares.training_s(r.length) / base
         steps = fit if asked is None else min(asked, fit)
     assert steps is not None  # _steps_asked answers unless run.length is set
     productive = steps * total
-    wall = productive / max(1e-9, 1 - failure_share)
+    wall = shares.wall_s(steps * base)
     useful = steps * compute / wall if wall else 0.0
     return step, RunPlan(steps, productive, wall, useful, asked, basis)
 

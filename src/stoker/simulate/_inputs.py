@@ -163,7 +163,8 @@ def build_inputs(
     mtbf = ck.job_mtbf_s
     gpu_mtbf = mtbf * plan.gpus  # the plan's job MTBF is the per-GPU figure over the GPUs
     share = knobs.gpu_failure_share
-    blocking_share = ck.blocking_s / ck.interval_s if ck.interval_s else 0.0
+    # The plan's renewal split: kept training blocks C per interval; failures take the rest.
+    blocking_share = ck.goodput * ck.blocking_s / ck.interval_s if ck.interval_s else 0.0
     return Inputs(
         gpus=plan.gpus,
         nodes=plan.nodes,
@@ -190,7 +191,7 @@ def build_inputs(
         knobs=knobs,
         plan_goodput=ck.goodput,
         plan_checkpoint_share=blocking_share,
-        plan_failure_share=max(0.0, ck.waste_fraction - blocking_share),
+        plan_failure_share=max(0.0, 1 - ck.goodput - blocking_share),
         plan_gpu_busy=plan.run.effective_training_fraction if plan.run else 0.0,
         job_mtbf_s=mtbf,
         notes=notes,
