@@ -121,3 +121,42 @@ def test_writes_and_reads_differ_at_one_size(cat):
     write = lustre.delivered(1280 * TIB, sku, cat.lustre_common, write=True)
     assert write / 1e9 == pytest.approx(113.3, rel=0.01)
     assert read > 1.2 * write
+
+
+# ---- issue 54: the checkpoint interval at any MTBF (plan/_renewal.py) ----------------------
+# J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps",
+# Future Generation Computer Systems 22 (2006) 303-312, doi:10.1016/j.future.2004.11.016,
+# online 2004-12-28; Figs. 3-5 (R = 10 min restart, delta = 5 min dump): "The new model
+# predicts tau_opt = 117 min" at M = 24 h, 57 min at 6 h, 9.1 min at 15 min. Tolerance 2 %.
+# No efficiency (goodput) figure at these MTBFs was found in a readable published source; the
+# efficiency is held to a Monte Carlo of the same assumptions instead (tests/test_plan_renewal.py).
+DALY_2006 = "doi:10.1016/j.future.2004.11.016 (Figs. 3-5), 2004-12-28"
+DALY_INTERVALS = [(24 * 60, 117.0), (6 * 60, 57.0), (15, 9.1)]  # (MTBF min, interval min)
+
+
+@pytest.mark.parametrize(("mtbf_min", "interval_min"), DALY_INTERVALS, ids=["24h", "6h", "15min"])
+def test_the_plans_optimal_interval_matches_daly_2006(cat, mtbf_min, interval_min):
+    from stoker.plan import make_plan, parse_spec
+
+    # A synchronous save to Blob that blocks 5 min: plan once for the write rate, then size the
+    # checkpoint so that it takes 300 s (the rate does not depend on the size).
+    def job(size_bytes: float) -> dict:
+        return {
+            "cluster": {"vm_size": "ND96isr_H100_v5", "nodes": 2},
+            "workload": {
+                "kind": "pretrain",
+                "step_time": "1 s",
+                "global_batch": 16,
+                "sample_size": "1 MB",
+                "dataset_size": "1 TB",
+            },
+            "checkpoints": {"mode": "sync", "tier": "blob", "size": size_bytes},
+            # 16 GPUs: the job MTBF is one GPU's over 16
+            "reliability": {"gpu_mtbf": f"{mtbf_min * 16} min", "restart_time": "10 min"},
+        }
+
+    first = make_plan(parse_spec(job(1e12)), cat).checkpoints
+    ck = make_plan(parse_spec(job(300 * first.write_bps)), cat).checkpoints
+    assert ck.blocking_s == pytest.approx(300) and ck.job_mtbf_s == pytest.approx(mtbf_min * 60)
+    assert ck.optimal_interval_s / 60 == pytest.approx(interval_min, rel=0.02), DALY_2006
+    assert ck.interval_s == ck.optimal_interval_s  # "auto" takes it
