@@ -6,13 +6,23 @@ is reported beside the list of what is missing, so nobody reads a partial sum as
 
 from __future__ import annotations
 
-from ..catalog import Catalog
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog import HOURS_PER_MONTH, Catalog
 from ..units import format_bytes
-from .result import CheckpointPlan, CostItem, CostPlan, DataPlan, InferencePlan, RunPlan
+from .result import (
+    CheckpointPlan,
+    CostItem,
+    CostPlan,
+    DataPlan,
+    InferencePlan,
+    RunPlan,
+    TierChoice,
+)
 from .shape import Shape
 from .spec import JobSpec
 
-HOURS_PER_MONTH = 730.0
 # Inference has no natural end: price one month of serving unless the spec says otherwise.
 INFERENCE_DEFAULT_S = HOURS_PER_MONTH * 3600
 
@@ -126,3 +136,149 @@ def cost_plan(
         known,
         unknown,
     )
+
+
+# ---------------------------------------------------------------------------------- idle bill
+# What keeps billing while the GPUs do not: every line one catalog price times a count, named
+# by the catalog figure it comes from, so a README, teardown or guard line can be traced.
+
+# The blob service's delete retention stoker provisions (provision/_res_storage.SOFT_DELETE_DAYS;
+# a test holds the two equal): a deleted checkpoint, or a version the lifecycle rule deletes,
+# stays billed this long after.
+BLOB_SOFT_DELETE_DAYS = 14
+DEFAULT_VERSION_DAYS = 7  # checkpoints.version_days: the lifecycle rule's age for old versions
+
+
+@dataclass(frozen=True)
+class Meter:
+    item: str
+    per_hour_usd: float | None  # None: the catalog has no price for it
+    source: str  # "meter.os_disk.price from retail-api-2026-12-01": the figure and its source
+    after_teardown: bool  # still billed once teardown ran (disks, kept storage, network)
+
+
+@dataclass(frozen=True)
+class IdleBill:
+    """What an idle hour costs with the GPU VMs deallocated, and what teardown leaves billed."""
+
+    meters: tuple[Meter, ...]
+    fast_tier_weekend_usd: float | None  # the fast tier (Lustre, NetApp, Files) over idle_storage
+    idle_hours: float  # run.idle_storage in hours (a weekend)
+
+    @property
+    def unknown(self) -> list[str]:
+        return [m.item for m in self.meters if m.per_hour_usd is None]
+
+    @property
+    def known_per_hour_usd(self) -> float:
+        return sum(m.per_hour_usd or 0.0 for m in self.meters)
+
+    @property
+    def per_hour_usd(self) -> float | None:
+        """None while any meter is unknown: a partial sum is not the bill."""
+        return None if self.unknown else self.known_per_hour_usd
+
+    @property
+    def after_teardown_per_hour_usd(self) -> float | None:
+        kept = [m for m in self.meters if m.after_teardown]
+        if any(m.per_hour_usd is None for m in kept):
+            return None
+        return sum(m.per_hour_usd or 0.0 for m in kept)
+
+
+def cited(cat: Catalog, where: str, entry: object, field: str) -> str:
+    """``where.field from <source key> (<date>)``: the line's trace back into the catalog."""
+    key = entry.source_of(field)  # type: ignore[attr-defined]
+    return f"{where}.{field} from {key} ({cat.sources[key].date.isoformat()})"
+
+
+def checkpoint_steady_bytes(ckpt: CheckpointPlan, wall_s: float, version_days: int) -> float:
+    """Blob bytes the checkpoints hold once saving is steady: the ``keep`` newest, plus each
+    deleted one kept as a previous version until the lifecycle rule deletes it, then
+    soft-deleted until the delete retention ends (never more than the run saves)."""
+    saves = wall_s / ckpt.interval_s if ckpt.interval_s > 0 else 0.0
+    held_s = (version_days + BLOB_SOFT_DELETE_DAYS) * 86400.0
+    versions = min(held_s / ckpt.interval_s if ckpt.interval_s > 0 else 0.0, saves)
+    return ckpt.size_bytes * (ckpt.keep + max(0.0, versions))
+
+
+def _tier_meter(cat: Catalog, choice: TierChoice, role: str) -> Meter:
+    # Teardown deletes Managed Lustre (after its archive) and leaves NetApp and Files be.
+    section = {"lustre": "lustre", "netapp": "netapp", "files": "files"}[choice.tier]
+    entry = getattr(cat, section).get(choice.sku or "")
+    field = {"lustre": "price_per_tib_hour", "netapp": "price_per_tib_month"}.get(
+        choice.tier, "price_per_gib_month"
+    )
+    source = (
+        cited(cat, f"{section}.{choice.sku}", entry, field)
+        if entry is not None and getattr(entry, field, None) is not None
+        else f"{section}.{choice.sku}.{field}: no public price"
+    )
+    return Meter(
+        f"{choice.name} ({role})", choice.price_per_hour_usd, source, choice.tier != "lustre"
+    )
+
+
+def idle_bill(
+    spec: JobSpec,
+    cat: Catalog,
+    nodes: int,
+    data: DataPlan | None,
+    ckpt: CheckpointPlan | None,
+    stored_bytes: float,
+) -> IdleBill:
+    """The meters that bill while ``nodes`` GPU VMs sit deallocated: their OS disks, the NAT
+    gateway and its public IP, the fast tiers, and Blob holding ``stored_bytes``."""
+    meters = []
+    disk = cat.meter.get("os_disk")
+    per_disk = disk.per_hour if disk else None
+    meters.append(
+        Meter(
+            f"OS disks of {nodes} deallocated VMs",
+            None if per_disk is None else per_disk * nodes,
+            cited(cat, "meter.os_disk", disk, "price") if per_disk is not None and disk
+            else "meter.os_disk.price: no public price",
+            True,
+        )
+    )  # fmt: skip
+    for key, what in (("nat_gateway", "NAT gateway"), ("public_ip", "public IP")):
+        m = cat.meter.get(key)
+        price = m.per_hour if m else None
+        source = cited(cat, f"meter.{key}", m, "price") if m and price is not None else (
+            f"meter.{key}.price: no public price"
+        )  # fmt: skip
+        meters.append(Meter(what, price, source, True))
+    if data and data.chosen.tier in ("lustre", "netapp", "files"):
+        meters.append(_tier_meter(cat, data.chosen, "data"))
+    if ckpt and ckpt.volume:
+        meters.append(_tier_meter(cat, ckpt.volume, "checkpoints"))
+    blob = cat.blob[spec.data.blob_tier]
+    gb_month = blob.price_hot_gb_month
+    meters.append(
+        Meter(
+            f"Blob ({spec.data.blob_tier}, hot), {format_bytes(stored_bytes, binary=False)}",
+            None if gb_month is None else gb_month * stored_bytes / 1e9 / HOURS_PER_MONTH,
+            cited(cat, f"blob.{spec.data.blob_tier}", blob, "price_hot_gb_month")
+            if gb_month is not None
+            else f"blob.{spec.data.blob_tier}.price_hot_gb_month: no public price",
+            True,
+        )
+    )
+    fast = [m for m in meters if m.item.endswith(("(data)", "(checkpoints)"))]
+    hours = spec.run.idle_storage / 3600
+    weekend = None
+    if fast and all(m.per_hour_usd is not None for m in fast):
+        weekend = sum(m.per_hour_usd or 0.0 for m in fast) * hours
+    return IdleBill(tuple(meters), weekend, hours)
+
+
+def plan_idle_bill(spec: JobSpec, cat: Catalog, plan: Any) -> IdleBill:
+    """``idle_bill`` for a computed plan: its VMs, tiers, and Blob bytes (checkpoints at their
+    steady state, previous versions included)."""
+    wall_s = plan.run.wall_s if plan.run else (spec.run.length or INFERENCE_DEFAULT_S)
+    days = getattr(spec.checkpoints, "version_days", DEFAULT_VERSION_DAYS)
+    stored = plan.data.dataset_bytes if plan.data else 0.0
+    if plan.checkpoints:
+        stored += checkpoint_steady_bytes(plan.checkpoints, wall_s, days)
+    stored += plan.inference.model_bytes if plan.inference else 0.0
+    return idle_bill(spec, cat, plan.nodes, plan.data, plan.checkpoints, stored)
