@@ -157,7 +157,7 @@ def test_resume_after_kill_9(
     src, dst = f"{blob_env}/data", tmp_path / "dst"
     code = (
         "import sys; from stoker.stage import stage; "
-        "stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=4)"
+        "stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=4, durability='fsync')"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, src, str(dst)],
@@ -639,7 +639,7 @@ def publish(self, key, fd, **kw):
 
 _manifest.Manifest.object_done = object_done
 _posix.PosixStore.publish = publish
-stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=2)
+stage(sys.argv[1], sys.argv[2], block_size=1 << 20, concurrency=2, durability="fsync")
 """
 
 
@@ -793,7 +793,7 @@ def test_a_download_starts_its_writeback_a_span_at_a_time(
     upload(azurite.client(blob_env), "", {"big.bin": data})
     started: list[tuple[int, int]] = []
     monkeypatch.setattr(_copy_down, "start_writeback", lambda fd, off, n: started.append((off, n)))
-    summary = stage(blob_env, str(tmp_path / "dst"), block_size=8 * MiB)
+    summary = stage(blob_env, str(tmp_path / "dst"), block_size=8 * MiB, durability="fsync")
     assert summary.ok, summary.failed
     assert (tmp_path / "dst" / "big.bin").read_bytes() == data
     assert sorted(started) == [(0, 32 * MiB), (32 * MiB, 8 * MiB)]

@@ -210,6 +210,15 @@ def stage(
             "destination, else ~/.cache/stoker/stage)."
         ),
     ] = None,
+    durability: Annotated[
+        str | None,
+        typer.Option(
+            metavar="fsync|batch|none",
+            help="When a large downloaded file counts as complete: fsync (each file fsynced), "
+            "batch (synced together every 4 GiB and at the end, then named), none (never synced; "
+            "a power cut may tear a file). Default: batch on a local disk, fsync on a shared one.",
+        ),
+    ] = None,
     yes: Annotated[
         bool,
         typer.Option(
@@ -288,6 +297,7 @@ def stage(
             content_type=content_type,
             allow_http=allow_http,
             state_dir=state_dir,
+            durability=durability,
         )
         summary = run_stage(
             src,

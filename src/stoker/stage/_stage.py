@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import StageError
-from ..store import Store, clear_stale, open_store, resume_unit, run_sync
+from ..store import Durability, Store, clear_stale, open_store, resume_unit, run_sync
 from ._engine import Engine
 from ._guard import (
     check_parent,
@@ -99,6 +99,7 @@ def stage(
     bwlimit: float | str | None = None,
     tier: Tier | None = None,
     content_type: str | None = None,
+    durability: Durability | None = None,
     options: StageOptions | None = None,
 ) -> StageSummary:
     """Copy ``src`` to ``dst`` (URLs or paths); see ``stoker stage --help`` for each option.
@@ -112,7 +113,9 @@ def stage(
     A file already at the destination (whoever put it there) is not copied again when its size
     is the source's and it is not older (``checksum``: when its MD5 is the source's).
     ``follow_symlinks``, ``bwlimit`` (bytes per second, or ``"100MB/s"``), ``tier`` and
-    ``content_type`` are ``--follow-symlinks``, ``--bwlimit``, ``--tier``, ``--content-type``.
+    ``content_type`` are ``--follow-symlinks``, ``--bwlimit``, ``--tier``, ``--content-type``;
+    ``durability`` is ``--durability`` (fsync, batch or none; None: by the destination's file
+    system, see StageOptions.durability).
     """
     given = {
         "include": include,
@@ -131,6 +134,7 @@ def stage(
         "content_type": content_type,
         "allow_http": allow_http,
         "state_dir": state_dir,
+        "durability": durability,
     }
     opts = StageOptions.merged(options, given)  # checked once: a bad value is one StageError
     return run_sync(  # (works inside a running event loop too: a notebook's)
@@ -235,6 +239,7 @@ async def _run(
                 block_size=block_size,
                 hash_files=job.hash_files,
                 spool=_spool(path),
+                durability=opts.durability,
             )
             async with ahead(reported(listing, reporter)) as batches:
                 counters = await engine.run(batches)

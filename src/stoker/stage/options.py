@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import StageError
+from ..store import DURABILITIES, Durability
 from ..units import parse_bytes
 from ._flags import Flags
 from ._selection import Selection, select
@@ -60,6 +61,12 @@ class StageOptions:
     """--content-type: Content-Type of uploads; None: guessed from each key's extension."""
     allow_http: bool = False
     """--allow-http: allow plain HTTP to a non-loopback endpoint (also STOKER_ALLOW_HTTP=1)."""
+    durability: Durability | None = None
+    """--durability: how durable a large downloaded file is before it is named and recorded
+    complete: ``fsync`` (each file fsynced), ``batch`` (made durable together at sync points,
+    named and recorded only then), ``none`` (never synced: a power cut may tear a file counted
+    done); None: ``batch`` on a local file system, ``fsync`` on a network or shared one
+    (Lustre, NFS, ...). See docs/design/stage.md, "Durability"."""
     state_dir: Path | None = None
     """--state-dir: where the resumable manifest lives; None: DST/.stoker for a local
     destination, else ~/.cache/stoker/stage."""
@@ -77,6 +84,11 @@ class StageOptions:
             block_size = int(parse_bytes(block_size))
         if self.concurrency < 1:
             raise StageError(f"--concurrency {self.concurrency}: use 1 or more (default 32)")
+        if self.durability is not None and self.durability not in DURABILITIES:
+            raise StageError(
+                f"--durability {self.durability!r}: use one of {', '.join(DURABILITIES)} "
+                "(default: batch on a local file system, fsync on a shared one)"
+            )
         if not MIN_BLOCK <= block_size <= MAX_BLOCK:
             raise StageError(
                 f"--block-size {block_size:,} bytes: use {MIN_BLOCK >> 10} KiB to "

@@ -11,6 +11,7 @@ from ._copy import CopyRun, Journal, copy_object
 from ._copy_down import resume_unit
 from ._credentials import azure_auth
 from ._download import download, fetch_ranges
+from ._durable import DURABILITIES, SYNC_EVERY, Durability, default_durability, publish_synced
 from ._env import adopt, store_environment
 from ._loop import IOLoop, pause, run_async, run_sync
 from ._posix import PosixStore, disk_error, fsync_dir
@@ -18,6 +19,7 @@ from ._retry import retry_budget_s
 from ._safety import check_key, safe_path
 from ._small import HELD_WHOLE, SMALL, WHOLE, WRITERS, SmallWriter
 from ._spool import clear_stale
+from ._unit_hasher import list_digest
 from ._url import Location, is_loopback, parse_url
 
 
@@ -44,6 +46,12 @@ def open_store(
 
 
 __all__ = [
+    "DURABILITIES",
+    "SYNC_EVERY",
+    "Durability",
+    "default_durability",
+    "list_digest",
+    "publish_synced",
     "HELD_WHOLE",
     "SMALL",
     "WHOLE",

@@ -30,6 +30,7 @@ from ._copy_down import download, fetch_small
 from ._copy_local import copy_local, copy_small_local
 from ._copy_service import service_copy
 from ._copy_up import relay, upload
+from ._durable import Durability
 from ._read_backs import ReadBacks
 from ._small import SmallWriter
 
@@ -63,6 +64,8 @@ class CopyRun:
     held: asyncio.Semaphore | None = None  # fetched small files above SMALL held at once
     spool: Path | None = None  # where an object relayed between object stores waits
     folders: set[str] = field(default_factory=set)  # of keys published; fsynced at the end
+    durability: Durability = "fsync"  # a large download's, before it is named (see _durable)
+    unpublished: set[str] = field(default_factory=set)  # written, waiting for a sync point
 
     def published(self, key: str) -> None:
         """``key`` was renamed into place; its folder is made durable once, at the end."""

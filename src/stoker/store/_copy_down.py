@@ -4,9 +4,12 @@ A small one (see ``fetch_small``) is fetched whole and handed to the SmallWriter
 is fetched in several ranged requests at once (see REQUEST) and written at its offsets into
 ``NAME.stoker-partial`` as each 1 MiB piece lands. Each finished UNIT is recorded in the
 run's journal (its manifest) as the stream passes it, so ``kill -9`` costs at most a unit per
-request in flight. Each unit is also hashed in file order (see _file_hasher), and the writeback
-of each 32 MiB span started once all of it has landed. The MD5 is checked against Content-MD5
-before the file is published under its name.
+request in flight. With a Content-MD5, each unit is also hashed in file order (see
+_file_hasher) and the MD5 checked before the file is published under its name; without one,
+each unit is hashed as it streams past and the file's hash is the list of them (_unit_hasher),
+nothing read back. Where the file is fsynced before it is named (``fsync`` durability), the
+writeback of each 32 MiB span is started once all of it has landed; under ``batch`` the file
+waits under its partial name for the engine's next sync point (see _durable).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import os
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from .._many_md5 import new_md5
 from ..errors import ChecksumError
 from ._base import Store
 from ._download import fetch_ranges
 from ._file_hasher import FileHasher
 from ._posix import PosixStore, disk_error, start_writeback, write_all
-from ._small import SMALL, Job, from_bytes, hasher_for
+from ._small import SMALL, Job, from_bytes
+from ._unit_hasher import UnitHasher
 
 if TYPE_CHECKING:
     from ._copy import CopyRun
@@ -96,8 +101,9 @@ async def fetch_small(
 async def download(
     src: Store, dst: Store, key: str, size: int, etag: str, md5: str | None, run: CopyRun
 ) -> str | None:
-    """``key`` of ``src`` into its partial file in ``dst``, then published under its name;
-    returns the file's hash (MD5 when the source has one to check against, else XXH3)."""
+    """``key`` of ``src`` into its partial file in ``dst``, then published under its name
+    (under ``batch`` durability, left for the engine's next sync point: see _durable); returns
+    the file's hash (MD5 when the source has one to check against, else a hash list)."""
     assert isinstance(dst, PosixStore)
     unit = resume_unit(run.block_size)
     fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
@@ -109,23 +115,33 @@ async def download(
         # between publishing and the done mark, the units live in the final file instead.
         done = run.journal.blocks_done(key, etag) if resumable and had_partial else set()
         run.progress(sum(min(size, (i + 1) * unit) - i * unit for i in done))
+        # With a Content-MD5 to check, the MD5 in file order (read back, see _file_hasher);
+        # without one, each unit hashed as it streams past, nothing read back (_unit_hasher).
         hasher = (
-            FileHasher(hasher_for(md5), fd, size, unit, run.read_backs) if run.hash_files else None
+            FileHasher(new_md5(), fd, size, unit, run.read_backs)
+            if run.hash_files and md5
+            else None
         )
-        if hasher:
-            for i in sorted(done):
+        listed = UnitHasher(fd, size, unit) if run.hash_files and not md5 else None
+        for i in sorted(done):
+            if hasher:
                 await hasher.block_done(i)
-        spans = WritebackSpans(size, unit, done)
+            if listed:
+                await listed.unit_done(i)
+        # Writeback is started as spans land only where the file is fsynced before it is named:
+        # otherwise the kernel's flusher (or the sync point's one syncfs) writes it, off this
+        # process's CPU.
+        spans = WritebackSpans(size, unit, done) if run.durability == "fsync" else None
 
         def write(pos: int, chunk: bytes | memoryview) -> None:
-            # Each piece is written (and its XXH3 taken, if the hash has reached it) on the
-            # loop thread as it arrives, while it is in the CPU cache.
+            # Each piece is written (and hashed, where it is hashed as it comes) on the loop
+            # thread as it arrives, while it is in the CPU cache.
             try:
                 write_all(fd, chunk, pos)
             except OSError as exc:
                 raise disk_error(exc, dst.partial(key)) from exc
-            if hasher:
-                hasher.chunk(pos, chunk)
+            if listed:
+                listed.chunk(pos, chunk)
 
         async def finished(i: int, start: int, end: int) -> None:
             nbytes = end - start
@@ -133,7 +149,9 @@ async def download(
                 run.journal.block_done(key, etag, i)
             if hasher:
                 await hasher.block_done(i)
-            if units > 1 and (span := spans.landed(i)):  # (one unit is fsynced at once anyway)
+            if listed:
+                await listed.unit_done(i)
+            if units > 1 and spans and (span := spans.landed(i)):  # (one unit: fsynced at once)
                 # After the record: starting writeback can wait on a busy disk.
                 await asyncio.to_thread(start_writeback, fd, *span)
             run.moved(nbytes)
@@ -155,7 +173,7 @@ async def download(
             skip=done,
             range_done=finished,
         )
-        digest = hasher.hexdigest() if hasher else None
+        digest = hasher.hexdigest() if hasher else listed.hexdigest() if listed else None
         if md5 and digest and digest != md5:
             run.journal.mark_pending(key)
             os.close(fd)
@@ -166,7 +184,12 @@ async def download(
                 f"source's Content-MD5 {md5}; re-run to fetch it again"
             )
         whole, fd = fd, -1  # publish closes it, whatever happens
-        await asyncio.to_thread(dst.publish, key, whole, sync_dir=False)
+        if run.durability == "batch":  # named and recorded at the engine's next sync point
+            os.close(whole)
+            run.unpublished.add(key)
+            return digest
+        sync = run.durability == "fsync"
+        await asyncio.to_thread(dst.publish, key, whole, sync=sync, sync_dir=False)
         run.published(key)
         return digest
     finally:

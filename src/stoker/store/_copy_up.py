@@ -93,6 +93,7 @@ async def relay(
             read_backs=ReadBacks(),
             writer=None,
             folders=set(),  # (the spool's folder goes with it: nothing to make durable)
+            durability="none",  # (nor its file: it is read back at once, then deleted)
         )
         digest = await download(src, spool, key, size, etag, md5, down)
         run.moved(moved)
