@@ -8,6 +8,7 @@ import pytest
 
 from stoker.catalog import load_catalog
 from stoker.plan import plan_job
+from stoker.plan.checkpoints import TORCH_SAVE_UNKNOWN
 
 SPEC = tomllib.loads((Path(__file__).parent.parent / "examples/pretrain-64vm.toml").read_text())
 
@@ -80,7 +81,8 @@ def test_one_writer_is_held_to_one_streams_rate(cat):
 def test_a_stream_limit_no_source_publishes_is_said_to_be_unknown(cat):
     nvme = writers(cat, "single", tier="nvme")
     assert nvme.stream_write_bps is None
-    assert nvme.unknown == ["one writer's rate to ND H100 v5 local NVMe"]
+    # and a lone writer is a torch.save, whose serialising rate no source publishes either
+    assert nvme.unknown == ["one writer's rate to ND H100 v5 local NVMe", TORCH_SAVE_UNKNOWN]
     plan = plan_job(
         {**copy.deepcopy(SPEC), "checkpoints": {"tier": "nvme", "writers": "single"}}, cat
     )

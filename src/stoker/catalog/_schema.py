@@ -115,6 +115,9 @@ class VmSize(Entry):
     nvme_read: Rate | None = None
     nvme_write: Rate | None = None
     nvme_stream_write: Rate | None = None  # one writer process (one torch.save) to the NVMe
+    # One torch.save stream (serialising through the page cache), whatever the tier: set by
+    # `--measured` from stoker.measure.single_writer's record; no source publishes it.
+    torch_save_write: Rate | None = None
     frontend_nic: Rate
     allreduce_busbw_measured: Rate | None = None
     allreduce_busbw_floor: Rate | None = None

@@ -14,6 +14,7 @@ _WHERE = {
     "Ledger": "ledger",
     "doctor": "doctor",
     "bench_storage": "storage",
+    "bench_single_writer": "single_writer",
     "run_loader": "loader",
     "most_accelerators": "loader",
     "serve": "exporter",

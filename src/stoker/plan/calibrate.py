@@ -12,6 +12,10 @@ A seq-write row run with one job (``"jobs": 1``, one of `stoker bench storage`'s
 one writer stream: it becomes ``nvme_stream_write``, the limit of one checkpoint writer (a lone
 ``torch.save``) that no source publishes.
 
+A ``stoker.measured/1`` record of ``stoker.measure.single_writer`` (one ``torch.save``, timed
+on the tier) gives ``torch_save_write``: the limit of a checkpoint one process writes by
+serialising (``checkpoints.writers = "single"``), on any tier.
+
 ``nvme`` may also be ``{"read": "20 GB/s", "write": "12 GB/s", "stream_write": "3 GB/s"}`` and
 ``allreduce``
 ``{"busbw": "450 GB/s"}``; the whole file may be the raw output of ``stoker bench allreduce
@@ -38,6 +42,7 @@ from ..errors import SpecError
 from ..units import parse_rate
 
 SOURCE = "measured"
+MEASURED_KIND, SINGLE_WRITER = "stoker.measured/1", "single_writer"  # measure.single_writer
 MIN_RATE = 1e6  # bytes/s
 
 
@@ -59,6 +64,11 @@ def read_measured(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"--measured {path}: expected an object with nvme and/or allreduce")
     if _is_sweep(data):  # the raw output of `stoker bench allreduce --json`
         data = {"allreduce": data}
+    if data.get("kind") == MEASURED_KIND and data.get("name") == SINGLE_WRITER:
+        # stoker.measure.single_writer's record: one torch.save stream on the VM
+        summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+        rate = summary.get("torch_save_write_bps")
+        data = {"nvme": {"torch_save_write": _rate(rate, f"--measured {path}: summary")}}
     unknown = set(data) - set(_KEYS)
     if unknown:
         raise SpecError(
@@ -101,14 +111,18 @@ def _field(row: Any, key: str, where: str) -> Any:
 
 def _storage(rows: Any, where: str) -> dict[str, float]:
     if isinstance(rows, dict):
-        unknown = set(rows) - {"read", "write", "stream_write"}
+        unknown = set(rows) - {"read", "write", "stream_write", "torch_save_write"}
         if unknown or not rows:
             raise SpecError(
                 f"{where}: unknown keys {sorted(unknown)}; use read, write and/or stream_write"
                 if unknown
                 else f"{where}: empty; use read and/or write (e.g. '20 GB/s')"
             )
-        return {f"nvme_{k}": _rate(v, f"{where}.{k}") for k, v in rows.items()}
+        # torch_save_write is the VM's (serialising is CPU work), not its NVMe's
+        return {
+            (k if k == "torch_save_write" else f"nvme_{k}"): _rate(v, f"{where}.{k}")
+            for k, v in rows.items()
+        }
     if not isinstance(rows, list):
         raise SpecError(
             f"{where}: expected the rows of `stoker bench storage --json` or "

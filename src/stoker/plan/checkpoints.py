@@ -65,6 +65,35 @@ def writer_streams(spec: JobSpec, s: Shape) -> tuple[int, int, str]:
     return ranks, vms, why
 
 
+def _serialising(spec: JobSpec) -> bool:
+    """One writer process is a ``torch.save``: it pickles the state and copies every tensor
+    through one stream and the page cache. More writers are raw-buffer writers (DCP, stoker's
+    format): each writes its tensors' bytes as they lie."""
+    return spec.checkpoints.writers == "single"
+
+
+TORCH_SAVE_UNKNOWN = (
+    "one torch.save stream's rate (serialising: pickle, one stream, the page cache; the "
+    "catalog's per-stream rates are raw-buffer writers'): measure it with "
+    "stoker.measure.single_writer, then `stoker plan --measured RECORD`"
+)
+
+
+def stream_rates(spec: JobSpec, cat: Catalog, s: Shape) -> dict[str, float | None]:
+    """One writer stream's limit on each tier: the raw-buffer rate a source publishes, and for
+    a lone torch.save also its serialising rate (the VM's ``torch_save_write``, measured)."""
+    raw = {
+        "nvme": s.vm.nvme_stream_write,
+        "lustre": cat.lustre_common.stream_write,
+        "netapp": None,
+        "blob": cat.blob[spec.data.blob_tier].stream_write,
+    }
+    cap = s.vm.torch_save_write if _serialising(spec) else None
+    if cap is None:
+        return raw
+    return {tier: cap if per is None else min(per, cap) for tier, per in raw.items()}
+
+
 # A volume sized for checkpoints alone aims to take one in this long.
 CHECKPOINT_OWN_VOLUME_WRITE_S = 120.0
 GOODPUT_WORTH_PAYING_FOR = 0.005
@@ -92,12 +121,7 @@ def checkpoint_plan(
         volumes["lustre"] = data.chosen
         lustre_writes = _lustre_writes(cat, data.chosen)
     common = cat.lustre_common
-    stream = {
-        "nvme": s.vm.nvme_stream_write,
-        "lustre": common.stream_write,
-        "netapp": None,
-        "blob": blob.stream_write,
-    }
+    stream = stream_rates(spec, cat, s)
     unpublished = {
         "nvme": f"one writer's rate to {s.vm.family} local NVMe",
         "lustre": "one writer's rate to Managed Lustre",
@@ -105,11 +129,13 @@ def checkpoint_plan(
         "blob": f"one writer's rate to {blob.name} (published: a block blob up to the account's)",
     }
 
+    serialising = [TORCH_SAVE_UNKNOWN] if _serialising(spec) and not s.vm.torch_save_write else []
+
     def rate(tier: str, caps: list[dpth.Cap]) -> tuple[float | None, Limit, list[str]]:
         per = stream[tier]
         caps = [*caps, (Limit.STREAMS, "streams", None if per is None else streams * per)]
         value, _, kind = dpth._cap(caps)
-        return value, kind, [] if per is not None else [unpublished[tier]]
+        return value, kind, ([] if per is not None else [unpublished[tier]]) + serialising
 
     write = {
         "nvme": rate(
@@ -213,12 +239,7 @@ def _checkpoint_on(
     best = rn.renewal(optimal, blocking, mtbf, restart, in_flight)
     ranks, _, _ = checkpoint_writers(spec, s)
     streams, vms, why = writer_streams(spec, s)
-    per_stream = {
-        "nvme": s.vm.nvme_stream_write,
-        "lustre": cat.lustre_common.stream_write,
-        "netapp": None,
-        "blob": cat.blob[spec.data.blob_tier].stream_write,
-    }[tier]
+    per_stream = stream_rates(spec, cat, s)[tier]
     return CheckpointPlan(
         size,
         ck.keep,
