@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test chromium bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
+.PHONY: demo test chromium cloud-init bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
 
 # setup.py builds the one compiled part in place (src/stoker/_native): a changed source rebuilds it.
 NATIVE := setup.py $(wildcard src/stoker/_native/*.c src/stoker/_native/*.h)
@@ -40,6 +40,12 @@ $(AZURITE_NEXT):
 chromium:
 	@command -v chromium > /dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; }
+
+# Debian's cloud-init, for its own schema check of cloud-init.yaml (tests/test_node_units.py);
+# installed as root (CI is root) when missing, as Chromium is.
+cloud-init:
+	@command -v cloud-init > /dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cloud-init > /dev/null; }
 
 demo: $(STAMP) $(CHECKOV)
 	@# stoker's bytecode, as an installed package has it: under PYTHONDONTWRITEBYTECODE an
@@ -86,7 +92,7 @@ demo: $(STAMP) $(CHECKOV)
 		--measured .demo/stream-ledger.json --measured .demo/stream-ledger-resumed.json \
 		--measured .demo/checkpoint-saves.json
 
-test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) chromium
+test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) chromium cloud-init
 	$(BIN)/python -m pytest
 
 # Each script saves bench/results/NAME.json and renders its section; `python bench/render.py

@@ -1,5 +1,13 @@
-"""``cloud-init.yaml`` for the GPU nodes: local NVMe as RAID0 scratch, Lustre mounted, stoker
-installed, and ``stoker doctor --json`` run at boot with its result kept for the operator.
+"""``cloud-init.yaml`` for the GPU nodes: it installs stoker's node set-up as systemd units that
+run at every boot, not as ``runcmd`` lines that run once per instance.
+
+cloud-init writes ``/usr/local/sbin/stoker-node`` (``node/stoker-node.sh``), its settings
+(``/etc/stoker/node.conf``), the shared file systems to mount (``/etc/stoker/mounts``, fstab
+lines with ``_netdev``) and the units of ``node/``; ``runcmd`` only enables them and starts
+``stoker-node-ready.service``, whose failure is cloud-init's failure. After a reboot or a
+deallocate-and-start the same units assemble (or, on new disks, create) the NVMe array, mount
+scratch and Lustre, install stoker if needed, run the health checks, and only then let slurmd
+start. A failing check drains the node and leaves ``NODE_UNHEALTHY`` behind.
 
 The Lustre MGS address is only known once Azure has created the file system, so the file holds
 a placeholder per file system (``__LUSTRE_MGS_DATA__``, ``__NETAPP_IP_DATA__``); the ARM
@@ -11,6 +19,7 @@ deployed nodes never see a placeholder.
 from __future__ import annotations
 
 import shlex
+from importlib import resources
 from typing import Any
 
 import yaml
@@ -20,29 +29,30 @@ from ._refs import account_name
 from ._volume_plan import Volume
 
 DOCTOR_JSON = "/var/log/stoker-doctor.json"
-LOG = "/var/log/stoker-cloud-init.log"
+# Per boot (on /run): present only while the node passed set-up and health; read by slurmd's
+# drop-in through stoker-node-ready.service, and by anyone asking whether the node may work.
+NODE_READY = "/run/stoker/ready"
+NODE_UNHEALTHY = "/run/stoker/unhealthy"
+NODE_SCRIPT = "/usr/local/sbin/stoker-node"
+NODE_CONF = "/etc/stoker/node.conf"
+NODE_MOUNTS = "/etc/stoker/mounts"
+# XFS, as Microsoft's image script formats the same array (azhpc-images setup_nvme.sh).
+SCRATCH_FS = "xfs"
 
-# The 8 NVMe disks of an ND VM arrive raw (the HPC image's nvme-raid service is not enabled on
-# any size), so the node assembles them itself, as Microsoft's image script would.
-_NVME = """#!/bin/bash
-# stoker: assemble every local NVMe disk into one RAID0 and mount it as scratch (idempotent).
-set -euo pipefail
-mount_point="$1"
-if mountpoint -q "$mount_point"; then exit 0; fi
-mapfile -t disks < <(ls /dev/nvme*n1 2>/dev/null | sort)
-if [ "${#disks[@]}" -eq 0 ]; then echo "stoker: no local NVMe disk found" >&2; exit 0; fi
-if [ ! -e /dev/md128 ]; then
-  if [ "${#disks[@]}" -eq 1 ]; then
-    ln -sf "${disks[0]}" /dev/md128
-  else
-    mdadm --create /dev/md128 --level 0 --force --run --raid-devices "${#disks[@]}" "${disks[@]}"
-  fi
-fi
-blkid /dev/md128 >/dev/null 2>&1 || mkfs.xfs -f /dev/md128
-mkdir -p "$mount_point"
-mount -o noatime /dev/md128 "$mount_point"
-chmod 1777 "$mount_point"
-"""
+UNITS = (
+    "stoker-scratch.service",
+    "stoker-mounts.service",
+    "stoker-install.service",
+    "stoker-health.service",
+    "stoker-health.timer",
+    "stoker-node-ready.service",
+)
+SLURMD_DROP_IN = "/etc/systemd/system/slurmd.service.d/stoker-node-ready.conf"
+
+
+def node_file(name: str) -> str:
+    """A file of the node set-up, as shipped in the package (``provision/node/``)."""
+    return resources.files(__package__).joinpath("node", name).read_text(encoding="utf-8")
 
 
 def placeholder(lu: Lustre) -> str:
@@ -53,8 +63,7 @@ def nfs_placeholder(v: Volume) -> str:
     return f"__NETAPP_IP_{v.role.upper()}__"
 
 
-def _nfs_mount(lay: Layout, v: Volume) -> str:
-    mount = shlex.quote(v.mount_path)
+def _nfs_line(lay: Layout, v: Volume) -> str:
     if v.kind == "netapp":
         source = f"{nfs_placeholder(v)}:/{v.role}"
         opts = "rw,hard,rsize=262144,wsize=262144,vers=4.1,tcp,nconnect=8"
@@ -62,28 +71,35 @@ def _nfs_mount(lay: Layout, v: Volume) -> str:
         account = account_name(lay, "files")
         source = f"{account}.file.core.windows.net:/{account}/{v.role}"
         opts = "vers=4,minorversion=1,sec=sys,nconnect=4"
-    return (
-        f"mkdir -p {mount} && (mountpoint -q {mount} || mount -t nfs -o {opts} {source} "
-        f"{mount}) >> {LOG} 2>&1 || echo "
-        + shlex.quote(f"stoker: {v.kind} volume {v.role} did not mount at {v.mount_path}")
-        + f" >> {LOG}"
-    )
+    return f"{source} {v.mount_path} nfs {opts},_netdev"
 
 
-def _lustre_mount(lu: Lustre) -> str:
-    mount = shlex.quote(lu.mount_path)
+def _lustre_line(lu: Lustre) -> str:
+    # _netdev: mounted once the network is up (azure-managed-lustre automount-clients-fstab.md).
+    return f"{placeholder(lu)}@tcp:/lustrefs {lu.mount_path} lustre noatime,flock,_netdev"
+
+
+def mounts_text(lay: Layout) -> str:
+    """``/etc/stoker/mounts``: one fstab line (source, target, type, options) per shared file
+    system; ``stoker-node mounts`` copies each into fstab and mounts it."""
+    lines = [_lustre_line(lu) for lu in lay.lustres] + [_nfs_line(lay, v) for v in lay.volumes]
+    head = "# stoker provision: shared file systems; stoker-node mounts adds each to fstab\n"
+    return head + "".join(line + "\n" for line in lines)
+
+
+def conf_text(lay: Layout) -> str:
+    """``/etc/stoker/node.conf``, sourced by the script: every value one shell word."""
     return (
-        f"mkdir -p {mount} && "
-        f"(mountpoint -q {mount} || mount -t lustre -o noatime,flock "
-        f"{placeholder(lu)}@tcp:/lustrefs {mount}) >> {LOG} 2>&1 || "
-        "echo "
-        + shlex.quote(f"stoker: Lustre {lu.name} did not mount at {lu.mount_path}")
-        + f" >> {LOG}"
+        "# stoker provision: settings of /usr/local/sbin/stoker-node\n"
+        f"STOKER_SCRATCH={shlex.quote(lay.scratch_path)}\n"
+        f"STOKER_FSTYPE={SCRATCH_FS}\n"
+        f"STOKER_INSTALL={shlex.quote(lay.install)}\n"
+        f"STOKER_DOCTOR_JSON={DOCTOR_JSON}\n"
     )
 
 
 class _Dumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, with multi-line text (the RAID script) as a literal block."""
+    """PyYAML's safe dumper, with multi-line text (scripts, units) as a literal block."""
 
 
 def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
@@ -92,7 +108,7 @@ def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 
 
 class _Flow(list):
-    """A runcmd entry, written on one line as cloud-init's docs write them: [bash, -c, CMD]."""
+    """A runcmd entry, written on one line as cloud-init's docs write them."""
 
 
 def _flow(dumper: yaml.SafeDumper, items: _Flow) -> yaml.SequenceNode:
@@ -103,36 +119,28 @@ _Dumper.add_representer(str, _str)
 _Dumper.add_representer(_Flow, _flow)
 
 
-def _bash(command: str) -> list[str]:
-    return _Flow(["bash", "-c", command])
+def _file(path: str, content: str, permissions: str = "0644") -> dict[str, str]:
+    return {"path": path, "permissions": permissions, "owner": "root:root", "content": content}
 
 
 def config(lay: Layout) -> dict[str, Any]:
-    """The cloud-config as data; every command line's user text (the install requirement, a
-    path) is one shell word by shlex.quote, and YAML quoting is PyYAML's."""
-    scratch = shlex.quote(lay.scratch_path)
-    install = shlex.quote(lay.install)
-    runcmd = [
-        _bash(f"echo stoker cloud-init start $(date -u +%FT%TZ) >> {LOG}"),
-        _bash(f"/usr/local/sbin/stoker-nvme-raid {scratch} >> {LOG} 2>&1"),
-        # The Azure HPC image ships the Lustre client; the log says so when it is missing.
-        *(_bash(_lustre_mount(lu)) for lu in lay.lustres),
-        *(_bash(_nfs_mount(lay, v)) for v in lay.volumes),
-        _bash(
-            f"python3 -m venv /opt/stoker && /opt/stoker/bin/pip install --quiet {install} "
-            f">> {LOG} 2>&1"
-        ),
-        _bash("ln -sf /opt/stoker/bin/stoker /usr/local/bin/stoker"),
-        # Kept where the operator reads it; a failing check still leaves its JSON behind.
-        _bash(f"/opt/stoker/bin/stoker doctor --json > {DOCTOR_JSON} 2>> {LOG} || true"),
-        _bash(f"echo stoker cloud-init done $(date -u +%FT%TZ) >> {LOG}"),
+    """The cloud-config as data; user text (the install requirement) reaches the node only as
+    one shell word in node.conf, and YAML quoting is PyYAML's."""
+    write_files = [
+        _file(NODE_SCRIPT, node_file("stoker-node.sh"), "0755"),
+        _file(NODE_CONF, conf_text(lay)),
+        _file(NODE_MOUNTS, mounts_text(lay)),
+        *(_file(f"/etc/systemd/system/{unit}", node_file(unit)) for unit in UNITS),
+        _file(SLURMD_DROP_IN, node_file("slurmd-stoker.conf")),
     ]
-    return {
-        "write_files": [
-            {"path": "/usr/local/sbin/stoker-nvme-raid", "permissions": "0755", "content": _NVME}
-        ],
-        "runcmd": runcmd,
-    }
+    runcmd = [
+        _Flow(["systemctl", "daemon-reload"]),
+        _Flow(["systemctl", "enable", *UNITS]),
+        _Flow(["systemctl", "start", "--no-block", "stoker-health.timer"]),
+        # Last, so that a node whose set-up fails shows it in `cloud-init status`.
+        _Flow(["systemctl", "start", "stoker-node-ready.service"]),
+    ]
+    return {"write_files": write_files, "runcmd": runcmd}
 
 
 def render(lay: Layout) -> str:
