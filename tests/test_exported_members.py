@@ -47,6 +47,7 @@ NOT_AT_THE_TOP = {
     "checkpoint": {"CheckReport", "Problem", "TierCost"},
     "measure": {
         "ImdsUnreachable",
+        "bench_single_writer",
         "bench_storage",
         "doctor",
         "fetch_instance",
