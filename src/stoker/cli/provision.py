@@ -49,8 +49,19 @@ def provision(
     ] = False,
     check: Annotated[
         bool,
-        typer.Option("--check", help="Validate: ARM schemas (strict), CCWS schema, checkov."),
+        typer.Option(
+            "--check",
+            help="Validate: ARM schemas (strict), CCWS schema or Kubernetes schemas, checkov.",
+        ),
     ] = False,
+    target: Annotated[
+        str,
+        typer.Option(help="vmss (scale sets, cloud-init, CCWS) or aks (AKS + Kubernetes)."),
+    ] = "vmss",
+    trainer: Annotated[
+        str,
+        typer.Option(help="aks training: job (an Indexed Job) or pytorchjob (Kubeflow)."),
+    ] = "job",
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -70,11 +81,26 @@ def provision(
         ssh_public_key=key,
         teardown_after=teardown_after,
         force=force,
+        target=target,
+        trainer=trainer,
         **({"install": install} if install else {}),
     )
     summary = d.to_dict()
     report = None
-    if check:
+    if check and target == "aks":
+        from ..provision.aks import check as validate_aks
+
+        report = validate_aks(out)
+        summary["check"] = {
+            "resources": report.resources,
+            "manifests": report.manifests,
+            "kubernetes_version": report.kubernetes_version,
+            "schema_errors": report.errors,
+            "checkov_passed": report.checkov_passed,
+            "checkov_failed": report.checkov_failed,
+            "checkov_skipped": report.checkov_skipped,
+        }
+    elif check:
         from ..provision.validate import check as validate
 
         report = validate(out)
@@ -126,12 +152,19 @@ def provision(
                 else f"checkov {report.checkov_passed} passed, {len(report.checkov_failed)} "
                 f"failed, {len(report.checkov_skipped)} skipped with a reason"
             )
+            found = summary["check"]
+            errors = found["schema_errors"]
+            k8s = (
+                f"{found['manifests']} Kubernetes {found['kubernetes_version']} manifests, "
+                if "manifests" in found
+                else ""
+            )
             stdout.print(
-                f"check: {report.resources} ARM resources, "
-                f"{len(report.schema_errors)} schema errors; {checkov}",
+                f"check: {report.resources} ARM resources, {k8s}"
+                f"{len(errors)} schema errors; {checkov}",
                 highlight=False,
             )
-            for line in report.schema_errors + report.checkov_failed:
+            for line in errors + report.checkov_failed:
                 stderr.print(f"  {line}", highlight=False, markup=False)
     if report is not None and not report.ok:
         raise typer.Exit(1)

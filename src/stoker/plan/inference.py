@@ -9,6 +9,8 @@ same target, so their cold starts compare like for like.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from ..catalog import Catalog, VmSize
 from ..errors import SpecError
@@ -62,4 +64,83 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
         replicas_per_vm=per_vm,
         replicas_that_fit=nodes * int(vm.gpus * vm.gpu_memory // model),
         vm_gpu_memory_bytes=vm.gpus * vm.gpu_memory,
+    )
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """The shared model cache (an Azure Files premium share) for N replicas, with the figures it
+    rests on. Cold starts with and without it: without, every replica downloads the model from
+    Blob; with it, one warm-up pull (``stoker cache pull``) downloads it once, then every replica
+    reads the share. Rates in bytes/s, times in seconds, the share's price in $/h."""
+
+    replicas: int
+    replicas_per_vm: int
+    model_bytes: float
+    blob_rate: float | None  # the Blob account's egress (None: no published figure)
+    nic_rate: float  # one VM's frontend NIC
+    share_bytes: float  # provisioned premium share (sized for the cold-start target)
+    share_rate: float  # its throughput, provisioned v1 formula
+    share_max_rate: float  # the most one premium share gives, whatever its size
+    demand_rate: float  # what the replicas can take in at once: replicas x their NIC share
+    warmup_s: float  # the one download: Blob -> one VM -> the share
+    cold_start_without_s: float  # every replica from Blob at once
+    cold_start_with_s: float  # every replica from the warm share at once
+    blob_downloads_without: int  # model copies pulled from Blob
+    blob_downloads_with: int
+    share_usd_per_hour: float | None
+    sources: tuple[str, ...]  # "figure: catalog source (where, date)"
+
+    @property
+    def first_start_with_s(self) -> float:
+        """The first deployment: the warm-up, then the replicas from the share."""
+        return self.warmup_s + self.cold_start_with_s
+
+    @property
+    def share_covers_demand(self) -> bool:
+        return self.share_rate >= self.demand_rate
+
+
+def cache_plan(inf: InferencePlan, spec: JobSpec, cat: Catalog, vm: VmSize) -> CachePlan:
+    """The model cache for ``inf`` (the plan's InferencePlan); pure, from catalog figures."""
+    from .volumes import files_throughput
+
+    tier = cat.files["premium_v1"]
+    share = max(inf.files_share_bytes, tier.min_size)
+    share_rate = files_throughput(share, cat)
+    nic_share = vm.frontend_nic / inf.replicas_per_vm
+    blob = dpth.blob_egress(cat, spec.data.blob_tier, spec.data.blob_accounts)
+    # One puller on one VM: its NIC, Blob's egress and the share's write rate all bound it.
+    warm_rate = min(r for r in (vm.frontend_nic, blob, share_rate) if r is not None)
+    price = None
+    if tier.price_per_gib_month is not None:
+        price = tier.price_per_gib_month * share / 2**30 / 730
+
+    def cited(figure: str, entry: Any, field: str) -> str:
+        key = entry.source_of(field)
+        src = cat.sources[key]
+        return f"{figure}: {key} ({src.where}, {src.date.isoformat()})"
+
+    blob_entry = cat.blob[spec.data.blob_tier]
+    return CachePlan(
+        replicas=inf.replicas,
+        replicas_per_vm=inf.replicas_per_vm,
+        model_bytes=inf.model_bytes,
+        blob_rate=blob,
+        nic_rate=vm.frontend_nic,
+        share_bytes=share,
+        share_rate=share_rate,
+        share_max_rate=tier.max_throughput,
+        demand_rate=inf.replicas * nic_share,
+        warmup_s=inf.model_bytes / warm_rate,
+        cold_start_without_s=inf.cold_start_s["blob"],
+        cold_start_with_s=inf.cold_start_s["files"],
+        blob_downloads_without=inf.replicas,
+        blob_downloads_with=1,
+        share_usd_per_hour=price,
+        sources=(
+            cited("Files premium throughput and limits", tier, "throughput_per_gib"),
+            cited("Blob egress", blob_entry, "egress"),
+            cited("frontend NIC", vm, "frontend_nic"),
+        ),
     )

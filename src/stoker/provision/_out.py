@@ -99,15 +99,18 @@ def _record(out: Path) -> dict[str, Any] | str:
     return data
 
 
-def prior(out: Path, plan: str, resource_group: str, *, force: bool) -> Prior:
+def prior(
+    out: Path, plan: str, resource_group: str, *, force: bool, files: tuple[str, ...] = FILES
+) -> Prior:
     """Refuse (ProvisionError naming ``--out``) a folder that is not this deployment's; return
-    what an earlier run of it recorded. ``force`` refuses nothing but a file in the way."""
+    what an earlier run of it recorded. ``force`` refuses nothing but a file in the way.
+    ``files``: the names this target writes (``--target aks`` writes others)."""
     if out.exists() and not out.is_dir():
         raise ProvisionError(f"--out {_p(out)}: is a file; give a folder for the deployment")
     if not out.is_dir():
         return Prior()
     names = _names(out)
-    odd = [n for n in names if n in FILES and not _regular(out / n)]
+    odd = [n for n in names if n in files and not _regular(out / n)]
     if odd:
         raise ProvisionError(
             f"--out {_p(out)}: {_listed(odd)} {'is' if len(odd) == 1 else 'are'} not a "
@@ -126,7 +129,7 @@ def prior(out: Path, plan: str, resource_group: str, *, force: bool) -> Prior:
     if force:
         return found
     again = "; give an empty or new folder, or --force to write stoker's files there anyway"
-    strangers = [n for n in names if n not in FILES]
+    strangers = [n for n in names if n not in files]
     if strangers:
         raise ProvisionError(
             f"--out {_p(out)}: holds files stoker did not write ({_listed(strangers)}){again}"

@@ -44,7 +44,23 @@ _ARM_TYPES = {
     "capacityPool": "Microsoft.NetApp/netAppAccounts/capacityPools",
     "netAppVolume": "Microsoft.NetApp/netAppAccounts/capacityPools/volumes",
     "virtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
+    "managedCluster": "Microsoft.ContainerService/managedClusters",
+    "agentPool": "Microsoft.ContainerService/managedClusters/agentPools",
+    "fileShare": "Microsoft.Storage/storageAccounts/fileServices/shares",  # the Files CSI's
 }
+TARGETS = ("vmss", "aks")
+# Every name --target aks may write: a re-run of the same deployment proves them its own.
+AKS_FILES = (
+    "main.json",
+    "main.parameters.json",
+    "README.md",
+    "kustomization.yaml",
+    "namespace.yaml",
+    "storage.yaml",
+    "cache-warmup.yaml",
+    "training.yaml",
+    RECORD,
+)
 
 
 @dataclass
@@ -60,6 +76,7 @@ class Deployment:
     # Files of an earlier run of this deployment the user edited, left as they are.
     kept: list[str] = field(default_factory=list)
     sha256: dict[str, str] = field(default_factory=dict)  # of stoker's own text, per file
+    target: str = "vmss"  # or "aks"
 
     @property
     def per_hour_usd(self) -> float:
@@ -70,6 +87,7 @@ class Deployment:
         lay = self.layout
         return {
             "schema": SCHEMA,
+            "target": self.target,
             "plan": lay.plan_name,
             "deployment_id": lay.deployment_id,
             "subscription": os.environ.get("AZURE_SUBSCRIPTION_ID") or None,
@@ -144,6 +162,8 @@ def provision(
     *,
     now: dt.datetime | None = None,
     force: bool = False,
+    target: str = "vmss",
+    trainer: str = "job",
     **opts: Any,
 ) -> Deployment:
     """Write the deployment for ``spec`` into ``out``: ARM template and parameters, cloud-init,
@@ -155,9 +175,18 @@ def provision(
     ``out`` must be new, empty, or a folder stoker wrote for this same deployment (plan and
     resource group): a re-run keeps its deployment id and a ``main.parameters.json`` the user
     edited (``Deployment.kept``). ``force=True`` writes the six files whatever the folder
-    holds, overwriting edits and another deployment's files; it never removes other files."""
+    holds, overwriting edits and another deployment's files; it never removes other files.
+
+    ``target="aks"`` writes an AKS cluster instead of scale sets, and Kubernetes manifests
+    (kustomize) for the storage, the model cache warm-up (inference) or the training job
+    (``trainer``: ``"job"``, an Indexed Job, or ``"pytorchjob"``, Kubeflow's)."""
     started = time.perf_counter()
-    check_args(ProvisionError, out=(out, PATH), force=(force, bool))
+    check_args(
+        ProvisionError, out=(out, PATH), force=(force, bool), target=(target, str),
+        trainer=(trainer, str),
+    )  # fmt: skip
+    if target not in TARGETS:
+        raise ProvisionError(f"--target {target[:40]!r}: use one of {', '.join(TARGETS)}")
     if not isinstance(spec, (JobSpec, dict, str, os.PathLike)):
         check_args(ProvisionError, spec=(spec, PATH))
     options = make_options(**opts)
@@ -179,15 +208,23 @@ def provision(
     plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
     job = canonical(job, cat)  # "standard_nd96isr_h100_v5" as the catalog keys it, for lookups
     lay = layout(plan, job, cat, options, now=now)
+    names = AKS_FILES if target == "aks" else FILES
     with out_locked(out):  # one run per folder, from the first look to the last file
-        found = prior(out, lay.plan_name, lay.resource_group, force=force)
+        found = prior(out, lay.plan_name, lay.resource_group, force=force, files=names)
         if found.deployment_id:  # the same deployment again: its resources keep their tag
             lay = dataclasses.replace(lay, deployment_id=found.deployment_id)
-        the_bill, texts = render(lay, cat, plan)
-        deployment = Deployment(out, plan, lay, the_bill)
+        if target == "aks":
+            from .aks import render_aks
+
+            aks = render_aks(lay, cat, plan, job, trainer)
+            the_bill, texts = aks.bill, aks.texts
+            deployment = Deployment(out, plan, aks.layout, the_bill, target="aks")
+        else:
+            the_bill, texts = render(lay, cat, plan)
+            deployment = Deployment(out, plan, lay, the_bill)
         deployment.kept = edited(out, found, texts, force=force)
         deployment.sha256 = {name: digest(text.encode()) for name, text in texts.items()}
-        deployment.files = [out / name for name in FILES]
+        deployment.files = [out / name for name in (*texts, RECORD)]
         texts[RECORD] = _dumps(deployment.to_dict() | {"elapsed_s": None})
         with signals_deferred():  # Ctrl-C leaves the old six files or the new six
             deployment.files = write(out, texts, deployment.kept)
