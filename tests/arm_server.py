@@ -196,6 +196,25 @@ class ArmServer:
     def mutating(self) -> list[Logged]:
         return [r for r in self.state.log if r.method in MUTATING]
 
+    # ------------------------------------------------------------------ extra routes
+    # Added for preflight (tests/preflight_arm.py); other tests add theirs the same way. A
+    # route sees the request before the built-in ones; ``fn(method, path, query, body)``
+    # answers (status, headers, body) or None to pass it on.
+
+    def route(self, pattern: str, fn: Any, method: str | None = None) -> None:
+        """Answer requests whose lower-cased path fully matches ``pattern`` with ``fn``."""
+        routes = self.__dict__.setdefault("_routes", [])
+        routes.append((method, re.compile(pattern.lower()), fn))
+
+    def _routed(self, method: str, lower: str, query: dict[str, str], body: bytes) -> Any:
+        for want, pattern, fn in self.__dict__.get("_routes", []):
+            m = pattern.fullmatch(lower)
+            if m and want in (None, method):
+                answer = fn(method, m, query, body)
+                if answer is not None:
+                    return answer
+        return None
+
     # ------------------------------------------------------------------ behaviour
 
     def _start_op(self, on_done: Any, outcome: str = "Succeeded") -> dict[str, str]:
@@ -255,7 +274,9 @@ class ArmServer:
                 self.state.hooks.remove(hook)
                 hook[2]()
 
-    def handle(self, method: str, path: str, query: dict[str, str]) -> tuple[int, dict, Any]:
+    def handle(
+        self, method: str, path: str, query: dict[str, str], body: bytes = b""
+    ) -> tuple[int, dict, Any]:
         st = self.state
         lower = path.lower().rstrip("/")
         for t in st.throttles:
@@ -263,6 +284,9 @@ class ArmServer:
                 t.left -= 1
                 err = {"error": {"code": "TooManyRequests", "message": "throttled"}}
                 return 429, {"Retry-After": str(t.retry_after)}, err
+        routed = self._routed(method, lower, query, body)  # extra routes (below)
+        if routed is not None:
+            return routed
         m = re.search(r"/operations/(op\d+)$", lower)
         if m:
             op = st.ops[m.group(1)]
@@ -370,12 +394,11 @@ def _handler(server: ArmServer) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
+            raw = self.rfile.read(length) if length else b""
             with server.lock:
                 server.run_hooks(self.command, parts.path)
                 owner = server.owner(parts.path)
-                status, headers, body = server.handle(self.command, parts.path, query)
+                status, headers, body = server.handle(self.command, parts.path, query, raw)
                 server.state.log.append(
                     Logged(
                         self.command,

@@ -64,6 +64,8 @@ NOT_AT_THE_TOP = {
         "decide",
         "evidence",
         "nvml_gpus",
+        "PreflightCheck",
+        "parameter_pairs",
         "print_action",
         "step_file",
         "teardown_action",

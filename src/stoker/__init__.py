@@ -74,6 +74,9 @@ _WHERE = {
     "TeardownError": "errors",
     "ArchiveError": "errors",
     "TeardownReport": "operate",
+    "PreflightReport": "operate",
+    "preflight": "operate",
+    "PreflightError": "errors",
     "Guard": "operate",
     "GuardPolicy": "operate",
     "expired": "operate",
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
         ChecksumError,
         CorruptCheckpointError,
         NoContainerError,
+        PreflightError,
         PriceError,
         ProvisionError,
         ReportError,
@@ -134,7 +138,15 @@ if TYPE_CHECKING:
         UntrustedStateError,
     )
     from .measure.ledger import Ledger
-    from .operate import Guard, GuardPolicy, TeardownReport, expired, teardown
+    from .operate import (
+        Guard,
+        GuardPolicy,
+        PreflightReport,
+        TeardownReport,
+        expired,
+        preflight,
+        teardown,
+    )
     from .plan import JobSpec, Plan, load_spec, make_plan, markdown, plan_job
     from .provision import Deployment, provision
     from .report import Measured, report

@@ -20,6 +20,8 @@
     │   └── UntrustedStateError     a state with arbitrary objects, loaded without trusted=True
     ├── ProvisionError  a deployment stoker refuses to write (a name, region, size or subnet
     │                   Azure would reject); names the field, and nothing is written
+    ├── PreflightError  a deployment preflight cannot read (not a provision folder, a bad
+    │                   argument); names the file or argument. Failed checks are a report
     ├── TeardownError  a deployment that cannot be torn down (names the resource, what to do);
     │   │              a re-run resumes where it stopped
     │   └── ArchiveError   the Lustre archive to Blob failed or was cancelled: the file
@@ -131,6 +133,11 @@ class ArchiveError(TeardownError):
 
 class ProvisionError(StokerError):
     """A deployment that cannot be written as asked; names the field, and nothing is written."""
+
+
+class PreflightError(StokerError):
+    """A deployment or argument ``preflight`` cannot work from (names it); what Azure says
+    about the deployment is the report, not this error."""
 
 
 class ReportError(StokerError):

@@ -20,6 +20,7 @@ VERBS: dict[str, tuple[str, str, bool]] = {
     "plan": ("plan", "plan", False),
     "simulate": ("simulate", "simulate", False),
     "provision": ("provision", "provision", False),
+    "preflight": ("preflight", "preflight", False),
     "teardown": ("teardown", "teardown", False),
     "guard": ("guard", "guard", False),
     "report": ("report", "report", False),

@@ -6,13 +6,17 @@ before each change, and only on complete, valid evidence.
 
     teardown.py (which group, _ownership.py; the steps, _steps.py; running them, _runner.py;
     long operations, _lro.py; the ARM client, _arm.py) · _expired.py ·
-    guard.py (the verdict; _guard_evidence.py, _guard_sources.py, _guard_actions.py)
+    guard.py (the verdict; _guard_evidence.py, _guard_sources.py, _guard_actions.py) ·
+    preflight.py (will it deploy: _preflight_needs.py offline, _preflight_live.py quota, SKUs,
+    rights, terms; _preflight_deploy.py ARM's validate and what-if)
 """
 
 from ._expired import Expired, expired
 from ._guard_actions import command_action, evidence, print_action, teardown_action, webhook_action
 from ._guard_sources import Metrics, nvml_gpus, step_file
+from ._preflight_needs import PreflightCheck, parameter_pairs
 from .guard import Guard, GuardPolicy, Verdict, decide
+from .preflight import PreflightReport, preflight
 from .teardown import TeardownReport, teardown
 
 __all__ = [
@@ -20,6 +24,8 @@ __all__ = [
     "Guard",
     "GuardPolicy",
     "Metrics",
+    "PreflightCheck",
+    "PreflightReport",
     "TeardownReport",
     "Verdict",
     "command_action",
@@ -27,6 +33,8 @@ __all__ = [
     "evidence",
     "expired",
     "nvml_gpus",
+    "parameter_pairs",
+    "preflight",
     "print_action",
     "step_file",
     "teardown",

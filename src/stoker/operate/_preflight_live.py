@@ -1,0 +1,392 @@
+"""The checks that ask Azure, each one read-only (``validate`` and ``whatIf`` are POSTs that
+change nothing). Every answer is read in the shape of the public REST API specifications
+(azure-rest-api-specs): Compute ``usages`` (2024-07-01) and ``skus`` (2021-07-01, ``restrictions``
+of type Location / Zone), StorageCache ``skus``, Authorization ``permissions`` (2022-04-01),
+MarketplaceOrdering ``agreements/current`` (2021-01-01), Resources ``deployments/validate`` and
+``whatIf`` (200, 400, or 202 and a ``Location`` to poll).
+
+Requests go through the resource client's pipeline (``send_request``): one credential, the SDK's
+retries of 408/429/5xx with ``Retry-After``, and the loopback opt-out of ``_arm.ArmClients``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..catalog import Catalog
+from ..errors import TeardownError
+from ._arm import ArmClients, api_version, translate
+from ._preflight_needs import Needs, PreflightCheck
+
+USAGES_API = "2024-07-01"
+SKUS_API = "2021-07-01"
+PERMISSIONS_API = "2022-04-01"
+TERMS_API = "2021-01-01"
+ROLE_WRITE = "Microsoft.Authorization/roleAssignments/write"
+WHAT_IF_KINDS = ("Create", "Modify", "Delete", "Deploy", "NoChange", "Ignore", "Unsupported")
+
+
+class Answer:
+    def __init__(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        self.status, self.body, self.headers = status, body, headers
+
+    def error(self) -> str:
+        err = (self.body or {}).get("error") if isinstance(self.body, dict) else None
+        if not isinstance(err, dict):
+            return f"ARM answered {self.status}"
+        text = f"{err.get('code') or 'error'}: {err.get('message') or ''}".strip()
+        details = [d for d in err.get("details") or [] if isinstance(d, dict)]
+        if details:
+            text += f" ({details[0].get('code')}: {details[0].get('message')})"
+        return text
+
+
+class Live:
+    """The ARM calls preflight makes, in one subscription."""
+
+    def __init__(
+        self,
+        arm: ArmClients,
+        *,
+        poll_s: float,
+        timeout_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.arm, self.poll_s, self.timeout_s, self.sleep = arm, poll_s, timeout_s, sleep
+        self.sub = f"/subscriptions/{arm.subscription_id}"
+
+    def call(
+        self, method: str, url: str, api: str | None, body: Any = None, **params: str
+    ) -> Answer:
+        from azure.core.rest import HttpRequest
+
+        if api:
+            params["api-version"] = api
+        request = HttpRequest(method, url, params=params or None, json=body)
+        try:
+            resp = self.arm.resources.send_request(request, **self.arm.call)
+        except Exception as exc:  # credential and transport errors, translated once
+            raise translate(exc, f"{method} {url.split('?')[0]}") from exc
+        try:
+            data = resp.json() if resp.content else None
+        except ValueError:
+            data = None
+        if resp.status_code in (401, 403):
+            err = Answer(resp.status_code, data, {}).error()
+            raise TeardownError(f"Azure refused the credentials ({err}); sign in with `az login`")
+        return Answer(resp.status_code, data, dict(resp.headers))
+
+    def wait(self, answer: Answer, what: str) -> Answer:
+        """Poll a 202's ``Location`` until it answers something other than 202."""
+        deadline = time.monotonic() + self.timeout_s
+        while answer.status == 202:
+            where = answer.headers.get("Location") or answer.headers.get("location")
+            if not where:
+                return Answer(
+                    502,
+                    {"error": {"code": "NoLocation", "message": f"{what}: 202 without a Location"}},
+                    {},
+                )
+            if time.monotonic() >= deadline:
+                return Answer(
+                    504,
+                    {
+                        "error": {
+                            "code": "Timeout",
+                            "message": f"{what} still running after {self.timeout_s:.0f} s",
+                        }
+                    },
+                    {},
+                )
+            self.sleep(_retry_after(answer.headers, self.poll_s))
+            answer = self.call("GET", where, None)
+        return answer
+
+
+def _retry_after(headers: dict[str, str], default: float) -> float:
+    try:
+        return min(float(headers.get("Retry-After") or headers.get("retry-after") or default), 60.0)
+    except ValueError:
+        return default
+
+
+# --------------------------------------------------------------------------- SKUs and quota
+
+
+def vm_skus(live: Live, needs: Needs, cat: Catalog) -> tuple[list[PreflightCheck], dict[str, str]]:
+    """Each VM size offered in the region and its zones; its quota family (size -> family)."""
+    ans = live.call(
+        "GET",
+        f"{live.sub}/providers/Microsoft.Compute/skus",
+        SKUS_API,
+        **{"$filter": f"location eq '{needs.region}'"},
+    )
+    if ans.status != 200:
+        return [
+            PreflightCheck("sku", "unchecked", f"VM sizes in {needs.region}: {ans.error()}")
+        ], {}
+    skus = {
+        str(s.get("name", "")).lower(): s
+        for s in _values(ans.body)
+        if str(s.get("resourceType", "")).lower() == "virtualmachines"
+    }
+    checks, families = [], {}
+    for size in sorted({s.vm_size for s in needs.scale_sets}):
+        arm_name = f"Standard_{size}"
+        zones = sorted({z for s in needs.scale_sets if s.vm_size == size for z in s.zones})
+        sku = skus.get(arm_name.lower())
+        if sku is None:
+            checks.append(
+                PreflightCheck(
+                    "sku",
+                    "failed",
+                    f"{arm_name} is not offered in {needs.region} "
+                    "(Resource SKUs): pick another region or size",
+                    {"vm_size": size},
+                )
+            )
+            continue
+        families[size] = str(sku.get("family") or "")
+        checks.append(restricted("sku", arm_name, sku, needs.region, zones))
+    return checks, families
+
+
+def lustre_skus(live: Live, needs: Needs) -> list[PreflightCheck]:
+    """Each Lustre SKU offered in the region and its zone (StorageCache's own SKU list)."""
+    if not needs.lustres:
+        return []
+    api = api_version("Microsoft.StorageCache")
+    ans = live.call("GET", f"{live.sub}/providers/Microsoft.StorageCache/skus", api)
+    if ans.status != 200:
+        return [
+            PreflightCheck(
+                "lustre-sku", "unchecked", f"Lustre SKUs in {needs.region}: {ans.error()}"
+            )
+        ]
+    skus = {
+        str(s.get("name", "")).lower(): s
+        for s in _values(ans.body)
+        if str(s.get("resourceType", "")).lower() == "amlfilesystems"
+    }
+    checks = []
+    for lu in needs.lustres:
+        sku = skus.get(lu.sku.lower())
+        where = [str(x).lower() for x in (sku or {}).get("locations") or []]
+        if sku is None or needs.region.lower() not in where:
+            checks.append(
+                PreflightCheck(
+                    "lustre-sku",
+                    "failed",
+                    f"Lustre {lu.sku} is not offered in {needs.region}: pick another region or SKU",
+                    {"sku": lu.sku},
+                )
+            )
+            continue
+        checks.append(
+            restricted(
+                "lustre-sku", f"Lustre {lu.sku}", sku, needs.region, list(lu.zones), pinned=True
+            )
+        )
+    return checks
+
+
+def restricted(
+    kind: str,
+    label: str,
+    sku: dict[str, Any],
+    region: str,
+    zones: list[str],
+    pinned: bool | None = None,
+) -> PreflightCheck:
+    """A SKU's ``restrictions`` against the region and the zones the deployment uses. With no
+    zone pinned, a zone restriction is a warning (Azure may still place it elsewhere)."""
+    pinned = bool(zones) if pinned is None else pinned
+    for r in sku.get("restrictions") or []:
+        info = r.get("restrictionInfo") or {}
+        reason = r.get("reasonCode") or "no reason given"
+        if r.get("type") == "Location" and region.lower() in _lower(
+            r.get("values") or info.get("locations")
+        ):
+            return PreflightCheck(
+                kind,
+                "failed",
+                f"{label} is restricted in {region} ({reason}): ask for "
+                "access with a support request, or pick another region",
+                {"sku": sku.get("name"), "reason": reason},
+            )
+        if r.get("type") == "Zone":
+            hit = sorted(set(_lower(info.get("zones"))) & set(_lower(zones)))
+            blocked = sorted(_lower(info.get("zones")))
+            if pinned and hit:
+                return PreflightCheck(
+                    kind,
+                    "failed",
+                    f"{label} is restricted in zone {', '.join(hit)} of "
+                    f"{region} ({reason}), the zone the deployment uses: pick another "
+                    "zone or ask for access",
+                    {"sku": sku.get("name"), "zones": hit, "reason": reason},
+                )
+            if not pinned and blocked:
+                return PreflightCheck(
+                    kind,
+                    "warning",
+                    f"{label} is restricted in zone "
+                    f"{', '.join(blocked)} of {region} ({reason}); the template pins no "
+                    "zone",
+                    {"sku": sku.get("name"), "zones": blocked},
+                )
+    where = f"{region} zone {', '.join(zones)}" if zones else region
+    return PreflightCheck(kind, "ok", f"{label} is offered in {where}", {"sku": sku.get("name")})
+
+
+def quota(live: Live, needs: Needs, cat: Catalog, families: dict[str, str]) -> list[PreflightCheck]:
+    """Compute usages: each family's free vCPUs and the regional total against the need."""
+    ans = live.call(
+        "GET", f"{live.sub}/providers/Microsoft.Compute/locations/{needs.region}/usages", USAGES_API
+    )
+    if ans.status != 200:
+        return [
+            PreflightCheck("quota", "unchecked", f"vCPU quota in {needs.region}: {ans.error()}")
+        ]
+    usage = {str((u.get("name") or {}).get("value", "")).lower(): u for u in _values(ans.body)}
+    need_by_family: dict[str, int] = {}
+    labels: dict[str, str] = {}
+    checks = []
+    for size, vcpus in needs.vcpus(cat).items():
+        fam = families.get(size)
+        if not fam:
+            checks.append(
+                PreflightCheck(
+                    "quota",
+                    "unchecked",
+                    f"vCPU quota for {size}: its quota family "
+                    "is unknown (the size is not in the region's SKU list)",
+                )
+            )
+            continue
+        need_by_family[fam] = need_by_family.get(fam, 0) + vcpus
+        labels[fam] = f"{cat.vm[size].family} family ({fam})"
+    need_by_family["cores"] = sum(needs.vcpus(cat).values())
+    labels["cores"] = "regional total (cores)"
+    for fam, need in need_by_family.items():
+        u = usage.get(fam.lower())
+        if u is None:
+            checks.append(
+                PreflightCheck(
+                    "quota",
+                    "failed",
+                    f"vCPU quota, {labels[fam]} in {needs.region}: "
+                    f"no quota listed, needs {need:,}; request it (portal: Quotas)",
+                    {"family": fam, "needed": need},
+                )
+            )
+            continue
+        limit, used = int(u.get("limit") or 0), int(u.get("currentValue") or 0)
+        free = limit - used
+        figures = {"family": fam, "needed": need, "limit": limit, "used": used, "free": free}
+        text = (
+            f"vCPU quota, {labels[fam]} in {needs.region}: needs {need:,}, {free:,} free "
+            f"({used:,} used of {limit:,})"
+        )
+        if need > free:
+            text += f"; request {need + used:,} (portal: Quotas > Compute) before deploying"
+        checks.append(PreflightCheck("quota", "failed" if need > free else "ok", text, figures))
+    return checks
+
+
+# --------------------------------------------------------------------------- rights and terms
+
+
+def rights(live: Live, needs: Needs) -> list[PreflightCheck]:
+    """Whether the deployer may create role assignments (Owner, User Access Administrator)."""
+    if not needs.role_assignments:
+        return []
+    scope = f"{live.sub}/resourceGroups/{needs.group}"
+    ans = live.call(
+        "GET", f"{scope}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API
+    )
+    where = f"resource group {needs.group}"
+    if ans.status == 404:  # the group does not exist yet: the subscription's rights apply
+        where = "the subscription"
+        ans = live.call(
+            "GET", f"{live.sub}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API
+        )
+    if ans.status != 200:
+        return [PreflightCheck("rights", "unchecked", f"rights on {where}: {ans.error()}")]
+    if allows(_values(ans.body), ROLE_WRITE):
+        return [PreflightCheck("rights", "ok", f"rights: may create role assignments on {where}")]
+    return [
+        PreflightCheck(
+            "rights",
+            "failed",
+            f"rights: may not create role assignments on {where} "
+            f"({ROLE_WRITE}), which the template's {needs.role_assignments} need; ask for "
+            "Owner or User Access Administrator there",
+            {"action": ROLE_WRITE},
+        )
+    ]
+
+
+def allows(permissions: list[dict[str, Any]], action: str) -> bool:
+    """ARM's rule: some permission lists the action (wildcards allowed) and that same
+    permission does not exclude it in ``notActions``."""
+    low = action.lower()
+
+    def match(patterns: Any) -> bool:
+        return any(fnmatch.fnmatchcase(low, str(p).lower()) for p in patterns or [])
+
+    return any(match(p.get("actions")) and not match(p.get("notActions")) for p in permissions)
+
+
+def terms(live: Live, needs: Needs) -> list[PreflightCheck]:
+    """Marketplace terms of every image with a plan."""
+    checks = []
+    for publisher, offer, plan, user in needs.plans:
+        urn = f"{publisher}:{offer}:{plan}"
+        ans = live.call(
+            "GET",
+            f"{live.sub}/providers/Microsoft.MarketplaceOrdering/offerTypes/"
+            f"virtualmachine/publishers/{publisher}/offers/{offer}/plans/{plan}/"
+            "agreements/current",
+            TERMS_API,
+        )
+        if ans.status != 200:
+            checks.append(
+                PreflightCheck(
+                    "terms",
+                    "unchecked",
+                    f"marketplace terms of {urn} ({user}): {ans.error()}",
+                    {"urn": urn},
+                )
+            )
+            continue
+        accepted = ((ans.body or {}).get("properties") or {}).get("accepted") is True
+        if accepted:
+            checks.append(
+                PreflightCheck(
+                    "terms", "ok", f"marketplace terms of {urn} accepted ({user})", {"urn": urn}
+                )
+            )
+        else:
+            checks.append(
+                PreflightCheck(
+                    "terms",
+                    "failed",
+                    f"marketplace terms of {urn} not accepted "
+                    f"({user}): run `az vm image terms accept --urn {urn}:latest`",
+                    {"urn": urn},
+                )
+            )
+    return checks
+
+
+def _values(body: Any) -> list[dict[str, Any]]:
+    items = (body or {}).get("value") if isinstance(body, dict) else None
+    return [i for i in items or [] if isinstance(i, dict)]
+
+
+def _lower(items: Any) -> list[str]:
+    return [str(i).lower() for i in items or []]
