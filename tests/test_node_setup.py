@@ -371,7 +371,7 @@ def wheel(folder: Path) -> Path:
     return path
 
 
-def install(node: Node, requirement: str) -> subprocess.CompletedProcess[str]:
+def install(node: Node, requirement: str, **extra: str) -> subprocess.CompletedProcess[str]:
     return node.run(
         "install",
         STOKER_INSTALL=requirement,
@@ -379,10 +379,14 @@ def install(node: Node, requirement: str) -> subprocess.CompletedProcess[str]:
         STOKER_BIN=str(node.root / "bin" / "stoker"),
         STOKER_PYTHON=sys.executable,
         PIP_NO_INDEX="1",  # offline: only what the requirement names
+        **extra,
     )
 
 
 def test_install_uses_pip_target_and_a_failure_fails_the_set_up(node: Node):
+    old = install(node, str(wheel(node.root)), STOKER_PYTHON_MIN="99.0")
+    assert old.returncode == 1
+    assert f"stoker needs Python 99.0 or later; this image's {sys.executable} is 3." in old.stderr
     bad = install(node, "stoker-no-such-package==0.0.1")
     assert bad.returncode != 0
     assert not (node.root / "bin" / "stoker").exists()

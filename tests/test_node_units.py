@@ -74,7 +74,7 @@ def test_cloud_init_installs_boot_units_not_one_shot_commands(cloud_init: Path):
     assert files["/usr/local/sbin/stoker-node"]["content"] == SCRIPT.read_text()
     assert files["/usr/local/sbin/stoker-node"]["permissions"] == "0755"
     conf = files["/etc/stoker/node.conf"]["content"]
-    assert f"STOKER_INSTALL=stoker=={stoker.__version__}\n" in conf
+    assert f"STOKER_INSTALL=stoker=={stoker.__version__}\nSTOKER_PYTHON_MIN=3.11\n" in conf
     assert "STOKER_SCRATCH=/mnt/nvme\nSTOKER_FSTYPE=xfs\n" in conf
     mounts = files["/etc/stoker/mounts"]["content"].splitlines()[1:]
     assert mounts == ["__LUSTRE_MGS_DATA__@tcp:/lustrefs /lustre/data lustre noatime,flock,_netdev"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shlex
 from importlib import resources
+from importlib.metadata import metadata
 from typing import Any
 
 import yaml
@@ -87,6 +88,12 @@ def mounts_text(lay: Layout) -> str:
     return head + "".join(line + "\n" for line in lines)
 
 
+def python_min() -> str:
+    """The oldest Python stoker runs on (its Requires-Python, ">=3.11"), checked on the node
+    before pip runs: Ubuntu 22.04 images have 3.10."""
+    return metadata("stoker")["Requires-Python"].removeprefix(">=")
+
+
 def conf_text(lay: Layout) -> str:
     """``/etc/stoker/node.conf``, sourced by the script: every value one shell word."""
     return (
@@ -94,6 +101,7 @@ def conf_text(lay: Layout) -> str:
         f"STOKER_SCRATCH={shlex.quote(lay.scratch_path)}\n"
         f"STOKER_FSTYPE={SCRATCH_FS}\n"
         f"STOKER_INSTALL={shlex.quote(lay.install)}\n"
+        f"STOKER_PYTHON_MIN={python_min()}\n"
         f"STOKER_DOCTOR_JSON={DOCTOR_JSON}\n"
     )
 

@@ -186,10 +186,15 @@ do_mounts() {
 
 do_install() {
   local req=${STOKER_INSTALL:?STOKER_INSTALL (the pip requirement) is not set in $conf}
-  local python=${STOKER_PYTHON:-python3} stamp="$prefix/installed" tmp
+  local python=${STOKER_PYTHON:-python3} stamp="$prefix/installed" tmp have
+  local need=${STOKER_PYTHON_MIN:-3.11}
   if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$req" ] && "$bin" --version >/dev/null; then
     return 0
   fi
+  # Said plainly here rather than as pip's "requires a different Python" further down.
+  have=$("$python" -c 'import platform; print(platform.python_version())')
+  "$python" -c "import sys; sys.exit(sys.version_info[:2] < tuple(map(int, '$need'.split('.'))))" ||
+    die "stoker needs Python $need or later; this image's $python is $have"
   # --target: the image's pip into a folder of its own; PEP 668 does not apply there, and
   # nothing of the image's Python changes. A failure fails the unit: nothing swallows it.
   "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
