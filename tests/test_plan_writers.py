@@ -98,3 +98,25 @@ def test_a_record_without_the_rate_is_one_line_naming_the_file(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(SpecError, match=r"--measured .*single\.json: summary"):
         plan_job(job("single"), measured=path)
+
+
+def test_the_bench_verb_records_what_the_plan_then_plans_with(cat, tmp_path):
+    from typer.testing import CliRunner
+
+    from stoker.cli import app
+
+    folder, rec = tmp_path / "tier", tmp_path / "single.json"
+    folder.mkdir()
+    argv = ["bench", "single-writer", str(folder), "--size", "8MiB", "--record", str(rec)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("torch.save ") and "raw buffers" in result.output
+    measured = json.loads(rec.read_text())["summary"]["torch_save_write_bps"]
+    p = plan_job(job("single", tier="nvme"), cat, measured=rec)
+    assert [(c.figure, c.measured_bps) for c in p.calibration] == [("torch_save_write", measured)]
+    # No raw stream rate is published for the NVMe, so the torch.save's is the stream's; a test
+    # folder's rate is far under the VM's NVMe, so the one stream binds.
+    assert p.checkpoints.stream_write_bps == pytest.approx(measured)
+    assert p.checkpoints.write_bps == pytest.approx(measured)
+    bad = CliRunner().invoke(app, ["bench", "single-writer", str(tmp_path / "nope")])
+    assert bad.exit_code == 2 and "is not a folder" in bad.output

@@ -1,4 +1,5 @@
-"""``stoker bench storage|loader``: measure a tier and the loader the way fio and MLPerf do."""
+"""``stoker bench storage|loader|single-writer``: measure a tier and the loader the way fio and
+MLPerf do, and one checkpoint writer (a torch.save) as it really writes."""
 
 from __future__ import annotations
 
@@ -147,3 +148,38 @@ def loader(
         stderr.print(f"[yellow]note: {capped}[/]", highlight=False)
     if not all(r.passed for r in runs) and not search:
         raise typer.Exit(1)
+
+
+@app.command("single-writer")
+@command
+def single_writer(
+    target: Annotated[str, typer.Argument(help="A folder on the tier the checkpoints go to.")],
+    size: Annotated[str, typer.Option(help="Bytes of state to save (bf16 tensors).")] = "2GiB",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(help="Save the record (for stoker report and `stoker plan --measured`)."),
+    ] = None,
+) -> None:
+    """One torch.save (serialising) and one raw-buffer write of the same state, each fsync'd:
+    the rate a checkpoint written by one process gets on this tier."""
+    from ..measure.single_writer import bench_single_writer
+    from ..units import format_rate, parse_bytes
+
+    if record is not None:
+        from .._output_files import check_out
+
+        check_out(record, "--record")  # before the writes, not after them
+    result = bench_single_writer(target, int(parse_bytes(size)))
+    if record is not None:
+        result.save_json(record)
+    if json_out:
+        emit_json(result.to_dict())
+        return
+    s = result.summary
+    stdout.print(
+        f"torch.save {format_rate(s['torch_save_write_bps'])}, raw buffers "
+        f"{format_rate(s['raw_write_bps'])} (one stream each, {s['torch_save_vs_raw']:.0%}): "
+        f"`stoker plan --measured RECORD` plans a lone torch.save at the first",
+        highlight=False,
+    )

@@ -74,8 +74,8 @@ def _serialising(spec: JobSpec) -> bool:
 
 TORCH_SAVE_UNKNOWN = (
     "one torch.save stream's rate (serialising: pickle, one stream, the page cache; the "
-    "catalog's per-stream rates are raw-buffer writers'): measure it with "
-    "stoker.measure.single_writer, then `stoker plan --measured RECORD`"
+    "catalog's per-stream rates are raw-buffer writers'): measure it with `stoker bench "
+    "single-writer FOLDER --record R` on the tier, then `stoker plan --measured R`"
 )
 
 
