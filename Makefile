@@ -81,6 +81,7 @@ demo: $(STAMP) $(CHECKOV)
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
+	rm -rf .demo/aks && $(BIN)/stoker provision examples/inference-cache.toml --target aks --out .demo/aks --check
 	@echo "--- teardown: the end of that run, dry (offline: each step and what it saves per hour)"
 	$(BIN)/stoker teardown --dry-run .demo/deploy
 	@echo "--- report: the plan, its simulation (when stoker simulate is there) and the measured stream and checkpoint runs, in one HTML file"
