@@ -1,4 +1,5 @@
-"""The stage benchmark's datasets: three shapes of random bytes, generated once into .bench/data."""
+"""The stage benchmark's datasets: shapes of random bytes, generated once into .bench/data. D is A's
+files uploaded in blocks without Content-MD5 (see _stage_no_md5)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Shape:
     keys: tuple[str, ...]
     sizes: tuple[int, ...]
     large: bool  # the large-file shape, where the ceiling target applies too
+    md5: bool = True  # the source blobs carry a Content-MD5 (D's, uploaded in blocks, do not)
+    dataset: str = ""  # the data folder, if another shape's (D reuses A's files)
 
     @property
     def nbytes(self) -> int:
@@ -62,10 +65,12 @@ C_NOTE = (
 def shapes(quick: bool, c_objects: int | None = None) -> list[Shape]:
     big, many = (256 * MiB, 500) if quick else (GiB, 2000)
     small = c_objects or C_OBJECTS
+    large = ("large-0.bin", "large-1.bin"), (big, big)
     return [
-        Shape("A", f"2 x {big // MiB:,} MiB", ("large-0.bin", "large-1.bin"), (big, big), True),
+        Shape("A", f"2 x {big // MiB:,} MiB", *large, True),
         _many("B", f"{many:,} files, log-normal ~1 MiB", lognormal_sizes(many)),
         _many("C", f"{small:,} x 64 KiB", [64 << 10] * small),
+        Shape("D", f"2 x {big // MiB:,} MiB in blocks, no MD5", *large, True, False, "A"),
     ]
 
 
@@ -81,7 +86,7 @@ def posix_shape(shape: Shape, quick: bool) -> Shape:
 
 def ensure_dataset(shape: Shape, mode: str) -> Path:
     """The shape's files under .bench/data/<mode>/<name>, generated once (random bytes)."""
-    root = BENCH / "data" / mode / shape.name
+    root = BENCH / "data" / mode / (shape.dataset or shape.name)
     stamp = root.with_suffix(".complete")
     want = json.dumps([shape.keys, shape.sizes])
     if stamp.exists() and stamp.read_text() == want:

@@ -107,8 +107,10 @@ async def stream(self, key, start, end, etag=None):
         yield chunk
 _azure.BlobStore.read_range, _azure.BlobStore.read_chunks = whole, stream
 from stoker.stage import stage
-hash_files = False if sys.argv[3:] == ["no-md5"] else None
-s = stage(sys.argv[1], sys.argv[2], allow_http=True, hash_files=hash_files)
+flags = dict(a.partition("=")[::2] for a in sys.argv[3:])  # "no-md5", "durability=fsync"
+hash_files = False if "no-md5" in flags else None
+s = stage(sys.argv[1], sys.argv[2], allow_http=True, hash_files=hash_files,
+          durability=flags.get("durability"))
 print(json.dumps({**s.to_dict(), "bytes_fetched": fetched}))
 sys.exit(0 if s.ok else 1)
 """
@@ -150,7 +152,10 @@ class Tools:
         _, env = self.stoker(src, dst)
         return [str(Path(sys.executable).parent / "stoker"), "stage", src, dst], env
 
-    def rclone(self, src: str, dst: str, upload: bool) -> tuple[list[str], dict[str, str]]:
+    def rclone(
+        self, src: str, dst: str, upload: bool, tuned: bool = True
+    ) -> tuple[list[str], dict[str, str]]:
+        """rclone copy, ``tuned`` (PEER_STREAMS transfers and streams) or with its defaults."""
         env = dict(
             os.environ,
             RCLONE_CONFIG=str(BENCH / "rclone.conf"),
@@ -169,7 +174,7 @@ class Tools:
             ]
         else:
             tune += ["--multi-thread-streams", str(PEER_STREAMS)]
-        return [str(self.peers.rclone), "copy", src, dst, "-q", *tune], env
+        return [str(self.peers.rclone), "copy", src, dst, "-q", *(tune if tuned else [])], env
 
     def azcopy(self, src: str, dst: str, upload: bool) -> tuple[list[str], dict[str, str]]:
         shutil.rmtree(BENCH / "azcopy" / "plans", ignore_errors=True)
@@ -285,3 +290,13 @@ def check_blob_copy(
             if hashlib.md5(data).hexdigest() != md5_file(src / key):
                 return f"{container}/{prefix}{key}: MD5 differs from the source"
     return None
+
+
+def checkout_commit() -> str:
+    """The checkout's commit, and whether the stage and store sources differed from it."""
+    git = ["git", "-C", str(_peers.ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "diff", "--quiet", "HEAD", "--", "src/stoker/stage", "src/stoker/store"]
+    ).returncode
+    return head.stdout.strip() + (" + changes to stage or store" if dirty else "")

@@ -1,8 +1,10 @@
 """``stoker stage`` against AzCopy, rclone, the plain SDK and ``cp -r``, on one machine, one run.
 
-Three dataset shapes (random bytes, generated once into .bench/data): A) 2 x 1 GiB, B) 2,000
-files log-normal around 1 MiB, C) 2,000 x 64 KiB (``--quick``: 2 x 256 MiB, 500, 2,000). For
-each shape a fresh in-memory Azurite holds the dataset (uploaded once by stoker, untimed), and:
+Dataset shapes (random bytes, generated once into .bench/data): A) 2 x 1 GiB, B) 2,000 files
+log-normal around 1 MiB, C) 2,000 x 64 KiB (``--quick``: 2 x 256 MiB, 500, 2,000), D) A's files
+uploaded in blocks without Content-MD5 (import only, rclone with its defaults too:
+_stage_no_md5). For each shape a fresh in-memory Azurite holds the dataset (uploaded once by
+stoker, untimed; D's by the SDK), and:
 
 * ceilings: everything read to memory with obstore (the better of 32 and 8 requests in flight,
   16 MiB ranges of large objects), written from memory the same way into a fresh emulator, and
@@ -45,6 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _peers  # noqa: E402
 import _results  # noqa: E402
+import _stage_no_md5  # noqa: E402
 import render  # noqa: E402
 from _machine import PRIME_GIB, cpu_mark, others_cpu_share, page_cache_fill  # noqa: E402
 from _markdown import publish  # noqa: E402
@@ -79,6 +82,7 @@ from _stage_tools import (  # noqa: E402
     check_blob_copy,
     check_count,
     check_local_copy,
+    checkout_commit,
     drop_caches,
     fresh_dir,
     run_tool,
@@ -100,6 +104,8 @@ def setup_source(shape: Shape, data: Path, az: Azurite) -> None:
 
     os.environ["AZURE_STORAGE_CONNECTION_STRING"] = az.connection_string
     az.create_container(SRC_CONTAINER)
+    if not shape.md5:  # (as AzCopy and the SDKs upload large files: see _stage_no_md5)
+        return _stage_no_md5.upload_in_blocks(shape, data, az, SRC_CONTAINER)
     with tempfile.TemporaryDirectory(dir=BENCH) as state:
         summary = stage(
             str(data),
@@ -172,7 +178,9 @@ def measure_import(shape: Shape, data: Path, az: Azurite, tools: Tools, reps: in
         ),
         "sdk": lambda dst: tools.sdk(f"{shape.name}/", dst),
     }
-    if request_bound(shape):  # verification costs nothing measurable there: save the minutes
+    if not shape.md5:  # nothing to verify: durability's cost, and rclone untuned, instead
+        commands |= _stage_no_md5.commands(shape, tools, SRC_CONTAINER)
+    if request_bound(shape) or not shape.md5:  # (no MD5 check to leave out, or none that costs)
         del commands["stoker-no-md5"]
     names = list(commands)
     for rep in range(reps):
@@ -255,6 +263,7 @@ def measure_shape(
     shape: Shape, mode: str, peers: Peers, reps: int, parts: tuple[str, ...], saved: dict | None
 ) -> dict:
     """The shape's figures; with only some ``parts``, the others are kept from ``saved``."""
+    parts = tuple(p for p in parts if shape.md5 or p == "import")  # (D's others are A's)
     print(f"shape {shape.name}: {shape.label}, {shape.nbytes / 1e9:.2f} GB", flush=True)
     start_cpu = cpu_mark()
     data = ensure_dataset(shape, mode)
@@ -269,7 +278,7 @@ def measure_shape(
         "when": now,
         "load_before": os.getloadavg()[0],
         "command": _results.own_command(),
-        "commit": _commit(),
+        "commit": checkout_commit(),
     }
     if saved and set(parts) != set(PARTS):
         rerun = saved.get("parts_rerun", {}) | {part: now for part in parts}
@@ -279,7 +288,7 @@ def measure_shape(
             setup_source(shape, data, az)
             tools = Tools(peers, az, Path(state))
             result["import"] = measure_import(shape, data, az, tools, reps)
-            if shape.large:
+            if shape.large and shape.md5:  # (D: the same files as A)
                 result["resume"] = measure_resume(shape, data, az, tools)
             result["azurite_rss_mib"] = az.rss_mib()
     if "export" in parts:
@@ -290,16 +299,6 @@ def measure_shape(
         result["posix"]["label"] = on_disk.label
     result["cpu_elsewhere"] = others_cpu_share(start_cpu)
     return result
-
-
-def _commit() -> str:
-    """The checkout's commit, and whether the stage and store sources differed from it."""
-    git = ["git", "-C", str(_peers.ROOT)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(
-        [*git, "diff", "--quiet", "HEAD", "--", "src/stoker/stage", "src/stoker/store"]
-    ).returncode
-    return head.stdout.strip() + (" + changes to stage or store" if dirty else "")
 
 
 def setup_info(peers: Peers, quick: bool) -> dict:
@@ -330,7 +329,7 @@ def setup_info(peers: Peers, quick: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller datasets, 2 runs each")
-    parser.add_argument("--shapes", default="A,B,C", help="which shapes to run (A,B,C)")
+    parser.add_argument("--shapes", default="A,B,C,D", help="which shapes to run (A,B,C,D)")
     parser.add_argument("--reps", type=int, help="runs per figure (default 3, 2 with --quick)")
     parser.add_argument(
         "--bound-reps",
