@@ -36,9 +36,20 @@ def test_the_bench_times_a_torch_save_and_a_raw_write_of_the_same_bytes(tmp_path
         1,
     )
     assert s["torch_save_write_bps"] > 0 and s["raw_write_bps"] > 0
+    assert s["raw_direct_write_bps"] is None or s["raw_direct_write_bps"] > 0
     assert s["torch_save_vs_raw"] == pytest.approx(s["torch_save_write_bps"] / s["raw_write_bps"])
     assert list(tmp_path.iterdir()) == []  # its test files are gone
     assert rec.to_dict()["kind"] == "stoker.measured/1"
+
+
+def test_the_direct_writer_writes_the_same_bytes_as_the_page_cache_one(tmp_path):
+    from stoker.measure import single_writer as sw
+
+    state = sw._state(3 * MIB + 6)  # a tail that is no whole block
+    sw._raw(state, tmp_path / "cached.bin")
+    sw._raw_direct(state, tmp_path / "direct.bin")
+    cached, direct = (tmp_path / "cached.bin").read_bytes(), (tmp_path / "direct.bin").read_bytes()
+    assert len(cached) == 3 * MIB + 6 and direct == cached
 
 
 def test_the_bench_refuses_a_folder_that_is_not_one(tmp_path):

@@ -7,7 +7,9 @@ before the clock stops:
   Python's zip writer, one stream, through the page cache; its rate is what one process that
   calls ``torch.save`` gets (a DDP rank 0, a small job's lone writer).
 - raw buffers: the tensors' own bytes, written as they lie in memory (as DCP and stoker's
-  checkpoint format do), one stream, through the page cache.
+  checkpoint format do), one stream, through the page cache;
+- raw buffers, direct: the same with O_DIRECT, past the page cache (where the file system
+  allows it), as a writer that must not fill the host's memory with dirty pages does.
 
 The record (``stoker.measured/1``, source ``storage``, name ``single_writer``) carries both
 rates; ``stoker plan --measured RECORD`` takes ``torch_save_write_bps`` as the VM's one
@@ -18,6 +20,7 @@ models apart.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -62,6 +65,39 @@ def _raw(state: dict, path: Path) -> None:
             f.write(tensor.view(-1).view(dtype=_uint8()).numpy().data)
 
 
+def _raw_direct(state: dict, path: Path) -> None:
+    """The same bytes with O_DIRECT: past the page cache, through one page-aligned buffer (the
+    tail padded to a whole block, then the file cut back to its length)."""
+    import mmap
+
+    buf = mmap.mmap(-1, DIRECT_BUFFER_BYTES)  # anonymous maps are page-aligned
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_DIRECT", 0), 0o600)
+    try:
+        length, fill = 0, 0
+        view = memoryview(buf)
+        for tensor in state.values():
+            data = memoryview(tensor.view(-1).view(dtype=_uint8()).numpy().data)
+            while data:
+                n = min(len(data), DIRECT_BUFFER_BYTES - fill)
+                view[fill : fill + n] = data[:n]
+                fill, data, length = fill + n, data[n:], length + n
+                if fill == DIRECT_BUFFER_BYTES:
+                    os.write(fd, view)
+                    fill = 0
+        if fill:
+            block = -(-fill // DIRECT_BLOCK_BYTES) * DIRECT_BLOCK_BYTES
+            os.write(fd, view[:block])
+        os.ftruncate(fd, length)
+    finally:
+        os.close(fd)
+        view.release()
+        buf.close()
+
+
+DIRECT_BUFFER_BYTES = 64 * 2**20
+DIRECT_BLOCK_BYTES = 4096
+
+
 def _uint8():  # type: ignore[no-untyped-def]
     import torch
 
@@ -85,14 +121,23 @@ def bench_single_writer(folder: str | os.PathLike[str], size_bytes: int = 2 * 2*
     state = _state(size_bytes)
     written = sum(t.numel() * t.element_size() for t in state.values())
     rates: dict[str, float] = {}
-    files = {"torch_save": where / ".stoker-single-writer.pt", "raw": where / ".stoker-raw.bin"}
+    files = {
+        "torch_save": where / ".stoker-single-writer.pt",
+        "raw": where / ".stoker-raw.bin",
+        "raw_direct": where / ".stoker-raw-direct.bin",
+    }
+    writers = {"torch_save": lambda p: torch.save(state, p), "raw": lambda p: _raw(state, p)}
+    writers["raw_direct"] = lambda p: _raw_direct(state, p)
     try:
         for kind, path in files.items():
             start = time.perf_counter()
-            if kind == "torch_save":
-                torch.save(state, path)
-            else:
-                _raw(state, path)
+            try:
+                writers[kind](path)
+            except OSError as exc:
+                # tmpfs and some FUSE mounts refuse O_DIRECT: that writer has no figure there
+                if kind == "raw_direct" and exc.errno == errno.EINVAL:
+                    continue
+                raise
             _durable(path)
             rates[kind] = written / (time.perf_counter() - start)
     except OSError as exc:
@@ -109,6 +154,7 @@ def bench_single_writer(folder: str | os.PathLike[str], size_bytes: int = 2 * 2*
             "size_bytes": written,
             "torch_save_write_bps": rates["torch_save"],
             "raw_write_bps": rates["raw"],
+            "raw_direct_write_bps": rates.get("raw_direct"),  # None: O_DIRECT refused there
             "torch_save_vs_raw": rates["torch_save"] / rates["raw"],
             "streams": 1,
         },
