@@ -124,7 +124,10 @@ def test_model_cache_is_a_rwm_files_share_sized_from_the_plan(serve) -> None:
     (sc,) = _kind(docs, "StorageClass")
     assert sc["provisioner"] == "file.csi.azure.com"
     assert sc["parameters"]["protocol"] == "nfs" and sc["parameters"]["skuName"] == "Premium_LRS"
-    assert d.layout.deployment_id in sc["parameters"]["tags"]  # the share it makes is ours
+    # The share the driver makes carries the ownership tag and teardown-after, as ARM's do.
+    tags = dict(kv.split("=", 1) for kv in sc["parameters"]["tags"].split(","))
+    after = d.layout.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert tags == {"stoker-deployment-id": d.layout.deployment_id, "teardown-after": after}
     (pvc,) = _kind(docs, "PersistentVolumeClaim")
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     share_gib = -(-d.plan.inference.files_share_bytes // 2**30)
@@ -172,6 +175,12 @@ def test_training_job_runs_torchrun_on_one_fabric(train) -> None:
     assert env["STOKER_CKPT_FAST"] == "/mnt/nvme/checkpoints"  # the node's NVMe
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert env["STOKER_DATA"] == "/lustre/data" and "/lustre/data" in mounts
+    durable = env["STOKER_CKPT_DURABLE"]
+    if any(lu.role == "checkpoints" for lu in d.layout.lustres):
+        assert durable == "/lustre/checkpoints" and durable in mounts
+    else:  # the deployment's own account, named in full
+        accounts = [ln.name for ln in d.bill.lines if ln.resource == "storageAccount"]
+        assert durable in [f"https://{a}.blob.core.windows.net/checkpoints" for a in accounts]
 
 
 def test_lustre_is_a_csi_volume_filled_from_the_arm_outputs(train) -> None:

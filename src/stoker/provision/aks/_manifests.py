@@ -22,6 +22,7 @@ import yaml
 from ...errors import ProvisionError
 from ...plan import JobSpec
 from .._layout import Layout, Lustre
+from .._refs import account_name
 from .._text import refuse_controls, sh, shown
 from .._volume_plan import Volume
 from ..tags import TAG_AFTER, TAG_DEPLOYMENT, TAG_PLAN
@@ -76,10 +77,10 @@ def namespace(lay: Layout, ns: str) -> dict[str, Any]:
 
 
 def files_class(lay: Layout, ns: str) -> dict[str, Any]:
-    # The CSI driver's tags parameter is "k=v,k=v": only values stoker made (no , or =).
-    tags = f"{TAG_DEPLOYMENT}={lay.deployment_id},{TAG_AFTER}=" + lay.teardown_after.strftime(
-        "%Y-%m-%dT%H.%M.%SZ"
-    )
+    # The CSI driver's tags parameter is "k=v,k=v": only values stoker made (no , or =), in
+    # the format stoker teardown --expired reads.
+    after = lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ")
+    tags = f"{TAG_DEPLOYMENT}={lay.deployment_id},{TAG_AFTER}={after}"
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
@@ -236,10 +237,13 @@ def _train_env(lay: Layout, spec: JobSpec, c: Cluster) -> list[dict[str, str]]:
     paths = claims(lay, c)
     data = next((p for p in paths if p.endswith("/data")), None) or spec.data.source or ""
     durable = next((p for p in paths if p.endswith("/checkpoints")), None)
+    # Else the checkpoints container of the deployment's own account (named in full: the
+    # stoker-blob Secret's credentials may be for another account too).
+    blob = f"https://{account_name(lay, 'main')}.blob.core.windows.net/checkpoints"
     env = {
         "STOKER_DATA": data,
         "STOKER_CKPT_FAST": f"{NVME}/checkpoints",
-        "STOKER_CKPT_DURABLE": durable or "az://checkpoints",
+        "STOKER_CKPT_DURABLE": durable or blob,
         "NCCL_IB_PCI_RELAXED_ORDERING": "1",
     }
     return [{"name": k, "value": v} for k, v in env.items()]
