@@ -124,6 +124,7 @@ class Azure:
     validate_error: dict | None = None  # the 400's "error"
     changes: list[tuple[str, str]] = field(default_factory=list)  # (changeType, resource type)
     bodies: dict[str, Any] = field(default_factory=dict)  # last JSON body POSTed, per action
+    forbidden: set[str] = field(default_factory=set)  # routes answered 403: "terms", "skus", ...
 
 
 def install(arm: ArmServer, az: Azure) -> None:
@@ -221,26 +222,35 @@ def install(arm: ArmServer, az: Azure) -> None:
             return 404, {}, {"error": err}
         return ok({"value": az.permissions})
 
-    arm.route(f"{sub}/providers/microsoft.compute/skus", skus, "GET")
+    def guarded(name: str, fn: Any) -> Any:
+        def answer(method: str, m: Any, query: dict, body: bytes) -> Any:
+            if name in az.forbidden:
+                err = {"code": "AuthorizationFailed", "message": f"the client may not read {name}"}
+                return 403, {}, {"error": err}
+            return fn(method, m, query, body)
+
+        return answer
+
+    arm.route(f"{sub}/providers/microsoft.compute/skus", guarded("skus", skus), "GET")
     arm.route(
         f"{sub}/providers/microsoft.compute/locations/([^/]+)/usages",
-        lambda *a: ok({"value": az.usages}),
+        guarded("usages", lambda *a: ok({"value": az.usages})),
         "GET",
     )
     arm.route(
         f"{sub}/providers/microsoft.storagecache/skus",
-        lambda *a: ok({"value": az.lustre_skus}),
+        guarded("lustre-skus", lambda *a: ok({"value": az.lustre_skus})),
         "GET",
     )
     arm.route(
         f"{sub}(?:/resourcegroups/([^/]+))?/providers/microsoft.authorization/permissions",
-        permissions,
+        guarded("permissions", permissions),
         "GET",
     )
     arm.route(
         f"{sub}/providers/microsoft.marketplaceordering/offertypes/virtualmachine/"
         r"publishers/([^/]+)/offers/([^/]+)/plans/([^/]+)/agreements/current",
-        terms,
+        guarded("terms", terms),
         "GET",
     )
     arm.route(

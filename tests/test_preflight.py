@@ -387,3 +387,40 @@ def test_bad_input_is_one_line(tmp_path: Path, deploy64: Path) -> None:
         preflight(deploy64, offline=True)
     with pytest.raises(PreflightError, match="offline"):
         preflight(deploy64, offline="no")  # type: ignore[arg-type]
+
+
+def test_an_aks_deployment_counts_its_node_pools(azure, tmp_path: Path) -> None:
+    """``--target aks``: the GPU and system pools need quota and SKUs as scale sets do; a size
+    the catalog lacks takes its vCPUs from Azure's SKU list."""
+    arm, az = azure
+    folder = provision(EXAMPLES / "pretrain-64vm.toml", tmp_path / "aks", target="aks").out
+    template = json.loads((folder / "main.json").read_text())
+    (aks,) = [r for r in template["resources"]
+              if r["type"] == "Microsoft.ContainerService/managedClusters"]  # fmt: skip
+    pools = aks["properties"]["agentPoolProfiles"]
+    other = [p for p in pools if p["vmSize"] != "Standard_ND96isr_H100_v5"]
+    for p in other:
+        sku = vm_sku(p["vmSize"], "standardOtherFamily")
+        sku["capabilities"] = [{"name": "vCPUs", "value": "8"}]
+        az.vm_skus.append(sku)
+    az.usages.append(usage("standardOtherFamily", "Other", 0, 100))
+    report = run(arm, folder)
+    assert not report.failed, [c.line for c in report.failed]
+    gpus = sum(p["count"] for p in pools if p["vmSize"] == "Standard_ND96isr_H100_v5")
+    total = gpus * 96 + sum(p["count"] * 8 for p in other)
+    (family,) = [x for x in lines(report, "quota") if H100_FAMILY in x]
+    assert f"needs {gpus * 96:,}," in family
+    (cores,) = [x for x in lines(report, "quota") if "(cores)" in x]
+    assert f"needs {total:,}," in cores
+
+
+def test_a_call_this_identity_may_not_make_is_unchecked_not_passed(azure, deploy64: Path) -> None:
+    arm, az = azure
+    az.forbidden = {"terms", "usages"}
+    report = run(arm, deploy64)
+    assert report.ok
+    (terms,) = lines(report, "terms", "unchecked")
+    assert "AuthorizationFailed: the client may not read terms" in terms
+    (quota,) = lines(report, "quota", "unchecked")
+    assert quota.startswith("vCPU quota in eastus: AuthorizationFailed")
+    assert lines(report, "sku", "ok") and lines(report, "rights", "ok")  # the rest went on

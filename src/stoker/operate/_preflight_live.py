@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog
@@ -27,6 +28,14 @@ PERMISSIONS_API = "2022-04-01"
 TERMS_API = "2021-01-01"
 ROLE_WRITE = "Microsoft.Authorization/roleAssignments/write"
 WHAT_IF_KINDS = ("Create", "Modify", "Delete", "Deploy", "NoChange", "Ignore", "Unsupported")
+
+
+@dataclass(frozen=True)
+class Sku:
+    """What the Resource SKUs list says of a VM size."""
+
+    family: str  # the quota family, as Compute usages name it (standardNDSH100v5Family)
+    vcpus: int | None
 
 
 class Answer:
@@ -74,7 +83,9 @@ class Live:
             data = resp.json() if resp.content else None
         except ValueError:
             data = None
-        if resp.status_code in (401, 403):
+        # 401: the token itself was refused, and every other call would be too. A 403 is one
+        # call this identity may not make: that check alone is left unchecked.
+        if resp.status_code == 401:
             err = Answer(resp.status_code, data, {}).error()
             raise TeardownError(f"Azure refused the credentials ({err}); sign in with `az login`")
         return Answer(resp.status_code, data, dict(resp.headers))
@@ -116,8 +127,8 @@ def _retry_after(headers: dict[str, str], default: float) -> float:
 # --------------------------------------------------------------------------- SKUs and quota
 
 
-def vm_skus(live: Live, needs: Needs, cat: Catalog) -> tuple[list[PreflightCheck], dict[str, str]]:
-    """Each VM size offered in the region and its zones; its quota family (size -> family)."""
+def vm_skus(live: Live, needs: Needs) -> tuple[list[PreflightCheck], dict[str, Sku]]:
+    """Each VM size offered in the region and its zones; its quota family and vCPUs."""
     ans = live.call(
         "GET",
         f"{live.sub}/providers/Microsoft.Compute/skus",
@@ -149,9 +160,19 @@ def vm_skus(live: Live, needs: Needs, cat: Catalog) -> tuple[list[PreflightCheck
                 )
             )
             continue
-        families[size] = str(sku.get("family") or "")
+        families[size] = Sku(str(sku.get("family") or ""), _vcpus(sku))
         checks.append(restricted("sku", arm_name, sku, needs.region, zones))
     return checks, families
+
+
+def _vcpus(sku: dict[str, Any]) -> int | None:
+    for cap in sku.get("capabilities") or []:
+        if isinstance(cap, dict) and cap.get("name") == "vCPUs":
+            try:
+                return int(cap.get("value"))
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def lustre_skus(live: Live, needs: Needs) -> list[PreflightCheck]:
@@ -242,7 +263,7 @@ def restricted(
     return PreflightCheck(kind, "ok", f"{label} is offered in {where}", {"sku": sku.get("name")})
 
 
-def quota(live: Live, needs: Needs, cat: Catalog, families: dict[str, str]) -> list[PreflightCheck]:
+def quota(live: Live, needs: Needs, cat: Catalog, skus: dict[str, Sku]) -> list[PreflightCheck]:
     """Compute usages: each family's free vCPUs and the regional total against the need."""
     ans = live.call(
         "GET", f"{live.sub}/providers/Microsoft.Compute/locations/{needs.region}/usages", USAGES_API
@@ -255,8 +276,18 @@ def quota(live: Live, needs: Needs, cat: Catalog, families: dict[str, str]) -> l
     need_by_family: dict[str, int] = {}
     labels: dict[str, str] = {}
     checks = []
-    for size, vcpus in needs.vcpus(cat).items():
-        fam = families.get(size)
+    counted = needs.vcpus({k: v.vcpus for k, v in skus.items() if v.vcpus})
+    for size in sorted({s.vm_size for s in needs.scale_sets} - set(counted)):
+        checks.append(
+            PreflightCheck(
+                "quota",
+                "unchecked",
+                f"vCPU quota for {size}: its vCPUs are in neither the catalog nor the region's "
+                "SKU list",
+            )
+        )
+    for size, vcpus in counted.items():
+        fam = skus[size].family if size in skus else ""
         if not fam:
             checks.append(
                 PreflightCheck(
@@ -268,8 +299,9 @@ def quota(live: Live, needs: Needs, cat: Catalog, families: dict[str, str]) -> l
             )
             continue
         need_by_family[fam] = need_by_family.get(fam, 0) + vcpus
-        labels[fam] = f"{cat.vm[size].family} family ({fam})"
-    need_by_family["cores"] = sum(needs.vcpus(cat).values())
+        name = cat.vm[size].family if size in cat.vm else size
+        labels[fam] = f"{name} family ({fam})"
+    need_by_family["cores"] = sum(counted.values())
     labels["cores"] = "regional total (cores)"
     for fam, need in need_by_family.items():
         u = usage.get(fam.lower())

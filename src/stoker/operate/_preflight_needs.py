@@ -21,6 +21,7 @@ from ..errors import PreflightError
 Status = Literal["ok", "warning", "failed", "unchecked"]
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
 AMLFS = "Microsoft.StorageCache/amlFilesystems"
+AKS = "Microsoft.ContainerService/managedClusters"
 ROLE_ASSIGNMENT = "Microsoft.Authorization/roleAssignments"
 TIB = float(1 << 40)
 # AMLFS takes one zone; CCWS and ai-infrastructure-on-azure put it in zone 1 when the template
@@ -46,11 +47,14 @@ class PreflightCheck:
 
 @dataclass(frozen=True)
 class ScaleSet:
+    """A scale set, or an AKS node pool (a scale set AKS makes)."""
+
     name: str
     vm_size: str  # as the catalog keys it (ND96isr_H100_v5)
     vms: int
     single_placement_group: bool
     zones: tuple[str, ...]
+    vcpus_each: int | None  # the catalog's; None for a size it lacks (Azure's SKU list has it)
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,14 @@ class Needs:
     role_assignments: int
     missing_parameters: list[str]  # no value and no default: ARM's validate would refuse
 
-    def vcpus(self, cat: Catalog) -> dict[str, int]:
-        """vCPUs needed per VM size (catalog key)."""
+    def vcpus(self, known: dict[str, int] | None = None) -> dict[str, int]:
+        """vCPUs needed per VM size: the catalog's count per VM, else ``known``'s (size ->
+        vCPUs, from Azure's SKU list); a size neither knows is left out."""
         out: dict[str, int] = {}
         for s in self.scale_sets:
-            out[s.vm_size] = out.get(s.vm_size, 0) + s.vms * cat.vm[s.vm_size].vcpus
+            each = s.vcpus_each or (known or {}).get(s.vm_size)
+            if each:
+                out[s.vm_size] = out.get(s.vm_size, 0) + s.vms * each
         return out
 
 
@@ -117,6 +124,8 @@ def read_needs(folder: Path, cat: Catalog, parameters: dict[str, Any] | None = N
                         f"scale set {r.get('name')}",
                     )
                 )
+        elif rtype.lower() == AKS.lower():
+            sets += _node_pools(r, cat, label)
         elif rtype.lower() == AMLFS.lower():
             lustres.append(_lustre(r, cat, label))
     if (folder / "ccws.parameters.json").is_file():
@@ -148,7 +157,8 @@ def offline_checks(needs: Needs, cat: Catalog) -> list[PreflightCheck]:
     """What the catalog alone can say: vCPUs needed per family, placement-group sizes, Lustre
     capacities above the self-service maximum, parameters without a value."""
     checks = []
-    for size, vcpus in needs.vcpus(cat).items():
+    counted = needs.vcpus()
+    for size, vcpus in counted.items():
         vms = sum(s.vms for s in needs.scale_sets if s.vm_size == size)
         family = cat.vm[size].family
         checks.append(
@@ -158,6 +168,17 @@ def offline_checks(needs: Needs, cat: Catalog) -> list[PreflightCheck]:
                 f"needs {vcpus:,} vCPUs of the {family} family in {needs.region} "
                 f"({vms:,} x {size} of {cat.vm[size].vcpus} vCPUs)",
                 {"vm_size": size, "family": family, "vms": vms, "vcpus": vcpus},
+            )
+        )
+    for size in sorted({s.vm_size for s in needs.scale_sets} - set(counted)):
+        vms = sum(s.vms for s in needs.scale_sets if s.vm_size == size)
+        checks.append(
+            PreflightCheck(
+                "vcpus",
+                "ok",
+                f"needs {vms:,} x {size} (not in the catalog: its vCPUs come from Azure's SKU "
+                "list when preflight asks Azure)",
+                {"vm_size": size, "vms": vms},
             )
         )
     checks += _placement(needs, cat)
@@ -257,21 +278,40 @@ def _parameters(folder: Path, template: dict[str, Any], given: dict[str, Any]) -
 def _scale_set(r: dict[str, Any], cat: Catalog, label: str) -> ScaleSet:
     name = str(r.get("name", "?"))
     sku = r.get("sku") or {}
-    size = vm_size_name(str(sku.get("name", "")))
-    vms = sku.get("capacity")
-    if size not in cat.vm or not isinstance(vms, int) or isinstance(vms, bool):
-        raise PreflightError(
-            f"{label}/main.json: scale set {printable(name)}: sku {printable(str(sku))} is not a "
-            "catalog VM size with a whole capacity; provision it again"
-        )
     props = r.get("properties") or {}
-    return ScaleSet(
-        name,
-        size,
-        vms,
-        bool(props.get("singlePlacementGroup")),
-        tuple(str(z) for z in r.get("zones") or ()),
-    )
+    return _compute(label, f"scale set {name}", sku.get("name"), sku.get("capacity"),
+                    bool(props.get("singlePlacementGroup")), r.get("zones"), cat)  # fmt: skip
+
+
+def _node_pools(r: dict[str, Any], cat: Catalog, label: str) -> list[ScaleSet]:
+    """An AKS cluster's node pools (``agentPoolProfiles``), each a scale set of its own."""
+    cluster = str(r.get("name", "?"))
+    pools = (r.get("properties") or {}).get("agentPoolProfiles") or []
+    return [
+        _compute(
+            label,
+            f"{cluster}/{p.get('name', '?')}",
+            p.get("vmSize"),
+            p.get("count"),
+            False,
+            p.get("availabilityZones"),
+            cat,
+        )  # fmt: skip
+        for p in pools
+        if isinstance(p, dict)
+    ]
+
+
+def _compute(label: str, name: str, sku: Any, vms: Any, single: bool, zones: Any,
+             cat: Catalog) -> ScaleSet:  # fmt: skip
+    if not isinstance(sku, str) or not sku or not isinstance(vms, int) or isinstance(vms, bool):
+        raise PreflightError(
+            f"{label}/main.json: {printable(name)}: VM size {printable(str(sku))} and count "
+            f"{printable(str(vms))} are not a size and a whole number; provision it again"
+        )
+    size = vm_size_name(sku)
+    each = cat.vm[size].vcpus if size in cat.vm else None
+    return ScaleSet(name, size, vms, single, tuple(str(z) for z in zones or ()), each)
 
 
 def _lustre(r: dict[str, Any], cat: Catalog, label: str) -> Lustre:

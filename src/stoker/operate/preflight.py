@@ -209,10 +209,10 @@ def _live(
     arm = ArmClients(sub, credential=credential, base_url=base_url, polling_interval_s=poll_s)
     live = lv.Live(arm, poll_s=poll_s, timeout_s=timeout_s)
     out: list[PreflightCheck] = []
-    families: dict[str, str] = {}
+    families: dict[str, lv.Sku] = {}
 
     def skus() -> list[PreflightCheck]:
-        checks, found = lv.vm_skus(live, needs, cat)
+        checks, found = lv.vm_skus(live, needs)
         families.update(found)
         return checks
 
