@@ -135,6 +135,10 @@ def node(tmp_path: Path) -> Iterator[Node]:
     finally:
         for target in mounted_under(tmp_path):
             subprocess.run(["umount", "-l", target], check=False)
+        # The script makes mount points immutable; pytest must be able to delete them.
+        for folder in (tmp_path / "mnt", tmp_path / "lustre"):
+            if folder.exists():
+                subprocess.run(["chattr", "-R", "-i", str(folder)], check=False)
         subprocess.run([str(TESTS / "fake_mdadm"), "--stop", "--scan"], env=n.env(), check=False)
         for dev in n.loops:
             subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
@@ -172,6 +176,8 @@ def test_scratch_comes_back_after_three_reboots_with_its_data(node: Node):
     for boot, order in enumerate(([1, 0], [0, 1], [1, 0]), start=1):
         node.reboot(order)
         assert not os.path.ismount(node.scratch)
+        with pytest.raises(PermissionError):  # unmounted, the OS disk's folder takes nothing
+            (node.scratch / "spill").write_bytes(b"x")
         if boot == 2:
             array_uuid = re.search(r"UUID=(\S+)", node.mdconf.read_text())[1]
             node.mdadm("--assemble", "/dev/md127", f"--uuid={array_uuid}", *node.disks)
@@ -254,6 +260,8 @@ def test_a_missing_lustre_server_leaves_the_node_not_ready_and_its_path_empty(no
     assert f"writes would land on the OS disk): {lustre}" in ready.stderr
     assert not (node.run_dir / "ready").exists()
     assert list(lustre.iterdir()) == []  # nothing written to the OS disk's directory
+    with pytest.raises(PermissionError):  # nor can a job write there while it is unmounted
+        (lustre / "step-100.pt").write_bytes(b"weights")
 
 
 def test_shared_file_systems_mount_through_fstab_and_then_the_node_is_ready(node: Node):

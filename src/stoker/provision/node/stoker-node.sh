@@ -70,6 +70,18 @@ real_mount() {
     [ "$(findmnt -n -o MAJ:MIN -M "$1")" != "$(findmnt -n -o MAJ:MIN -M /)" ]
 }
 
+# The empty directory under a mount is made immutable: a job that writes there while nothing
+# is mounted gets an error instead of filling the OS disk. Mounting over it still works.
+protect() {
+  mkdir -p "$1"
+  if mountpoint -q "$1"; then return 0; fi
+  if [ -n "$(ls -A "$1")" ]; then
+    say "$1 already holds files on the OS disk (written while nothing was mounted); left as they are"
+  elif ! chattr +i "$1"; then
+    say "cannot make $1 immutable on this file system"
+  fi
+}
+
 uuid_of() { sed -n 's/.*UUID=\([0-9a-fA-F:-]*\).*/\1/p' | head -n 1; }
 
 # active_device UUID: the device an active array of that UUID has now (md127 or any name).
@@ -152,7 +164,7 @@ do_scratch() {
   uuid=$(blkid -p -o value -s UUID "$dev")
   replace_owned "$fstab" "stoker: $scratch" \
     "UUID=$uuid $scratch $type defaults,noatime,nofail 0 2"
-  mkdir -p "$scratch"
+  protect "$scratch"
   if ! mountpoint -q "$scratch"; then mount --fstab "$fstab" "$scratch"; fi
   [ "$(findmnt -n -o UUID -M "$scratch")" = "$uuid" ] ||
     die "$scratch is mounted, but not from the array's file system $uuid"
@@ -168,7 +180,7 @@ do_mounts() {
     foreign=$(foreign_entry "$target")
     [ -z "$foreign" ] || die "$fstab already mounts $target in a line stoker did not write: $foreign"
     replace_owned "$fstab" "stoker: $target" "$source $target $type $opts 0 0"
-    mkdir -p "$target"
+    protect "$target"
     n=1
     # The file system's servers may still be coming up at boot: a few tries, then a failure.
     until mountpoint -q "$target" || mount --fstab "$fstab" "$target"; do
