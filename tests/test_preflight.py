@@ -330,7 +330,7 @@ def test_offline_lists_what_it_could_not_check(azure, folders: dict[str, Path]) 
     assert not arm.state.log  # nothing asked
     assert not report.queried_azure
     kinds = [c.kind for c in report.unchecked]
-    assert kinds == ["quota", "sku", "lustre-sku", "rights", "terms", "validate", "what-if"]
+    assert kinds == ["sku", "quota", "lustre-sku", "rights", "terms", "validate", "what-if"]
     assert all(
         c.line.startswith("not checked: ") and "(--offline)" in c.line for c in report.unchecked
     )

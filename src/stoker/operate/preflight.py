@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,12 @@ from .._arg_types import NUMBER, PATH, check_args
 from .._redact import printable
 from ..catalog import Catalog, load_catalog
 from ..errors import PreflightError, TeardownError
+from ._preflight_live import Live
 from ._preflight_needs import Needs, PreflightCheck, offline_checks, read_needs
 
 Progress = Callable[[dict[str, Any]], None]
-LIVE = ("quota", "sku", "lustre-sku", "rights", "terms", "validate", "what-if")
+# The checks that ask Azure, in the order they run.
+LIVE = ("sku", "quota", "lustre-sku", "rights", "terms", "validate", "what-if")
 
 
 @dataclass
@@ -98,85 +101,24 @@ def preflight(
     catalog: Catalog | str | Path | list[str | Path] | tuple[str | Path, ...] = (),
     progress: Progress | None = None,
 ) -> PreflightReport:
-    """PreflightCheck ``deployment`` (a ``stoker provision --out`` folder, or a job spec that is
+    """Check ``deployment`` (a ``stoker provision --out`` folder, or a job spec that is
     provisioned into a temporary folder first) before it is deployed; see the module docstring.
     ``subscription`` falls back to the folder's record, then ``AZURE_SUBSCRIPTION_ID``;
     ``parameters`` (name -> value) fill template parameters the parameters file leaves empty."""
-    from ._arm import check_endpoint
+    from ._arm import check_endpoint, subscription_from_env
 
     _check_types(deployment, locals())
     if base_url is not None:
         check_endpoint(base_url)
     started = time.monotonic()
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(_layers(catalog))
-    path = Path(deployment)
-    if path.is_file() and path.suffix.lower() == ".toml":
-        with tempfile.TemporaryDirectory(prefix="stoker-preflight-") as tmp:
-            from ..provision import provision
-
-            provision(path, Path(tmp) / "deploy", cat, resource_group=resource_group)
-            needs = read_needs(Path(tmp) / "deploy", cat, parameters)
-            needs.folder = path
-            report = _run(
-                needs,
-                cat,
-                subscription,
-                resource_group,
-                offline,
-                credential,
-                base_url,
-                polling_interval_s,
-                timeout_s,
-                progress,
-            )
-    elif path.is_dir():
-        needs = read_needs(path, cat, parameters)
-        report = _run(
-            needs,
-            cat,
-            subscription,
-            resource_group,
-            offline,
-            credential,
-            base_url,
-            polling_interval_s,
-            timeout_s,
-            progress,
-        )
-    else:
-        raise PreflightError(
-            f"{printable(str(deployment))}: neither a folder `stoker provision --out` wrote nor "
-            "a job spec (.toml)"
-        )
-    report.elapsed_s = time.monotonic() - started
-    return report
-
-
-def _run(
-    needs: Needs,
-    cat: Any,
-    sub: str | None,
-    group: str | None,
-    offline: bool,
-    credential: Any,
-    base_url: str | None,
-    poll_s: float,
-    timeout_s: float,
-    progress: Progress | None,
-) -> PreflightReport:
-    from ._arm import subscription_from_env
-
-    needs.group = group or needs.group
-    sub = sub or needs.subscription or subscription_from_env(None) or None
-    say = progress or (lambda e: None)
-    report = PreflightReport(
-        printable(str(needs.folder)),
-        needs.region,
-        sub,
-        needs.group,
-        False,
-        offline_checks(needs, cat),
-    )
+    with _folder(Path(deployment), cat, resource_group) as folder:
+        needs = read_needs(folder, cat, parameters)
+    needs.folder = Path(deployment)
+    needs.group = resource_group or needs.group
+    sub = subscription or needs.subscription or subscription_from_env(None) or None
+    report = PreflightReport(printable(str(deployment)), needs.region, sub, needs.group, False,
+                             offline_checks(needs, cat))  # fmt: skip
     why = ""
     if offline:
         why = "--offline"
@@ -186,34 +128,49 @@ def _run(
         why = "no resource group: pass --resource-group"
     if why:
         report.checks += [_not_checked(kind, why) for kind in LIVE]
-        return report
-    report.queried_azure = True
-    report.checks += _live(needs, cat, sub or "", credential, base_url, poll_s, timeout_s, say)
+    else:
+        from ._arm import ArmClients
+
+        report.queried_azure = True
+        arm = ArmClients(sub or "", credential=credential, base_url=base_url,
+                         polling_interval_s=polling_interval_s)  # fmt: skip
+        try:
+            live = Live(arm, poll_s=polling_interval_s, timeout_s=timeout_s)
+            report.checks += _live(live, needs, cat, progress or (lambda e: None))
+        finally:
+            arm.close()
+    report.elapsed_s = time.monotonic() - started
     return report
 
 
-def _live(
-    needs: Needs,
-    cat: Any,
-    sub: str,
-    credential: Any,
-    base_url: str | None,
-    poll_s: float,
-    timeout_s: float,
-    say: Progress,
-) -> list[PreflightCheck]:
+@contextmanager
+def _folder(path: Path, cat: Catalog, group: str | None) -> Iterator[Path]:
+    """The deployment folder: ``path`` itself, or a spec provisioned into a temporary one."""
+    if path.is_dir():
+        yield path
+    elif path.is_file() and path.suffix.lower() == ".toml":
+        from ..provision import provision
+
+        with tempfile.TemporaryDirectory(prefix="stoker-preflight-") as tmp:
+            yield provision(path, Path(tmp) / "deploy", cat, resource_group=group).out
+    else:
+        raise PreflightError(
+            f"{printable(str(path))}: neither a folder `stoker provision --out` wrote nor a job "
+            "spec (.toml)"
+        )
+
+
+def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[PreflightCheck]:
+    """The checks that ask Azure, in order; a credential refused or Azure out of reach leaves
+    this and every later check unchecked (never passed)."""
     from . import _preflight_deploy as deploy
     from . import _preflight_live as lv
-    from ._arm import ArmClients
 
-    arm = ArmClients(sub, credential=credential, base_url=base_url, polling_interval_s=poll_s)
-    live = lv.Live(arm, poll_s=poll_s, timeout_s=timeout_s)
-    out: list[PreflightCheck] = []
-    families: dict[str, lv.Sku] = {}
+    skus: dict[str, lv.Sku] = {}
 
-    def skus() -> list[PreflightCheck]:
+    def vm_skus() -> list[PreflightCheck]:
         checks, found = lv.vm_skus(live, needs)
-        families.update(found)
+        skus.update(found)
         return checks
 
     def arm_checks() -> list[PreflightCheck]:
@@ -223,26 +180,23 @@ def _live(
         return [deploy.validate(live, needs), deploy.what_if(live, needs)]
 
     steps: list[tuple[str, Callable[[], list[PreflightCheck]]]] = [
-        ("sku", skus),
-        ("quota", lambda: lv.quota(live, needs, cat, families)),
+        ("sku", vm_skus),
+        ("quota", lambda: lv.quota(live, needs, cat, skus)),
         ("lustre-sku", lambda: lv.lustre_skus(live, needs)),
         ("rights", lambda: lv.rights(live, needs)),
         ("terms", lambda: lv.terms(live, needs)),
-        ("validate", arm_checks),
+        ("validate", arm_checks),  # and what-if
     ]
-    try:
-        for i, (kind, step) in enumerate(steps):
-            say({"event": "check", "kind": kind, "status": "checking"})
-            try:
-                found = step()
-            except TeardownError as exc:  # no credential, Azure unreachable: the rest too
-                left = [k for k, _ in steps[i:]] + (["what-if"] if kind != "validate" else [])
-                out += [_not_checked(k, str(exc)) for k in left]
-                break
-            out += found
-            say({"event": "check", "kind": kind, "status": "done", "checks": found})
-    finally:
-        arm.close()
+    out: list[PreflightCheck] = []
+    for i, (kind, step) in enumerate(steps):
+        say({"event": "check", "kind": kind, "status": "checking"})
+        try:
+            found = step()
+        except TeardownError as exc:
+            out += [_not_checked(k, str(exc)) for k in LIVE[i:]]
+            break
+        out += found
+        say({"event": "check", "kind": kind, "status": "done", "checks": found})
     return out
 
 
