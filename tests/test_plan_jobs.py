@@ -58,29 +58,34 @@ def test_multi_node_on_a_size_without_infiniband_is_flagged(cat):
     assert any("multi-node job on a size without InfiniBand" in w for w in p.warnings)
 
 
-def test_job_larger_than_the_fabric_boundary_lays_out_the_options(cat):
-    p = plan(cat, "llama3-405b-2048vm.toml")
+def test_job_larger_than_one_scale_set_lays_out_the_shapes_it_can_take(cat):
+    # Undeclared, 2,048 VMs cannot be one job on InfiniBand: a scale set is one partition.
+    p = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric="scale-set")
     ic = p.interconnect
     assert ic.vms_outside_fabric == 2048 - 300
-    # Not silently one flat ring on Ethernet: planned as islands, one per 300-VM scale set.
-    assert ic.fabric_layout == FabricLayout.ISLANDS
+    assert ic.fabric_layout == FabricLayout.FLAT_ETHERNET
+    assert [lv["network"] for lv in ic.levels] == ["ethernet"]  # tp fills each VM
     options = {o.layout: o for o in ic.fabric_options}
-    assert set(options) == set(FabricLayout) - {FabricLayout.ONE_FABRIC}
-    islands, flat = options[FabricLayout.ISLANDS], options[FabricLayout.FLAT_ETHERNET]
-    assert islands.fabrics == 7 and islands.comm_s == pytest.approx(ic.comm_s)
-    assert 0 < islands.cross_fabric_s < islands.comm_s  # only the reduced shard crosses
+    assert set(options) == {
+        FabricLayout.INDEPENDENT_JOBS,
+        FabricLayout.INDEPENDENT_REPLICAS,
+        FabricLayout.FLAT_ETHERNET,
+        FabricLayout.MICROSOFT_ARRANGED,  # 2,048 > 300: no approved limit holds it
+    }
+    assert options[FabricLayout.MICROSOFT_ARRANGED].available is False
+    assert options[FabricLayout.INDEPENDENT_REPLICAS].available is False
+    assert options[FabricLayout.INDEPENDENT_JOBS].fabrics == 7
+    flat = options[FabricLayout.FLAT_ETHERNET]
     assert flat.cross_fabric_s == pytest.approx(flat.comm_s)
-    assert flat.comm_s > 5 * islands.comm_s
-    assert options[FabricLayout.STAY_UNDER].vms == 300
-    assert options[FabricLayout.LARGER_FABRIC].available is False
-    assert [lv["network"] for lv in ic.levels] == ["infiniband", "ethernet"]  # tp fills each VM
-    warn = next(w for w in p.warnings if "exceed the 300-VM InfiniBand fabric boundary" in w)
-    assert "7 data-parallel islands" in warn and "one flat NCCL ring" in warn
-    assert "stay under it, 300 VMs" in warn and "ask Azure" in warn
+    assert flat.step_s == pytest.approx(p.step.compute_s + p.step.exposed_comm_s)
+    assert flat.comm_s > 5 * options[FabricLayout.MICROSOFT_ARRANGED].comm_s
+    warn = next(w for w in p.warnings if "exceed one scale set (300 VMs" in w)
+    assert "does not fall back to Ethernet" in warn and "microsoft_arranged" in warn
     inside = plan(cat, "llama3-405b-2048vm.toml", cluster__fabric_boundary_vms=2048)
     assert inside.interconnect.vms_outside_fabric == 0 and not inside.interconnect.fabric_options
     assert inside.step.exposed_comm_s < p.step.exposed_comm_s
-    assert inside.interconnect.comm_s == pytest.approx(options[FabricLayout.LARGER_FABRIC].comm_s)
+    arranged = options[FabricLayout.MICROSOFT_ARRANGED]
+    assert inside.interconnect.comm_s == pytest.approx(arranged.comm_s)
 
 
 def test_llama3_scale_goodput_matches_the_published_90_percent(cat):
@@ -273,7 +278,7 @@ def test_plan_job_takes_one_override_path(tmp_path, as_path):
 def test_sharp_is_reported_only_where_a_level_models_it(cat):
     on_ib = plan(cat, "pretrain-64vm.toml", cluster__sharp=True)
     assert on_ib.interconnect.sharp and not any("cluster.sharp" in w for w in on_ib.warnings)
-    # Past the fabric, the islands still reduce on InfiniBand, where SHARP is modelled.
+    # One fabric arranged with Microsoft reduces on InfiniBand, where SHARP is modelled.
     islands = plan(cat, "llama3-405b-2048vm.toml", cluster__sharp=True)
     assert islands.interconnect.sharp
     ethernet = plan(

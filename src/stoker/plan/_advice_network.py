@@ -88,42 +88,44 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
 
 
 def _past_the_fabric(plan: Plan, ic: InterconnectPlan) -> str:
-    """The layouts of a job larger than one InfiniBand fabric, the planned one first."""
-    by_layout: dict[FabricLayout, FabricOption] = {o.layout: o for o in ic.fabric_options}
-
-    def cost(o: FabricOption) -> str:
-        return f"{fd(o.comm_s or 0)} of gradient exchange per step ({fd(o.exposed_s or 0)} exposed)"
-
+    """A job larger than one scale set: the shape planned, then every shape it could take."""
     head = (
-        f"{plan.nodes} VMs exceed the {ic.fabric_boundary_vms}-VM InfiniBand fabric boundary "
-        "(one scale set placement group): RDMA does not cross it"
+        f"{plan.nodes} VMs exceed one scale set ({ic.fabric_boundary_vms} VMs, one InfiniBand "
+        "partition): InfiniBand does not cross scale sets and NCCL does not fall back to "
+        "Ethernet per peer, so one job cannot span them on InfiniBand"
+        if ic.fabric_layout is not FabricLayout.MICROSOFT_ARRANGED
+        else f"{plan.nodes} VMs planned as one fabric arranged with Microsoft (cluster.fabric)"
     )
-    if not by_layout:  # a size without InfiniBand: nothing to lay out
+    if not ic.fabric_options:  # a size without InfiniBand: nothing to lay out
         return head
-    parts = []
-    islands = by_layout.get(FabricLayout.ISLANDS)
-    if islands:
-        parts.append(
-            f"planned as {islands.fabrics} data-parallel islands (hybrid-sharded data parallel, "
-            f"one per scale set): {cost(islands)}, {fd(islands.cross_fabric_s or 0)} of it "
-            "between islands on Ethernet"
-        )
-    flat = by_layout.get(FabricLayout.FLAT_ETHERNET)
-    if flat:
-        parts.append(f"one flat NCCL ring across scale sets instead: {cost(flat)}")
-    under = by_layout.get(FabricLayout.STAY_UNDER)
-    if under:
-        parts.append(
-            f"stay under it, {under.vms} VMs in one scale set: {cost(under)}, step "
-            f"{fd(under.step_s)}"
-        )
-    larger = by_layout.get(FabricLayout.LARGER_FABRIC)
-    if larger:
-        parts.append(
-            f"one InfiniBand domain of {larger.vms} VMs would take {cost(larger)}"
-            + ("" if larger.available else ": no published Azure offer; ask Azure for one")
-        )
-    return head + "; " + "; ".join(parts)
+    planned = _PLANNED.get(ic.fabric_layout, "")
+    return (
+        head
+        + (f"; planned {planned}" if planned else "")
+        + "; shapes: "
+        + "; ".join(_shape(o) for o in ic.fabric_options)
+    )
+
+
+_PLANNED = {
+    FabricLayout.FLAT_ETHERNET: (
+        "with InfiniBand off (the one shape that runs across scale sets undeclared; "
+        "`stoker provision` refuses it)"
+    ),
+    FabricLayout.INDEPENDENT_JOBS: "as independent jobs, one per scale set (cluster.fabric)",
+    FabricLayout.INDEPENDENT_REPLICAS: (
+        "as data-parallel replicas, one per scale set, none talking across (cluster.fabric)"
+    ),
+}
+
+
+def _shape(o: FabricOption) -> str:
+    mp = f", {fd(o.model_parallel_s)} of it model-parallel" if o.model_parallel_s else ""
+    state = "" if o.available else " [needs a declaration]"
+    return (
+        f"{o.layout.value}{state}: step {fd(o.step_s)} ({fd(o.exposed_s or 0)} exposed gradient "
+        f"exchange{mp}); {o.note}"
+    )
 
 
 def _within(plan: Plan) -> str:

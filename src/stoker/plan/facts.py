@@ -47,11 +47,12 @@ class Network(StrEnum):
 class FabricLayout(StrEnum):
     """How a job is laid out over InfiniBand fabrics (``FabricOption.layout``)."""
 
-    ONE_FABRIC = "one_fabric"  # every VM in one InfiniBand fabric
-    STAY_UNDER = "stay_under"  # shrink the job to the largest fabric on offer
-    ISLANDS = "islands"  # data-parallel islands, one per fabric; gradients cross on Ethernet
-    FLAT_ETHERNET = "flat_ethernet"  # one flat NCCL ring crossing fabrics: runs at Ethernet pace
-    LARGER_FABRIC = "larger_fabric"  # ask Azure for one InfiniBand domain that holds the job
+    ONE_FABRIC = "one_fabric"  # every VM in one InfiniBand fabric (one scale set)
+    APPROVED_LIMIT = "approved_limit"  # one scale set past 100 VMs: a support request's limit
+    INDEPENDENT_JOBS = "independent_jobs"  # one job per scale set, each of the spec's batch
+    INDEPENDENT_REPLICAS = "independent_replicas"  # replicas that never talk across scale sets
+    FLAT_ETHERNET = "flat_ethernet"  # one job with InfiniBand off: all of it at Ethernet pace
+    MICROSOFT_ARRANGED = "microsoft_arranged"  # one fabric past the limit, arranged with Azure
 
 
 # How to measure a figure no source publishes: the VMs' own NVMe feeds `--measured`; a shared

@@ -2,11 +2,10 @@
 
 A collective runs hierarchically: inside the scale-up domain (NVLink/NVSwitch or Infinity
 Fabric), then across VMs on InfiniBand (one rail per GPU, GPUDirect RDMA). A job larger than one
-InfiniBand fabric (a scale set's placement group) either runs one flat ring that crosses the
-frontend Ethernet (NCCL over one flat network: the whole network level at Ethernet pace), or, as
-data-parallel islands, one InfiniBand level per fabric with only the reduced shard crossing
-between fabrics on Ethernet (a third level; plan/fabric.py lays the options out). Each lower
-level does a reduce-scatter before and an all-gather after the level above, so the message
+InfiniBand fabric (a scale set's placement group) runs only with InfiniBand off: one flat
+network level at the frontend Ethernet's pace (NCCL uses one transport per communicator and
+does not fall back per peer; plan/fabric.py lays out the shapes that stay on one fabric). Each
+lower level does a reduce-scatter before and an all-gather after the level above, so the message
 shrinks by that level's rank count on the way up:
 
     T = sum over lower levels of RS+AG(S_i)  +  all-reduce(S_top) at the top,  S_{i+1} = S_i / p_i
@@ -69,11 +68,9 @@ def layout(vm: VmSize, nodes: int, dp: int, tp: int, boundary_vms: int) -> Layou
     return Layout(dp, per_domain, domains, min(fabrics, domains), nodes, boundary_vms)
 
 
-def levels(
-    vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool, islands: bool = False
-) -> tuple[Level, ...]:
-    """The levels a dp group's collective runs over. Past one fabric: one flat Ethernet level,
-    or with ``islands`` an InfiniBand level inside each fabric and Ethernet between them."""
+def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level, ...]:
+    """The levels a dp group's collective runs over. Past one fabric: one flat Ethernet level
+    (InfiniBand off for the whole job: plan/fabric.py lays out the shapes that keep it)."""
     out: list[Level] = []
     if lay.ranks_per_domain > 1:
         bw = vm.scaleup_links * (vm.scaleup_link_bw or 0.0)
@@ -96,33 +93,9 @@ def levels(
     # of the job run their collectives at the same time.
     per_rank_share = vm.gpus
     if lay.domains > 1:
-        if lay.fabrics > 1 and islands and vm.has_infiniband:
-            inside = math.ceil(lay.domains / lay.fabrics)
-            if inside > 1:
-                out.append(
-                    Level(
-                        "InfiniBand",
-                        inside,
-                        vm.ib_per_vm / per_rank_share,
-                        fabric.net_ring_latency,
-                        fabric.net_tree_latency,
-                        sharp=sharp,
-                        network=Network.INFINIBAND,
-                    )
-                )
-            out.append(
-                Level(
-                    f"Ethernet between {lay.fabrics} InfiniBand fabrics",
-                    lay.fabrics,
-                    vm.frontend_nic / per_rank_share,
-                    fabric.net_ring_latency,
-                    fabric.net_tree_latency,
-                    network=Network.ETHERNET,
-                )
-            )
-        elif lay.fabrics > 1:
-            # NCCL builds its rings and trees over one flat network: once the job spans several
-            # InfiniBand fabrics, every ring crosses the frontend Ethernet and runs at its pace.
+        if lay.fabrics > 1:
+            # A scale set is one InfiniBand partition and NCCL picks one transport per
+            # communicator: a job over several runs only with InfiniBand off, all on Ethernet.
             out.append(
                 Level(
                     f"Ethernet (the job spans {lay.fabrics} InfiniBand fabrics)",

@@ -18,11 +18,10 @@ from . import _renewal as rn
 from . import datapath as dpth
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
-from .fabric import fabric_options
+from .fabric import collective, exchange, fabric_options, gradient_bytes, run_shape
 from .facts import FabricLayout, ReadPattern
 from .inference import inference_plan
-from .interconnect import allreduce, layout, levels, single_vm_busbw
-from .parallel import model_parallel_plan
+from .interconnect import layout, single_vm_busbw
 from .recommend import recommendations
 from .result import (
     CheckpointPlan,
@@ -34,7 +33,7 @@ from .result import (
     StepPlan,
 )
 from .shape import Shape, canonical, shape
-from .spec import PRECISION_BYTES, JobSpec
+from .spec import JobSpec
 
 
 def compute_step_s(spec: JobSpec, s: Shape) -> float:
@@ -46,87 +45,64 @@ def compute_step_s(spec: JobSpec, s: Shape) -> float:
 
 
 def interconnect_plan(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> InterconnectPlan:
-    w = spec.workload
-    if w.gradient_bytes is not None:
-        grad = w.gradient_bytes
-    elif w.params is not None:
-        grad = w.params * PRECISION_BYTES[w.precision] / (w.tp * w.pp)
-    else:
-        grad = 0.0
-    lay = layout(s.vm, s.nodes, s.dp, w.tp, s.boundary_vms)
-    # Past one InfiniBand fabric the plan lays the job out as data-parallel islands (fabric.py).
-    islands = lay.fabrics > 1 and s.vm.has_infiniband
-    lvls = levels(s.vm, cat.fabric, lay, spec.cluster.sharp, islands)
-    est = allreduce(grad, lvls, s.dp)
-    # FSDP: reduce-scatter the gradients and all-gather the parameters twice (forward and
-    # backward) = 1.5 all-reduces of traffic.
-    factor, collective = (
-        (1.5, "reduce-scatter + 2 all-gathers (FSDP)")
-        if w.sharding == "fsdp"
-        else (1.0, "all-reduce (DDP)")
+    """The exchange of the shape the job runs (fabric.run_shape: one fabric, a declared split
+    past one scale set, or InfiniBand off), and past one scale set every other shape it could
+    take; ``compute_s`` is the run shape's compute per step."""
+    run = run_shape(spec, cat, s)
+    ex = exchange(run.spec, cat, run.shape, compute_s)
+    lay = layout(
+        run.shape.vm, run.shape.nodes, run.shape.dp, spec.workload.tp, run.shape.boundary_vms
     )
-    comm = est.seconds * factor
-
-    def exposed_of(comm_s: float, compute: float) -> float:
-        return max(comm_s * (1 - w.overlap), comm_s - compute)
-
-    exposed = exposed_of(comm, compute_s)
     needs_ib = lay.domains > 1
+    ethernet = run.layout is FabricLayout.FLAT_ETHERNET
     fabric = (
         "none needed: the job fits in one scale-up domain"
         if not needs_ib
         else (
             f"InfiniBand {s.vm.ib_links} x {s.vm.ib_rate * 8 / 1e9:.0f} Gb/s per VM"
             + (", GPUDirect RDMA" if s.vm.gpudirect_rdma else "")
-            + (
-                f" inside each of {lay.fabrics} scale sets; frontend Ethernet between them"
-                if islands
-                else ""
+            + (f", {FABRIC_WORDS[run.layout]}" if run.layout in FABRIC_WORDS else "")
+            if s.vm.has_infiniband and not ethernet
+            else (
+                "frontend Ethernet only (this size has no InfiniBand)"
+                if not s.vm.has_infiniband
+                else "frontend Ethernet only: InfiniBand off, the job spans scale sets"
             )
-            if s.vm.has_infiniband
-            else "frontend Ethernet only (this size has no InfiniBand)"
         )
-    )
-    options = (
-        fabric_options(
-            s.vm,
-            cat,
-            s.nodes,
-            s.dp,
-            w.tp,
-            s.boundary_vms,
-            spec.cluster.sharp,
-            grad,
-            factor,
-            compute_s,
-            exposed_of,
-        )
-        if islands
-        else []
     )
     return InterconnectPlan(
         needs_infiniband=needs_ib,
         scaleup=s.vm.scaleup,
         fabric=fabric,
-        gradient_bytes=grad,
-        collective=collective,
-        algorithm=est.algorithm,
-        comm_s=comm,
-        exposed_s=exposed,
-        busbw_bps=est.busbw,
+        gradient_bytes=gradient_bytes(spec),
+        collective=collective(spec)[1],
+        algorithm=ex.estimate.algorithm,
+        comm_s=ex.comm_s,
+        exposed_s=ex.exposed_s,
+        busbw_bps=ex.estimate.busbw,
         single_vm_busbw_bps=single_vm_busbw(s.vm, cat.fabric),
         single_vm_busbw_published_bps=s.vm.allreduce_busbw_measured,
         single_vm_busbw_floor_bps=s.vm.allreduce_busbw_floor,
         single_vm_busbw_measured_bps=s.vm.scaleup_busbw_measured,
         sharp_requested=spec.cluster.sharp,
-        fabric_boundary_vms=s.boundary_vms,
+        fabric_boundary_vms=run.shape.boundary_vms,
         vms_outside_fabric=max(0, s.nodes - s.boundary_vms) if needs_ib else 0,
-        sharp=any(level.sharp for level in lvls),  # asked for, and on a level that has it
-        levels=[dataclasses.asdict(level) for level in lvls],
-        fabric_layout=FabricLayout.ISLANDS if islands else FabricLayout.ONE_FABRIC,
-        fabric_options=options,
-        model_parallel=model_parallel_plan(spec, cat, s, compute_s),
+        sharp=any(level.sharp for level in ex.levels),  # asked for, and on a level that has it
+        levels=[dataclasses.asdict(level) for level in ex.levels],
+        fabric_layout=run.layout,
+        fabric_options=fabric_options(spec, cat, s, compute_s / run.compute_factor),
+        model_parallel=ex.model_parallel,
     )
+
+
+# What the fabric line adds for a job past one scale set that the spec declared.
+FABRIC_WORDS = {
+    FabricLayout.MICROSOFT_ARRANGED: "one fabric arranged with Microsoft (cluster.fabric)",
+    FabricLayout.INDEPENDENT_JOBS: "one independent job per scale set (cluster.fabric)",
+    FabricLayout.INDEPENDENT_REPLICAS: (
+        "one data-parallel replica per scale set, none talking across (cluster.fabric)"
+    ),
+}
 
 
 def data_plan(spec: JobSpec, cat: Catalog, s: Shape, need: dpth.DataNeed) -> DataPlan:
@@ -219,7 +195,8 @@ def _make_plan(spec: JobSpec, cat: Catalog) -> Plan:
         return _finish(spec, cat, s, cost, inference=inference)
 
     training = w.kind != "data-prep"
-    compute = compute_step_s(spec, s) if training else 0.0
+    # One job of a declared split past one scale set may take more compute per step (fabric.py).
+    compute = compute_step_s(spec, s) * run_shape(spec, cat, s).compute_factor if training else 0.0
     ic = interconnect_plan(spec, cat, s, compute) if training else None
     model_parallel = ic.model_parallel.exposed_s if ic and ic.model_parallel else 0.0
     exposed = (ic.exposed_s if ic else 0.0) + model_parallel

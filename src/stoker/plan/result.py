@@ -53,10 +53,11 @@ class FabricOption:
     vms_per_fabric: int
     comm_s: float | None  # gradient exchange per step; None where no figure is published
     exposed_s: float | None
-    cross_fabric_s: float | None  # the part that crosses between fabrics on Ethernet
-    available: bool  # Azure offers it as published (a larger fabric is on request only)
+    cross_fabric_s: float | None  # the part on Ethernet (all of it with InfiniBand off)
+    available: bool  # runnable as the spec stands (some shapes need a declaration first)
     note: str
-    step_s: float = 0.0  # compute + exposed communication per step in this layout
+    step_s: float = 0.0  # compute + exposed communication (model-parallel too) per step
+    model_parallel_s: float = 0.0  # the tp / pp / ep part of step_s, as in the main plan
 
 
 @dataclass

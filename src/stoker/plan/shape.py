@@ -59,6 +59,21 @@ def unknown_vm_size(name: str, cat: Catalog) -> str:
     )
 
 
+def scale_set_vms(spec: JobSpec, cat: Catalog) -> int:
+    """VMs one scale set (one InfiniBand partition) holds: the declared placement-group limit,
+    else ``fabric_boundary_vms``, else the placement's catalog figure."""
+    c = spec.cluster
+    return (
+        c.placement_group_limit
+        or c.fabric_boundary_vms
+        or {
+            "scale_set": cat.fabric.scale_set_vms,
+            "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
+            "availability_set": cat.fabric.availability_set_vms,
+        }[c.placement]
+    )
+
+
 def shape(spec: JobSpec, cat: Catalog) -> Shape:
     spec = canonical(spec, cat)
     c, w = spec.cluster, spec.workload
@@ -92,12 +107,6 @@ def shape(spec: JobSpec, cat: Catalog) -> Shape:
             f"workload.ep: {w.ep} expert-parallel ranks must divide dp = {dp} (experts are "
             "spread over the data-parallel ranks)"
         )
-    boundary = (
-        c.fabric_boundary_vms
-        or {
-            "scale_set": cat.fabric.scale_set_vms,
-            "scale_set_on_request": cat.fabric.scale_set_vms_on_request,
-            "availability_set": cat.fabric.availability_set_vms,
-        }[c.placement]
-    )
+    # A fabric arranged with Microsoft holds the whole job; else one scale set is the fabric.
+    boundary = nodes if c.fabric == "microsoft-arranged" else scale_set_vms(spec, cat)
     return Shape(vm, nodes, gpus, dp, boundary, dp * w.tp * w.pp)

@@ -30,6 +30,12 @@ from ..units import parse_duration
 
 WorkloadKind = Literal["pretrain", "fine-tune", "inference", "data-prep"]
 Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
+# How a job larger than one scale set may run (plan/fabric.py): one scale set is one InfiniBand
+# partition, so past it only a declared shape is planned as runnable.
+FabricShape = Literal["scale-set", "independent-jobs", "independent-replicas", "microsoft-arranged"]
+Zone = Literal["1", "2", "3"]
+# singlePlacementGroup scale sets: 100 VMs, 300 with an approved support request.
+MAX_PLACEMENT_GROUP = 300
 DataTier = Literal["auto", "lustre", "nvme", "blob", "files", "netapp"]
 CheckpointTier = Literal["auto", "lustre", "nvme", "netapp", "blob"]
 Sharding = Literal["ddp", "fsdp"]
@@ -96,8 +102,26 @@ class Cluster(_Section):
         le=MAX_VMS,
         description="VMs that share one InfiniBand fabric; else placement's",
     )
+    placement_group_limit: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_PLACEMENT_GROUP,
+        description="VMs per scale set an approved support request allows (at most 300)",
+    )
+    fabric: FabricShape = Field(
+        default="scale-set",
+        description="how a job past one scale set runs: independent jobs or replicas per "
+        "scale set, or one fabric arranged with Microsoft",
+    )
+    zone: Zone = Field(default="1", description="availability zone of Lustre and its clients")
     sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
     price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
+
+    @field_validator("zone", mode="before")
+    @classmethod
+    def _zone_as_text(cls, value: object) -> object:
+        # ARM writes zones as text ("1"); TOML's `zone = 1` means the same zone.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("vm_size")
     @classmethod
@@ -189,6 +213,10 @@ class Data(_Section):
         default=True, description="samples packed into shards; false: one object per sample"
     )
     shard_size: Bytes = Field(default=64 * 2**20, description="bytes per shard when packed")
+    lustre_capacity_approved: bool = Field(
+        default=False,
+        description="a support request allows Lustre past the SKU's listed maximum",
+    )
 
 
 def _duration_or_auto(value: object) -> object:
