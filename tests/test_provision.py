@@ -102,7 +102,7 @@ def test_scale_sets_split_at_the_fabric_boundary(big):
         assert profile["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
         assert s["identity"]["type"] == "UserAssigned"
     readme = (d.out / "README.md").read_text()
-    assert "collectives do not cross scale sets" in readme
+    assert "form one InfiniBand fabric only as arranged with Microsoft" in readme
 
 
 def test_network_avoids_the_rdma_range_and_sizes_the_lustre_subnet(big):
@@ -201,7 +201,7 @@ def test_data_on_lustre_imports_the_source_prefix(tmp_path):
     d = stoker.provision(spec, tmp_path / "out", now=NOW)
     template = json.loads((tmp_path / "out" / "main.json").read_text())
     (fs,) = _of(template, "Microsoft.StorageCache/amlFilesystems")
-    assert fs["properties"]["hsm"]["settings"]["importPrefix"] == "/tokens/v1"
+    assert fs["properties"]["hsm"]["settings"]["importPrefixesInitial"] == ["/tokens/v1"]
     assert "'data'" in fs["properties"]["hsm"]["settings"]["container"]
     assert [lu.role for lu in d.layout.lustres] == ["data"]
     ccws = json.loads((tmp_path / "out" / "ccws.parameters.json").read_text())["parameters"]
@@ -453,7 +453,7 @@ def test_cli_check_validates_what_it_wrote(tmp_path):
 def test_readme_says_when_a_limit_needs_a_support_request(big):
     d, _ = big
     notes = (d.out / "README.md").read_text().split("## Notes", 1)[1]
-    assert "Scale sets of 300 VMs" in notes and "support request" in notes
+    assert "Scale sets of up to 300 VMs" in notes and "support request" in notes
 
 
 def test_short_names_still_make_a_valid_ccws_cluster_name(tmp_path):

@@ -171,7 +171,7 @@ def test_the_demos_validate_script(big):
     done = subprocess.run([sys.executable, str(script), str(big)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "vmss-llama3-405b-scale-06" in done.stdout
-    assert "25 ARM resources, 0 errors" in done.stdout
+    assert f"{len(_template(big)['resources'])} ARM resources, 0 errors" in done.stdout
     broken = _template(big)
     broken["resources"][0]["properties"]["securityRulez"] = []
     (big.parent / "broken").mkdir(exist_ok=True)

@@ -62,18 +62,84 @@ def check_region(spec: JobSpec, cat: Catalog) -> None:
 
 
 def check_boundary(spec: JobSpec, cat: Catalog, boundary: int) -> None:
-    """A scale set with a single placement group (what InfiniBand needs) holds at most 100 VMs,
-    300 on request: a larger fabric boundary would write scale sets Azure refuses."""
+    """A scale set with a single placement group (what InfiniBand needs) holds 100 VMs, 300
+    with an approved support request: a larger one is written only when the spec declares the
+    approval (``placement_group_limit``, or placement = "scale_set_on_request")."""
+    c = spec.cluster
+    if not cat.vm[c.vm_size].has_infiniband or boundary <= cat.fabric.scale_set_vms:
+        return
     most = cat.fabric.scale_set_vms_on_request
-    if cat.vm[spec.cluster.vm_size].has_infiniband and boundary > most:
+    field = "placement_group_limit" if c.placement_group_limit else "fabric_boundary_vms"
+    if boundary > most:
         raise ProvisionError(
-            f"cluster.fabric_boundary_vms: {boundary} VMs in one scale set; a single-placement-"
-            f"group scale set (needed for InfiniBand) holds at most {most} "
-            f'(placement = "scale_set_on_request"); lower it to {most} or less'
+            f"cluster.{field}: {boundary} VMs in one scale set; a single-placement-group scale "
+            f"set (needed for InfiniBand) holds at most {most}, with an approved support "
+            f"request; lower it to {most} or less"
+        )
+    if not c.placement_group_limit and c.placement != "scale_set_on_request":
+        raise ProvisionError(
+            f"cluster.fabric_boundary_vms: scale sets of {boundary} VMs exceed the "
+            f"{cat.fabric.scale_set_vms} a placement group holds without a support request; "
+            f"once Azure approves one, declare cluster.placement_group_limit = {boundary}"
         )
 
 
-def check_lustre(where: str, sku_key: str, capacity_tib: float, cat: Catalog) -> None:
+def check_fabric(plan: Plan, spec: JobSpec, boundary: int) -> None:
+    """One job, one fabric: a job larger than one scale set is written only as a shape the spec
+    declared (independent jobs or replicas, one per scale set, or a fabric arranged with
+    Microsoft); otherwise refused, naming the shapes ``stoker plan`` lays out."""
+    ic = plan.interconnect
+    if ic is None or plan.nodes <= boundary or not ic.fabric_options:
+        return
+    if spec.cluster.fabric != "scale-set":
+        return  # declared: the plan was made for that shape
+    shapes = "; ".join(
+        f"{o.layout.value} (step {o.step_s:.3g} s{'' if o.available else ', declare it'})"
+        for o in ic.fabric_options
+    )
+    raise ProvisionError(
+        f"cluster.fabric: {plan.nodes} VMs are more than one scale set of {boundary} holds, and "
+        "one job cannot span scale sets on InfiniBand (NCCL does not fall back to Ethernet per "
+        f"peer); choose a shape `stoker plan` lays out and declare it: {shapes}"
+    )
+
+
+def fabric_notes(spec: JobSpec, cat: Catalog, nodes: int, boundary: int) -> list[str]:
+    """The README's words for what the scale sets are and what their size needs."""
+    notes = []
+    if boundary > cat.fabric.scale_set_vms and cat.vm[spec.cluster.vm_size].has_infiniband:
+        notes.append(
+            f"Scale sets of up to {boundary} VMs with one placement group exceed Azure's "
+            f"{cat.fabric.scale_set_vms}: the spec declares the support request that allows "
+            "them approved; deploy only once it is."
+        )
+    sets = -(-nodes // boundary)
+    if sets > 1:
+        notes.append(FABRIC_NOTES[spec.cluster.fabric].format(sets=sets, vms=boundary))
+    return notes
+
+
+FABRIC_NOTES = {
+    "independent-jobs": (
+        "The {sets} scale sets of up to {vms} VMs each run their own job: InfiniBand connects "
+        "the VMs of one scale set only, so no collective crosses them."
+    ),
+    "independent-replicas": (
+        "The {sets} scale sets of up to {vms} VMs each run one data-parallel replica that never "
+        "exchanges gradients with the others: InfiniBand connects the VMs of one scale set only."
+    ),
+    "microsoft-arranged": (
+        "The {sets} scale sets of up to {vms} VMs form one InfiniBand fabric only as arranged "
+        "with Microsoft (cluster.fabric); on customer scale sets alone each is its own "
+        "partition and one job across them fails at NCCL init or hangs."
+    ),
+    "scale-set": "",
+}
+
+
+def check_lustre(
+    where: str, sku_key: str, capacity_tib: float, cat: Catalog, approved: bool = False
+) -> None:
     sku = cat.lustre[sku_key]
     step, low, high = sku.step / TiB, sku.min_size / TiB, sku.max_size / TiB
     ceiling = (sku.max_size_on_request or cat.lustre_common.max_size_on_request) / TiB
@@ -91,9 +157,12 @@ def check_lustre(where: str, sku_key: str, capacity_tib: float, cat: Catalog) ->
             f"{where}: {capacity_tib:g} TiB exceeds the {ceiling:g} TiB Azure offers at most "
             "on request; split the data or use a faster SKU"
         )
-    if capacity_tib > high:
-        # Not a refusal: Azure grants it by support request; the README says so.
-        return
+    if capacity_tib > high and not approved:
+        raise ProvisionError(
+            f"{where}: {capacity_tib:g} TiB of {sku_key} is above its listed maximum of "
+            f"{high:g} TiB; Azure grants more by support request: once approved, declare "
+            "data.lustre_capacity_approved = true, or pick a SKU whose maximum holds it"
+        )
 
 
 def lustre_needs_request(sku_key: str, capacity_tib: int, cat: Catalog) -> bool:
@@ -115,19 +184,23 @@ def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) 
     check_region(spec, cat)
     check_image(spec, cat)
     check_boundary(spec, cat, boundary)
+    check_fabric(plan, spec, boundary)
+    approved = spec.data.lustre_capacity_approved
     if plan.data and plan.data.chosen.tier == "lustre":
         _check_lustre_choice(
-            "data.lustre_sku", plan.data.chosen.name, plan.data.chosen.size_bytes, cat
+            "data.lustre_sku", plan.data.chosen.name, plan.data.chosen.size_bytes, cat, approved
         )
     if plan.checkpoints and plan.checkpoints.volume and plan.checkpoints.volume.tier == "lustre":
         volume = plan.checkpoints.volume
-        _check_lustre_choice("checkpoints.tier", volume.name, volume.size_bytes, cat)
+        _check_lustre_choice("checkpoints.tier", volume.name, volume.size_bytes, cat, approved)
 
 
-def _check_lustre_choice(where: str, display: str, size_bytes: float | None, cat: Catalog) -> None:
+def _check_lustre_choice(
+    where: str, display: str, size_bytes: float | None, cat: Catalog, approved: bool
+) -> None:
     for key, sku in cat.lustre.items():
         if sku.name == display:
-            check_lustre(where, key, (size_bytes or 0.0) / TiB, cat)
+            check_lustre(where, key, (size_bytes or 0.0) / TiB, cat, approved)
             return
     raise ProvisionError(
         f"{where}: the plan chose {display!r}, which no catalog [lustre] entry names"
