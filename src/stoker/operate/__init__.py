@@ -7,8 +7,8 @@ before each change, and only on complete, valid evidence.
     teardown.py (which group, _ownership.py; the steps, _steps.py; running them, _runner.py;
     long operations, _lro.py; the ARM client, _arm.py) · _expired.py ·
     guard.py (the verdict; _guard_evidence.py, _guard_sources.py, _guard_actions.py) ·
-    preflight.py (will it deploy: _preflight_needs.py offline, _preflight_live.py quota, SKUs,
-    rights, terms; _preflight_deploy.py ARM's validate and what-if)
+    preflight.py (will it deploy: _preflight_needs.py offline, _preflight_live.py quota and
+    SKUs, _preflight_rights.py rights and terms, _preflight_deploy.py validate and what-if)
 """
 
 from ._expired import Expired, expired

@@ -1,17 +1,15 @@
-"""The checks that ask Azure, each one read-only (``validate`` and ``whatIf`` are POSTs that
-change nothing). Every answer is read in the shape of the public REST API specifications
-(azure-rest-api-specs): Compute ``usages`` (2024-07-01) and ``skus`` (2021-07-01, ``restrictions``
-of type Location / Zone), StorageCache ``skus``, Authorization ``permissions`` (2022-04-01),
-MarketplaceOrdering ``agreements/current`` (2021-01-01), Resources ``deployments/validate`` and
-``whatIf`` (200, 400, or 202 and a ``Location`` to poll).
+"""Talking to ARM for preflight (``Live``: a request, a 202's ``Location`` polled), and the
+checks of what the region offers: Compute ``skus`` (2021-07-01; ``restrictions`` of type
+Location / Zone, reasonCode NotAvailableForSubscription), StorageCache ``skus``, and Compute
+``usages`` (2024-07-01) against the vCPUs needed. Rights and terms are _preflight_rights.py,
+validate and what-if _preflight_deploy.py. Every answer is read in the shape of the public
+REST API specifications (azure-rest-api-specs); every call only reads.
 
 Requests go through the resource client's pipeline (``send_request``): one credential, the SDK's
 retries of 408/429/5xx with ``Retry-After``, and the loopback opt-out of ``_arm.ArmClients``.
 """
-
 from __future__ import annotations
 
-import fnmatch
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +22,6 @@ from ._preflight_needs import Needs, PreflightCheck
 
 USAGES_API = "2024-07-01"
 SKUS_API = "2021-07-01"
-PERMISSIONS_API = "2022-04-01"
-TERMS_API = "2021-01-01"
-ROLE_WRITE = "Microsoft.Authorization/roleAssignments/write"
 WHAT_IF_KINDS = ("Create", "Modify", "Delete", "Deploy", "NoChange", "Ignore", "Unsupported")
 
 
@@ -141,7 +136,7 @@ def vm_skus(live: Live, needs: Needs) -> tuple[list[PreflightCheck], dict[str, S
         ], {}
     skus = {
         str(s.get("name", "")).lower(): s
-        for s in _values(ans.body)
+        for s in values(ans.body)
         if str(s.get("resourceType", "")).lower() == "virtualmachines"
     }
     checks, families = [], {}
@@ -189,7 +184,7 @@ def lustre_skus(live: Live, needs: Needs) -> list[PreflightCheck]:
         ]
     skus = {
         str(s.get("name", "")).lower(): s
-        for s in _values(ans.body)
+        for s in values(ans.body)
         if str(s.get("resourceType", "")).lower() == "amlfilesystems"
     }
     checks = []
@@ -272,7 +267,7 @@ def quota(live: Live, needs: Needs, cat: Catalog, skus: dict[str, Sku]) -> list[
         return [
             PreflightCheck("quota", "unchecked", f"vCPU quota in {needs.region}: {ans.error()}")
         ]
-    usage = {str((u.get("name") or {}).get("value", "")).lower(): u for u in _values(ans.body)}
+    usage = {str((u.get("name") or {}).get("value", "")).lower(): u for u in values(ans.body)}
     need_by_family: dict[str, int] = {}
     labels: dict[str, str] = {}
     checks = []
@@ -329,93 +324,7 @@ def quota(live: Live, needs: Needs, cat: Catalog, skus: dict[str, Sku]) -> list[
     return checks
 
 
-# --------------------------------------------------------------------------- rights and terms
-
-
-def rights(live: Live, needs: Needs) -> list[PreflightCheck]:
-    """Whether the deployer may create role assignments (Owner, User Access Administrator)."""
-    if not needs.role_assignments:
-        return []
-    scope = f"{live.sub}/resourceGroups/{needs.group}"
-    ans = live.call(
-        "GET", f"{scope}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API
-    )
-    where = f"resource group {needs.group}"
-    if ans.status == 404:  # the group does not exist yet: the subscription's rights apply
-        where = "the subscription"
-        ans = live.call(
-            "GET", f"{live.sub}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API
-        )
-    if ans.status != 200:
-        return [PreflightCheck("rights", "unchecked", f"rights on {where}: {ans.error()}")]
-    if allows(_values(ans.body), ROLE_WRITE):
-        return [PreflightCheck("rights", "ok", f"rights: may create role assignments on {where}")]
-    return [
-        PreflightCheck(
-            "rights",
-            "failed",
-            f"rights: may not create role assignments on {where} "
-            f"({ROLE_WRITE}), which the template's {needs.role_assignments} need; ask for "
-            "Owner or User Access Administrator there",
-            {"action": ROLE_WRITE},
-        )
-    ]
-
-
-def allows(permissions: list[dict[str, Any]], action: str) -> bool:
-    """ARM's rule: some permission lists the action (wildcards allowed) and that same
-    permission does not exclude it in ``notActions``."""
-    low = action.lower()
-
-    def match(patterns: Any) -> bool:
-        return any(fnmatch.fnmatchcase(low, str(p).lower()) for p in patterns or [])
-
-    return any(match(p.get("actions")) and not match(p.get("notActions")) for p in permissions)
-
-
-def terms(live: Live, needs: Needs) -> list[PreflightCheck]:
-    """Marketplace terms of every image with a plan."""
-    checks = []
-    for publisher, offer, plan, user in needs.plans:
-        urn = f"{publisher}:{offer}:{plan}"
-        ans = live.call(
-            "GET",
-            f"{live.sub}/providers/Microsoft.MarketplaceOrdering/offerTypes/"
-            f"virtualmachine/publishers/{publisher}/offers/{offer}/plans/{plan}/"
-            "agreements/current",
-            TERMS_API,
-        )
-        if ans.status != 200:
-            checks.append(
-                PreflightCheck(
-                    "terms",
-                    "unchecked",
-                    f"marketplace terms of {urn} ({user}): {ans.error()}",
-                    {"urn": urn},
-                )
-            )
-            continue
-        accepted = ((ans.body or {}).get("properties") or {}).get("accepted") is True
-        if accepted:
-            checks.append(
-                PreflightCheck(
-                    "terms", "ok", f"marketplace terms of {urn} accepted ({user})", {"urn": urn}
-                )
-            )
-        else:
-            checks.append(
-                PreflightCheck(
-                    "terms",
-                    "failed",
-                    f"marketplace terms of {urn} not accepted "
-                    f"({user}): run `az vm image terms accept --urn {urn}:latest`",
-                    {"urn": urn},
-                )
-            )
-    return checks
-
-
-def _values(body: Any) -> list[dict[str, Any]]:
+def values(body: Any) -> list[dict[str, Any]]:
     items = (body or {}).get("value") if isinstance(body, dict) else None
     return [i for i in items or [] if isinstance(i, dict)]
 

@@ -165,6 +165,7 @@ def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[Preflig
     this and every later check unchecked (never passed)."""
     from . import _preflight_deploy as deploy
     from . import _preflight_live as lv
+    from . import _preflight_rights as access
 
     skus: dict[str, lv.Sku] = {}
 
@@ -183,8 +184,8 @@ def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[Preflig
         ("sku", vm_skus),
         ("quota", lambda: lv.quota(live, needs, cat, skus)),
         ("lustre-sku", lambda: lv.lustre_skus(live, needs)),
-        ("rights", lambda: lv.rights(live, needs)),
-        ("terms", lambda: lv.terms(live, needs)),
+        ("rights", lambda: access.rights(live, needs)),
+        ("terms", lambda: access.terms(live, needs)),
         ("validate", arm_checks),  # and what-if
     ]
     out: list[PreflightCheck] = []
