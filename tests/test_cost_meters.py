@@ -210,3 +210,40 @@ def test_every_storage_account_gets_the_lifecycle_rule(deployed):
         assert rule["name"] == RULE and rule["enabled"] is True
         delete = rule["definition"]["actions"]["version"]["delete"]
         assert delete["daysAfterCreationGreaterThan"] == DEFAULT_VERSION_DAYS
+
+
+def test_teardown_counts_the_deallocated_os_disks_as_still_billed(deployed):
+    from stoker.operate._steps import left_alone, plan_steps, read_template, still_billed
+
+    lay = deployed.layout
+    resources = read_template(deployed.out)
+    steps = plan_steps(resources)
+    disks = {s.name: s.vms * 36.5 / HOURS_PER_MONTH for s in lay.scale_sets}
+    for step in steps:
+        if step.action == "deallocate":
+            r = step.resource
+            assert r.stopped_usd_per_hour == pytest.approx(disks[r.name], abs=0.005)
+            # deallocating saves the GPUs, not the disks
+            assert step.saves_usd_per_hour == pytest.approx(r.usd_per_hour - r.stopped_usd_per_hour)
+    still, unknown = still_billed(steps, left_alone(resources))
+    kept = sum(
+        r.usd_per_hour or 0.0
+        for r in [s.resource for s in steps if s.action == "keep"] + left_alone(resources)
+        if r.usd_per_hour is not None
+    )
+    assert still == pytest.approx(kept + sum(disks.values()), abs=0.01 * len(disks) + 0.01)
+    assert not any("OS disks" in name for name in unknown)
+    # and it is what the README's "after teardown" line says, to the cent per hour
+    the_bill = deployed.bill
+    after, _ = the_bill.after_teardown_per_hour_usd()
+    assert still == pytest.approx(after, abs=0.01 * len(the_bill.lines))
+
+
+def test_teardown_names_unpriced_disks_as_unknown(tmp_path):
+    from stoker.operate._steps import left_alone, plan_steps, read_template, still_billed
+
+    dep = provision(BIG, tmp_path / "bare", load_catalog(defaults=False))
+    resources = read_template(dep.out)
+    steps = plan_steps(resources)
+    _, unknown = still_billed(steps, left_alone(resources))
+    assert {f"{s.name} (OS disks)" for s in dep.layout.scale_sets} <= set(unknown)

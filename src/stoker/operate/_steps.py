@@ -28,7 +28,7 @@ from typing import Any
 from .._redact import printable
 from .._user_files import load_user_json
 from ..errors import TeardownError
-from ..provision.tags import TAG_AFTER, TAG_COST
+from ..provision.tags import TAG_AFTER, TAG_COST, TAG_STOPPED_COST
 
 AMLFS = "microsoft.storagecache/amlfilesystems"
 VMSS = "microsoft.compute/virtualmachinescalesets"
@@ -52,6 +52,14 @@ class Resource:
     @property
     def usd_per_hour(self) -> float | None:
         return _cost(self.tags.get(TAG_COST))
+
+    @property
+    def stopped_usd_per_hour(self) -> float | None:
+        """What it costs deallocated (a scale set's OS disks); 0.0 without the tag (a deployment
+        written before stoker priced the disks), None where the tag says unknown."""
+        if TAG_STOPPED_COST not in self.tags:
+            return 0.0
+        return _cost(self.tags[TAG_STOPPED_COST])
 
     @property
     def teardown_after(self) -> dt.datetime | None:
@@ -122,8 +130,10 @@ def plan_steps(
             why = "the VMs, their disks and the scale set go (the template recreates them)"
             steps.append(Step("delete", r, r.usd_per_hour, why))
         else:
-            why = "GPUs stop billing; OS disks stay (small cost); local NVMe is wiped"
-            steps.append(Step("deallocate", r, r.usd_per_hour, why))
+            why = "GPUs stop billing; OS disks stay (still billed); local NVMe is wiped"
+            stopped = r.stopped_usd_per_hour
+            saves = None if r.usd_per_hour is None else r.usd_per_hour - (stopped or 0.0)
+            steps.append(Step("deallocate", r, saves, why))
     for r in (r for r in resources if r.kind == AMLFS):
         if archive:
             why = "changed files to its Blob container; waits until Completed"
@@ -158,6 +168,10 @@ def still_billed(steps: list[Step], alone: list[Resource]) -> tuple[float, list[
     kept = [s.resource for s in steps if s.action == "keep"] + alone
     known = sum(r.usd_per_hour or 0.0 for r in kept if TAG_COST in r.tags)
     unknown = [r.name for r in kept if TAG_COST in r.tags and r.usd_per_hour is None]
+    # a deallocated scale set keeps its VMs' OS disks, billed until the scale set is deleted
+    stopped = [s.resource for s in steps if s.action == "deallocate"]
+    known += sum(r.stopped_usd_per_hour or 0.0 for r in stopped)
+    unknown += [f"{r.name} (OS disks)" for r in stopped if r.stopped_usd_per_hour is None]
     return known, unknown
 
 

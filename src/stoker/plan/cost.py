@@ -53,6 +53,23 @@ def vm_price(spec: JobSpec, cat: Catalog, s: Shape) -> tuple[float | None, str]:
     return vm.price_per_hour, note
 
 
+def _network_item(cat: Catalog, hours: float) -> CostItem:
+    """The NAT gateway and its public IP, up for the whole deployment (stoker provision makes
+    them for the nodes' outbound traffic); data processed is not counted."""
+    meters = [cat.meter.get("nat_gateway"), cat.meter.get("public_ip")]
+    prices = [m.per_hour if m else None for m in meters]
+    if None in prices:
+        return CostItem("Network: NAT gateway and its public IP", hours, None, "no public price")
+    keys = sorted({m.source_of("price") for m in meters if m})
+    note = "meter.nat_gateway + meter.public_ip from " + ", ".join(keys)
+    return CostItem(
+        "Network: NAT gateway and its public IP",
+        hours,
+        sum(prices) * hours,
+        note,  # type: ignore[arg-type]
+    )
+
+
 def cost_plan(
     spec: JobSpec,
     cat: Catalog,
@@ -96,6 +113,7 @@ def cost_plan(
                 "" if lp is not None else "no public price in the catalog",
             )
         )
+    items.append(_network_item(cat, (wall_s + staging_s) / 3600))
     blob = cat.blob[spec.data.blob_tier]
     months = wall_s / 3600 / HOURS_PER_MONTH
     stored = (data.dataset_bytes if data else 0.0) + (

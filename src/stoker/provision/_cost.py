@@ -271,3 +271,17 @@ def _volume_lines(lay: Layout) -> list[Line]:
         )
         lines.append(Line("storageAccount", account_name(lay, "files"), size, price, True))
     return lines
+
+
+def tag_stopped_costs(resources: list[dict], hourly: dict[str, str]) -> None:
+    """Give each scale set in ``resources`` the tag teardown reads its deallocated cost from
+    (``TAG_STOPPED_COST``: its OS disks), from the bill's ``tag_values``."""
+    from ._text import arm_literal
+    from .tags import TAG_STOPPED_COST
+
+    for res in resources:
+        if res.get("type") != "Microsoft.Compute/virtualMachineScaleSets":
+            continue
+        value = hourly.get(f"{res.get('name')}:stopped")
+        if value is not None:
+            res.setdefault("tags", {})[TAG_STOPPED_COST] = arm_literal(value)
