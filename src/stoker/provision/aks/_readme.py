@@ -172,8 +172,13 @@ def render(
         f"pools scaled to 0 (storage only): {money(bill.idle_per_hour_usd * 24)}.",
         "",
         f"GPU node pools hold at most {c.fabric_vms} VMs each: an AKS pool is one scale set, "
-        "InfiniBand connects VMs of one placement group only, so the training job runs on one "
-        "pool (its `nodeSelector`) and its collectives never leave the fabric.",
+        "and InfiniBand connects VMs of one placement group only"
+        + (
+            ", so the training job runs on one pool (its `nodeSelector`) and its collectives "
+            "never leave the fabric."
+            if c.training
+            else "; replicas need no collectives across pools."
+        ),
         "",
         "## Deploy, in this order",
         "",
