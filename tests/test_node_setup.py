@@ -324,6 +324,7 @@ def health(node: Node, nhc_exit: int | None) -> subprocess.CompletedProcess[str]
 def test_a_failing_health_check_drains_the_node_and_a_passing_one_lifts_only_its_own_drain(
     node: Node, slurm: Path
 ):
+    assert node.run("scratch").returncode == 0
     (node.run_dir).mkdir(parents=True)
     (node.run_dir / "ready").write_text("earlier\n")
     result = health(node, nhc_exit=1)
@@ -342,10 +343,20 @@ def test_a_failing_health_check_drains_the_node_and_a_passing_one_lifts_only_its
     )
     assert health(node, nhc_exit=0).returncode == 0
     assert not (node.run_dir / "unhealthy").exists()
+    assert (node.run_dir / "ready").exists()
     assert slurm.read_text().splitlines()[-2:] == [
         "show node gpu-7",
         "update nodename=gpu-7 state=resume",
     ]
+
+    # Healthy, but scratch is gone: not ready, and the drain is not lifted.
+    calls = len(slurm.read_text().splitlines())
+    sh("umount", str(node.scratch))
+    result = health(node, nhc_exit=0)
+    assert result.returncode == 0 and "healthy, but not ready: a drain stays" in result.stderr
+    assert not (node.run_dir / "ready").exists()
+    assert len(slurm.read_text().splitlines()) == calls
+    assert node.run("scratch").returncode == 0
 
     # An operator's drain is theirs: a passing check does not resume the node.
     slurm.with_name("scontrol.log.reason").write_text("maintenance by ops")

@@ -235,10 +235,15 @@ mark_unhealthy() {
   fi
 }
 
-# Healthy again: only a drain stoker set is lifted; one an operator set stays.
+# Healthy again: ready again if the mounts are, and only then is a drain lifted; only one
+# stoker set (Slurm keeps a drain across reboots), never one an operator set.
 clear_unhealthy() {
   local node
   rm -f "$run/unhealthy"
+  if ! (do_ready); then
+    say "healthy, but not ready: a drain stays"
+    return 0
+  fi
   if command -v scontrol >/dev/null; then
     node=${STOKER_NODENAME:-$(hostname -s)}
     if scontrol show node "$node" | grep -q 'Reason=stoker-health:'; then
