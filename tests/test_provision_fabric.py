@@ -207,3 +207,34 @@ def test_no_text_claims_traffic_crosses_scale_sets():
         text = " ".join(path.read_text().split()).lower()
         for claim in ("falls back to the frontend ethernet", "nccl falls back", "between islands"):
             assert claim not in text, (path, claim)
+
+
+def test_the_placement_group_limit_option_matches_the_spec_field(tmp_path, cat):
+    path = tmp_path / "moe.toml"
+    text = (EXAMPLES / "moe-3d-parallel-128vm.toml").read_text()
+    path.write_text(text.replace('placement = "scale_set_on_request"', 'placement = "scale_set"'))
+    by_field = stoker.plan_job(moe(placement="scale_set", placement_group_limit=128), cat)
+    by_option = stoker.plan_job(path, cat, placement_group_limit=128)
+    assert by_option.to_dict() == by_field.to_dict()
+    assert by_option.interconnect.fabric_layout is FabricLayout.ONE_FABRIC
+    runner = CliRunner()
+    refused = runner.invoke(app, ["provision", str(path), "--out", str(tmp_path / "a")])
+    assert refused.exit_code == 2 and "cluster.fabric: 128 VMs" in refused.output
+    ok = runner.invoke(
+        app,
+        ["provision", str(path), "--out", str(tmp_path / "b"), "--placement-group-limit", "128"],
+    )
+    assert ok.exit_code == 0, ok.output
+    template = json.loads((tmp_path / "b" / "main.json").read_text())
+    (vmss,) = [r for r in template["resources"] if r["type"].endswith("ScaleSets")]
+    assert vmss["sku"]["capacity"] == 128 and vmss["properties"]["singlePlacementGroup"]
+    too_many = runner.invoke(
+        app,
+        ["plan", str(path), "--placement-group-limit", "301"],
+    )
+    assert too_many.exit_code == 2 and "--placement-group-limit 301" in too_many.output
+    bad = runner.invoke(
+        app, ["provision", str(path), "--out", str(tmp_path / "c"), "--placement-group-limit", "0"]
+    )
+    assert bad.exit_code == 2 and "placement_group_limit" in bad.output
+    assert not (tmp_path / "c").exists()

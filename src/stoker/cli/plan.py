@@ -39,6 +39,10 @@ def plan(
     runs: Annotated[
         int | None, typer.Option(help="Runs to simulate with --simulate (default 30).")
     ] = None,
+    placement_group_limit: Annotated[
+        int | None,
+        typer.Option(help="VMs per scale set an approved support request allows (at most 300)."),
+    ] = None,
 ) -> None:
     """Plan a job: where the GPU would wait, what to provision, and what it costs."""
     from ..errors import SpecError
@@ -56,9 +60,20 @@ def plan(
         if compare:
             raise SpecError("--simulate: one job spec at a time, not with --compare")
         return _plan_and_simulate(
-            specs[0], catalog, measured, 30 if runs is None else runs, json_out, markdown_out
+            specs[0],
+            catalog,
+            measured,
+            30 if runs is None else runs,
+            json_out,
+            markdown_out,
+            placement_group_limit,
         )
-    plans = [plan_job(path, catalog or (), measured=measured) for path in specs]
+    plans = [
+        plan_job(
+            path, catalog or (), measured=measured, placement_group_limit=placement_group_limit
+        )
+        for path in specs
+    ]
     if json_out:
         emit_json([p.to_dict() for p in plans] if compare else plans[0].to_dict())
     elif markdown_out:
@@ -74,6 +89,7 @@ def _plan_and_simulate(
     runs: int,
     json_out: bool,
     markdown_out: bool,
+    placement_group_limit: int | None = None,
 ) -> None:
     """The plan, then the simulation's P5 / P50 / P95 beside its closed-form figures. The
     spec's [simulate] table is the simulation's: the plan is given the spec without it."""
@@ -84,7 +100,9 @@ def _plan_and_simulate(
     from ._output import stderr
 
     job, _, _ = load_job(spec)
-    plan = plan_job(job, catalog or (), measured=measured)
+    plan = plan_job(
+        job, catalog or (), measured=measured, placement_group_limit=placement_group_limit
+    )
     quiet = json_out or markdown_out
     try:
         with steps_bar("simulate", quiet=quiet) as show:

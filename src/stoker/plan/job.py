@@ -11,7 +11,7 @@ from ..errors import SpecError
 from .model import make_plan
 from .result import Plan
 from .shape import unknown_vm_size
-from .spec import JobSpec, load_spec, parse_spec
+from .spec import JobSpec, load_spec, parse_spec, with_placement_group_limit
 
 
 def plan_job(
@@ -19,17 +19,20 @@ def plan_job(
     catalog: Catalog | str | Path | Iterable[str | Path] = (),
     *,
     measured: str | Path | None = None,
+    placement_group_limit: int | None = None,
 ) -> Plan:
     """Plan ``spec`` (a TOML path, a parsed JobSpec or a dict) against the built-in catalog laid
     under ``catalog`` override files (one path, a list, or a Catalog already loaded); with
     ``measured``, a file of figures measured on the VMs replaces the catalog's
-    (plan/calibrate.py)."""
+    (plan/calibrate.py); ``placement_group_limit`` (``--placement-group-limit``) overrides the
+    spec's: the VMs per scale set an approved support request allows, at most 300."""
     if isinstance(spec, JobSpec):
         job = spec
     elif isinstance(spec, dict):
         job = parse_spec(spec)
     else:
         job = load_spec(spec)
+    job = with_placement_group_limit(job, placement_group_limit)
     if isinstance(catalog, str | Path):  # one override file, not an iterable of characters
         catalog = [catalog]
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)

@@ -298,6 +298,24 @@ class JobSpec(_Section):
         return self
 
 
+def with_placement_group_limit(job: JobSpec, limit: int | None) -> JobSpec:
+    """The spec with ``--placement-group-limit`` laid over ``cluster.placement_group_limit``:
+    the VMs per scale set an approved support request allows."""
+    if limit is None:
+        return job
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 0 < limit <= MAX_PLACEMENT_GROUP
+    ):
+        raise SpecError(
+            f"--placement-group-limit {limit!r}: give the VMs per scale set an approved support "
+            f"request allows, 1 to {MAX_PLACEMENT_GROUP}"
+        )
+    cluster = job.cluster.model_copy(update={"placement_group_limit": limit})
+    return job.model_copy(update={"cluster": cluster})
+
+
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec; every problem is reported with the file and field."""
     data = read_spec_toml(path)
