@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...catalog import Provisioning
+from ...catalog import Catalog, Provisioning
 from .._cost import Bill, Line, bill, vmss_per_hour
 from .._layout import Layout
 from .._refs import api, rid, tags, with_skip
@@ -83,10 +83,10 @@ def aks_layout(lay: Layout) -> Layout:
     )
 
 
-def aks_bill(lay: Layout, c: Cluster) -> Bill:
+def aks_bill(lay: Layout, c: Cluster, cat: Catalog | None = None) -> Bill:
     """The VM path's lines for what stays, then the cluster, its pools and the share."""
     base = aks_layout(lay)
-    lines = list(bill(base, network_lines(base)).lines)
+    lines = list(bill(base, network_lines(base), cat).lines)  # priced as the VM path's
     lines.append(
         Line(
             "managedCluster",

@@ -52,7 +52,7 @@ def render_aks(lay: Layout, cat: Catalog, plan: Plan, job: JobSpec, trainer: str
             f"name: {shown(c.name)} is no AKS cluster name; pass --name with 2-20 lowercase "
             "letters, digits or hyphens"
         )
-    the_bill = aks_bill(lay, c)
+    the_bill = aks_bill(lay, c, cat)
     cache = None
     if plan.inference is not None:
         cache = cache_plan(plan.inference, job, cat, cat.vm[job.cluster.vm_size])
