@@ -49,7 +49,9 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
             f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
             f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
         )
-    if ic.vms_outside_fabric and vm.has_infiniband:  # without it, the warning above says all
+    # Past one scale set (declared shapes included): the shapes the job could take. Without
+    # InfiniBand the warning above says all.
+    if (ic.vms_outside_fabric or ic.fabric_options) and vm.has_infiniband:
         rec.warnings.append(_past_the_fabric(plan, ic))
     if ic.sharp_requested and not ic.sharp:
         rec.warnings.append(
@@ -59,7 +61,7 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     if ic.needs_infiniband:
         rec.choice += (
             f"; all {plan.nodes} VMs in one scale set (singlePlacementGroup)"
-            if not ic.vms_outside_fabric
+            if ic.fabric_layout is FabricLayout.ONE_FABRIC
             else ""
         )
     mp = ic.model_parallel

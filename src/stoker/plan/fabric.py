@@ -180,13 +180,12 @@ def fabric_options(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> l
             kind,
             vms,
             fabrics,
-            vms // fabrics if fabrics > 1 else vms,
+            min(vms, limit) if fabrics > 1 else vms,
             ex.comm_s,
             ex.exposed_s,
             ex.comm_s if ex.levels and ex.levels[-1].network is Network.ETHERNET else 0.0,
             available,
-            note
-            + (f"; declare {needs}" if needs and kind is not FabricLayout.FLAT_ETHERNET else ""),
+            note + (f"; declare {needs}" if needs and _DECLARED.get(declared) is not kind else ""),
             step_s=ex.step_s,
             model_parallel_s=ex.model_parallel.exposed_s,
         )
