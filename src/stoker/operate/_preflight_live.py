@@ -8,6 +8,7 @@ REST API specifications (azure-rest-api-specs); every call only reads.
 Requests go through the resource client's pipeline (``send_request``): one credential, the SDK's
 retries of 408/429/5xx with ``Retry-After``, and the loopback opt-out of ``_arm.ArmClients``.
 """
+
 from __future__ import annotations
 
 import time
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import Catalog
-from ..errors import TeardownError
-from ._arm import ArmClients, api_version, translate
+from ..errors import PreflightError
+from ._arm import ArmClients, api_version
 from ._preflight_needs import Needs, PreflightCheck
 
 USAGES_API = "2024-07-01"
@@ -72,8 +73,8 @@ class Live:
         request = HttpRequest(method, url, params=params or None, json=body)
         try:
             resp = self.arm.resources.send_request(request, **self.arm.call)
-        except Exception as exc:  # credential and transport errors, translated once
-            raise translate(exc, f"{method} {url.split('?')[0]}") from exc
+        except Exception as exc:  # credential and transport errors: no later call would pass
+            raise no_azure(exc) from exc
         try:
             data = resp.json() if resp.content else None
         except ValueError:
@@ -82,7 +83,7 @@ class Live:
         # call this identity may not make: that check alone is left unchecked.
         if resp.status_code == 401:
             err = Answer(resp.status_code, data, {}).error()
-            raise TeardownError(f"Azure refused the credentials ({err}); sign in with `az login`")
+            raise NoAzure(f"Azure refused the token ({err}); sign in again with `az login`")
         return Answer(resp.status_code, data, dict(resp.headers))
 
     def wait(self, answer: Answer, what: str) -> Answer:
@@ -110,6 +111,24 @@ class Live:
             self.sleep(_retry_after(answer.headers, self.poll_s))
             answer = self.call("GET", where, None)
         return answer
+
+
+class NoAzure(PreflightError):
+    """Azure cannot be asked at all (no credential, no route): every check left is unchecked."""
+
+
+def no_azure(exc: BaseException) -> NoAzure:
+    from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError
+
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, ClientAuthenticationError) or "Credential" in type(exc).__name__:
+        return NoAzure(
+            f"no Azure credential signed in ({first}); run `az login`, or set AZURE_CLIENT_ID, "
+            "AZURE_TENANT_ID and AZURE_CLIENT_SECRET, or use a managed identity"
+        )
+    if isinstance(exc, ServiceRequestError):
+        return NoAzure(f"cannot reach Azure Resource Manager ({first})")
+    return NoAzure(f"asking Azure failed: {type(exc).__name__}: {first}")
 
 
 def _retry_after(headers: dict[str, str], default: float) -> float:

@@ -279,7 +279,7 @@ def _scale_set(r: dict[str, Any], cat: Catalog, label: str) -> ScaleSet:
     name = str(r.get("name", "?"))
     sku = r.get("sku") or {}
     props = r.get("properties") or {}
-    return _compute(label, f"scale set {name}", sku.get("name"), sku.get("capacity"),
+    return _compute(label, name, sku.get("name"), sku.get("capacity"),
                     bool(props.get("singlePlacementGroup")), r.get("zones"), cat)  # fmt: skip
 
 

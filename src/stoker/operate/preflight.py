@@ -40,7 +40,7 @@ from typing import Any
 from .._arg_types import NUMBER, PATH, check_args
 from .._redact import printable
 from ..catalog import Catalog, load_catalog
-from ..errors import PreflightError, TeardownError
+from ..errors import PreflightError
 from ._preflight_live import Live
 from ._preflight_needs import Needs, PreflightCheck, offline_checks, read_needs
 
@@ -193,8 +193,9 @@ def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[Preflig
         say({"event": "check", "kind": kind, "status": "checking"})
         try:
             found = step()
-        except TeardownError as exc:
-            out += [_not_checked(k, str(exc)) for k in LIVE[i:]]
+        except lv.NoAzure as exc:  # the reason once, then short lines for the rest
+            out.append(_not_checked(kind, str(exc)))
+            out += [_not_checked(k, "as above") for k in LIVE[i + 1 :]]
             break
         out += found
         say({"event": "check", "kind": kind, "status": "done", "checks": found})
