@@ -81,6 +81,8 @@ demo: $(STAMP) $(CHECKOV)
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
+	@echo "--- what that deployment's Managed Lustre costs left up over an idle weekend (from the catalog's price, or unknown until stoker catalog prices --refresh)"
+	$(BIN)/python -c "import json; from stoker.provision._cost import idle_weekend_text; print(idle_weekend_text(json.load(open('.demo/deploy/stoker-deployment.json'))))"
 	rm -rf .demo/aks && $(BIN)/stoker provision examples/inference-cache.toml --target aks --out .demo/aks --check
 	@echo "--- teardown: the end of that run, dry (offline: each step and what it saves per hour)"
 	$(BIN)/stoker teardown --dry-run .demo/deploy

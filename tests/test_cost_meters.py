@@ -233,6 +233,10 @@ def test_teardown_counts_the_deallocated_os_disks_as_still_billed(deployed):
     )
     assert still == pytest.approx(kept + sum(disks.values()), abs=0.01 * len(disks) + 0.01)
     assert not any("OS disks" in name for name in unknown)
+    # the NAT gateway and public IP carry the price the catalog's meters give them
+    network = [r for r in resources if r.short_type in ("natGateways", "publicIPAddresses")]
+    assert network and all(r.usd_per_hour is not None for r in network)
+    assert not any(r.name in unknown for r in network)
     # and it is what the README's "after teardown" line says, to the cent per hour
     the_bill = deployed.bill
     after, _ = the_bill.after_teardown_per_hour_usd()

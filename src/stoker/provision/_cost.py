@@ -273,15 +273,21 @@ def _volume_lines(lay: Layout) -> list[Line]:
     return lines
 
 
-def tag_stopped_costs(resources: list[dict], hourly: dict[str, str]) -> None:
-    """Give each scale set in ``resources`` the tag teardown reads its deallocated cost from
-    (``TAG_STOPPED_COST``: its OS disks), from the bill's ``tag_values``."""
+def tag_costs(resources: list[dict], hourly: dict[str, str]) -> None:
+    """Complete the cost tags teardown reads from the bill's ``tag_values``: each scale set's
+    deallocated cost (``TAG_STOPPED_COST``: its OS disks), and the hourly cost of a resource
+    written as unknown that the catalog's meters price (the NAT gateway, a public IP)."""
     from ._text import arm_literal
-    from .tags import TAG_STOPPED_COST
+    from .tags import TAG_COST, TAG_STOPPED_COST
 
     for res in resources:
-        if res.get("type") != "Microsoft.Compute/virtualMachineScaleSets":
+        name, tags = res.get("name"), res.get("tags")
+        if not isinstance(tags, dict):
             continue
-        value = hourly.get(f"{res.get('name')}:stopped")
-        if value is not None:
-            res.setdefault("tags", {})[TAG_STOPPED_COST] = arm_literal(value)
+        if res.get("type") == "Microsoft.Compute/virtualMachineScaleSets":
+            value = hourly.get(f"{name}:stopped")
+            if value is not None:
+                tags[TAG_STOPPED_COST] = arm_literal(value)
+        known = hourly.get(str(name))
+        if tags.get(TAG_COST) == "unknown" and known not in (None, "unknown"):
+            tags[TAG_COST] = arm_literal(str(known))
