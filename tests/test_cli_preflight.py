@@ -68,7 +68,7 @@ def test_nothing_failed_exits_0_with_a_line_per_check(azure, folders: dict[str, 
         f"  ok   marketplace terms of {CCWS_URN} accepted (the CycleCloud VM of "
         "ccws.parameters.json)" in out
     )
-    assert out[-1].startswith("nothing failed: 0 failed, ")
+    assert out[-1].startswith("safe to deploy: 0 failed, ")
     assert "checking quota ..." in result.stderr
     assert TOKEN not in result.output
 
@@ -105,6 +105,9 @@ def test_offline_lists_the_unchecked_and_exits_0(folders: dict[str, Path]) -> No
     skips = [x for x in result.stdout.splitlines() if x.startswith("  skip ")]
     assert len(skips) == 7 and all(x.endswith("(--offline)") for x in skips)
     assert "  ok   needs 196,608 vCPUs of the ND H100 v5 family in eastus" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith(
+        "nothing failed, but not all was checked: 0 failed, "
+    )
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, folders: dict[str, Path]) -> None:

@@ -89,7 +89,13 @@ def show(report: Any) -> None:
     for c in report.checks:
         stdout.print(f"  {_MARK[c.status]} {c.line}", highlight=False, markup=False, soft_wrap=True)
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in _MARK}
-    verdict = "NOT safe to deploy" if counts["failed"] else "nothing failed"
+    verdict = (
+        "NOT safe to deploy"
+        if counts["failed"]
+        else "nothing failed, but not all was checked"
+        if counts["unchecked"]
+        else "safe to deploy"
+    )
     stdout.print(
         f"{verdict}: {counts['failed']} failed, {counts['warning']} to act on, "
         f"{counts['unchecked']} not checked, {counts['ok']} ok "
