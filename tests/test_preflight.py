@@ -427,3 +427,14 @@ def test_a_call_this_identity_may_not_make_is_unchecked_not_passed(azure, deploy
     (quota,) = lines(report, "quota", "unchecked")
     assert quota.startswith("vCPU quota in eastus: AuthorizationFailed")
     assert lines(report, "sku", "ok") and lines(report, "rights", "ok")  # the rest went on
+
+
+def test_parameters_take_the_template_s_types(azure, deploy64: Path) -> None:
+    arm, az = azure
+    arm.add_group(group_of(deploy64))
+    run(arm, deploy64, parameters=required(deploy64) | {"deployScaleSets": "false"})
+    assert az.bodies["validate"]["properties"]["parameters"]["deployScaleSets"] == {"value": False}
+    with pytest.raises(
+        PreflightError, match="--parameter deployScaleSets: the template wants a bool"
+    ):
+        preflight(deploy64, parameters={"deployScaleSets": "maybe"}, offline=True)

@@ -9,6 +9,7 @@ SKU, capacity and zone; whether the template creates role assignments. The recor
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -271,8 +272,26 @@ def _parameters(folder: Path, template: dict[str, Any], given: dict[str, Any]) -
         if k not in declared:
             known = ", ".join(declared) or "none"
             raise PreflightError(f"--parameter {k}: the template has no such parameter ({known})")
-        params[k] = {"value": v}
+        params[k] = {"value": _typed(k, v, declared[k])}
     return params
+
+
+def _typed(name: str, value: Any, declared: Any) -> Any:
+    """A ``--parameter`` string as the template's declared type (bool, int, object, array):
+    ARM refuses "false" for a bool."""
+    kind = str((declared or {}).get("type", "string")).lower() if isinstance(declared, dict) else ""
+    if not isinstance(value, str) or kind in ("string", "securestring", ""):
+        return value
+    try:
+        if kind == "bool" and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if kind == "int":
+            return int(value)
+        if kind in ("object", "array", "secureobject"):
+            return json.loads(value)
+    except ValueError:
+        pass
+    raise PreflightError(f"--parameter {name}: the template wants a {kind}, not {printable(value)}")
 
 
 def _scale_set(r: dict[str, Any], cat: Catalog, label: str) -> ScaleSet:
