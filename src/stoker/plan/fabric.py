@@ -39,7 +39,9 @@ from .spec import MAX_PLACEMENT_GROUP, PRECISION_BYTES, JobSpec
 
 # What each shape needs the spec to say before it is planned (and provisioned) as runnable.
 DECLARES = {
-    FabricLayout.APPROVED_LIMIT: "cluster.placement_group_limit = {vms} (a support request)",
+    FabricLayout.APPROVED_LIMIT: (
+        "cluster.placement_group_limit = {vms}, once a support request is approved"
+    ),
     FabricLayout.INDEPENDENT_JOBS: 'cluster.fabric = "independent-jobs"',
     FabricLayout.INDEPENDENT_REPLICAS: 'cluster.fabric = "independent-replicas"',
     FabricLayout.MICROSOFT_ARRANGED: 'cluster.fabric = "microsoft-arranged"',

@@ -12,6 +12,7 @@ import re
 from ..catalog import Catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan
+from ..plan.fabric import DECLARES
 from ._text import TAG_VALUE_MAX, refuse_controls, shown
 
 TiB = 2**40
@@ -94,13 +95,15 @@ def check_fabric(plan: Plan, spec: JobSpec, boundary: int) -> None:
     if spec.cluster.fabric != "scale-set":
         return  # declared: the plan was made for that shape
     shapes = "; ".join(
-        f"{o.layout.value} (step {o.step_s:.3g} s{'' if o.available else ', declare it'})"
+        f"{o.layout.value}, step {o.step_s:.3g} s ({DECLARES[o.layout].format(vms=plan.nodes)})"
         for o in ic.fabric_options
+        if o.layout in DECLARES
     )
     raise ProvisionError(
         f"cluster.fabric: {plan.nodes} VMs are more than one scale set of {boundary} holds, and "
         "one job cannot span scale sets on InfiniBand (NCCL does not fall back to Ethernet per "
-        f"peer); choose a shape `stoker plan` lays out and declare it: {shapes}"
+        f"peer); declare one of the shapes `stoker plan` lays out: {shapes}. One job with "
+        "InfiniBand off (flat_ethernet) is not written"
     )
 
 
