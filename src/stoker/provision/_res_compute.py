@@ -2,9 +2,12 @@
 Managed Lustre file systems with Blob integration, and the GPU scale sets.
 
 Scale sets: Uniform orchestration (InfiniBand is documented for Uniform with a single placement
-group), ``singlePlacementGroup: true``, one fault domain, accelerated networking, the Azure HPC
-image, the user-assigned identity, SSH keys only, no public IP. One scale set per InfiniBand
-fabric: collectives never cross two of them.
+group), ``singlePlacementGroup: true`` while the set fits one placement group (100 VMs, or the
+limit a support request approved: the layout's ``placement_group_limit``), one fault domain,
+accelerated networking, terminate notifications (a node is told before it is deleted, so
+``stoker guard`` can checkpoint), the Azure HPC image at a pinned version (every scale-out gets
+the same driver and NCCL), the user-assigned identity, SSH keys only, no public IP. One scale
+set per InfiniBand fabric: collectives never cross two of them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import Provisioning
+from ..errors import ProvisionError
 from ._cloud_init import nfs_placeholder, placeholder
 from ._layout import Layout, Lustre, ScaleSet
 from ._refs import account_name, api, rid, tags, with_skip
@@ -21,6 +25,11 @@ from ._res_volumes import volume_id, volume_ids
 
 MAINTENANCE = {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}  # CCWS's choice too
 OS_DISK_GB = 256
+# One placement group holds 100 VMs unless a support request raised it (setup-infiniband).
+PLACEMENT_GROUP_DEFAULT = 100
+# How long a VM being deleted waits for its terminate event to be approved: the longest Azure
+# allows is 15 minutes; 10 leaves guard time to write a checkpoint and approve the event.
+TERMINATE_NOT_BEFORE = "PT10M"
 
 _SKIP_AUTO_OS_UPGRADE = (
     "CKV_AZURE_95",
@@ -184,10 +193,29 @@ def custom_data(lay: Layout, facts: Provisioning) -> str:
     return f"[base64({text})]"
 
 
+def image(facts: Provisioning, vm_size: str) -> dict[str, str]:
+    """The scale set's image reference; refuses an unpinned one (``latest`` lets a scale-out
+    land on another driver and NCCL than the nodes it joins)."""
+    urn = facts.hpc_images[vm_size]
+    publisher, offer, sku, version = urn.split(":")
+    if version.lower() == "latest":
+        raise ProvisionError(
+            f"catalog provision.hpc_images.{vm_size}: {urn} is not pinned; give a version "
+            "(az vm image list --publisher microsoft-dsvm --offer ubuntu-hpc --all)"
+        )
+    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+
+
+def single_placement_group(lay: Layout, s: ScaleSet) -> bool:
+    """True while the set fits one placement group (InfiniBand needs it); a larger set is a
+    large scale set, which the layout only makes for sizes without InfiniBand."""
+    limit = getattr(lay, "placement_group_limit", None) or PLACEMENT_GROUP_DEFAULT
+    return s.vms <= limit
+
+
 def vmss(
     lay: Layout, s: ScaleSet, facts: Provisioning, price: str | None, hourly: dict[str, str]
 ) -> dict[str, Any]:
-    publisher, offer, sku, version = facts.hpc_images[s.vm_size].split(":")
     ident = rid("Microsoft.ManagedIdentity/userAssignedIdentities", lay.identity)
     nic = {
         "name": "nic0",
@@ -216,7 +244,7 @@ def vmss(
         "identity": {"type": "UserAssigned", "userAssignedIdentities": {ident: {}}},
         "properties": {
             "orchestrationMode": "Uniform",
-            "singlePlacementGroup": True,
+            "singlePlacementGroup": single_placement_group(lay, s),
             "platformFaultDomainCount": 1,
             "overprovision": False,
             "upgradePolicy": {"mode": "Manual"},
@@ -240,12 +268,7 @@ def vmss(
                     },
                 },
                 "storageProfile": {
-                    "imageReference": {
-                        "publisher": publisher,
-                        "offer": offer,
-                        "sku": sku,
-                        "version": version,
-                    },
+                    "imageReference": image(facts, s.vm_size),
                     "osDisk": {
                         "createOption": "FromImage",
                         "caching": "ReadWrite",
@@ -255,6 +278,12 @@ def vmss(
                 },
                 "networkProfile": {"networkInterfaceConfigurations": [nic]},
                 "diagnosticsProfile": {"bootDiagnostics": {"enabled": True}},
+                "scheduledEventsProfile": {
+                    "terminateNotificationProfile": {
+                        "enable": True,
+                        "notBeforeTimeout": TERMINATE_NOT_BEFORE,
+                    }
+                },
             },
         },
         "dependsOn": [
