@@ -53,6 +53,8 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/python -m compileall -q src > /dev/null
 	$(BIN)/stoker plan examples/pretrain-64vm.toml
 	$(BIN)/stoker plan --compare examples/finetune-1vm.toml examples/pretrain-64vm.toml examples/llama3-405b-2048vm.toml
+	@echo "--- plan: the 2,048-VM job is more than one scale set (one InfiniBand partition): What to change lists each shape it can be deployed as, its step, and the declaration it needs"
+	$(BIN)/stoker plan examples/llama3-405b-2048vm.toml
 	@echo "--- simulate: the 2,048-VM example run 20 times, event by event: goodput and time lost by cause beside the plan's figures"
 	$(BIN)/stoker simulate examples/llama3-405b-2048vm.toml --runs 20
 	@echo "--- stage: a generated dataset in .demo/cold (the cold pool) to .demo/fast (the fast tier)"
@@ -77,7 +79,9 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/python -m torch.distributed.run --nproc-per-node 4 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:0 \
 		examples/train_stream.py --source .demo/fast --mix .demo/cold-b --dp-size 2 --workers 1 \
 		--data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20 --record .demo/stream-ledger.json
-	@echo "--- provision: the 2,048-VM plan as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
+	@echo "--- provision refuses a job past one scale set whose shape is not declared: 128 VMs, scale sets of 100 (exit 2, the shapes named)"
+	-$(BIN)/stoker provision examples/moe-3d-parallel-128vm.toml --out .demo/refused --placement-group-limit 100
+	@echo "--- provision: the 2,048-VM plan, declared on a fabric arranged with Microsoft, as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
