@@ -103,8 +103,13 @@ def no_read_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    ("durability", "file_fsyncs", "syncfs_calls"),
-    [("fsync", 2, 0), ("batch", 0, 1), ("none", 0, 0)],
+    ("durability", "fsync_up_to", "file_fsyncs", "syncfs_calls"),
+    [
+        ("fsync", 16, 2, 0),
+        ("batch", 16, 2, 0),  # a sync point of few files: an fsync each, nobody else's data
+        ("batch", 1, 0, 1),  # of more: one syncfs
+        ("none", 16, 0, 0),
+    ],
 )
 def test_blobs_without_md5_are_hashed_as_they_arrive_and_synced_as_chosen(
     blob_env: str,
@@ -113,6 +118,7 @@ def test_blobs_without_md5_are_hashed_as_they_arrive_and_synced_as_chosen(
     monkeypatch: pytest.MonkeyPatch,
     no_read_back: None,
     durability: str,
+    fsync_up_to: int,
     file_fsyncs: int,
     syncfs_calls: int,
 ) -> None:
@@ -120,6 +126,7 @@ def test_blobs_without_md5_are_hashed_as_they_arrive_and_synced_as_chosen(
     files = {"m/a.bin": os.urandom(37 * MiB + 5), "m/b.bin": os.urandom(9 * MiB + 777)}
     upload_in_blocks(azurite.client(blob_env), files)
     monkeypatch.setattr(_durable, "syncs_as_a_whole", lambda _: True)  # (whatever /tmp is)
+    monkeypatch.setattr(_durable, "FSYNC_UP_TO", fsync_up_to)
     syncs = Syncs(monkeypatch)
     dst = tmp_path / "dst"
     summary = stage(f"{blob_env}/m", str(dst), durability=durability)  # type: ignore[arg-type]

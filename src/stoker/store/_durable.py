@@ -8,11 +8,12 @@
   had not sent to the servers while the name and the manifest's record stay.
 - ``batch``: files are written through the page cache, with no fsync or writeback of their
   own; finished ones wait under their partial names until a sync point (every SYNC_EVERY bytes,
-  and the end of the run) makes them durable together (one ``syncfs`` per local file system,
-  else an fsync each), and only then are they renamed and recorded. The default on local file
-  systems (ext4, XFS, btrfs, F2FS, tmpfs: node-local NVMe scratch). A ``kill -9`` or a power
-  cut leaves the files since the last sync point unrecorded and under their partial names; the
-  next run resumes them (their finished units, unless the machine rebooted since).
+  and the end of the run) makes them durable together (an fsync each if they are few, else one
+  ``syncfs`` per local file system), and only then are they renamed and recorded. The default
+  on local file systems (ext4, XFS, btrfs, F2FS, tmpfs: node-local NVMe scratch). A
+  ``kill -9`` or a power cut leaves the files since the last sync point unrecorded and under
+  their partial names; the next run resumes them (their finished units, unless the machine
+  rebooted since).
 - ``none``: renamed and recorded as soon as written, never synced: as fast as a tool that
   leaves it all to the kernel. A process crash loses nothing (the page cache holds it), but
   after a power cut or a kernel crash a named file may be torn while the manifest counts it
@@ -34,6 +35,7 @@ DURABILITIES: tuple[Durability, ...] = ("fsync", "batch", "none")
 # Files finished under ``batch`` are made durable and named once this many bytes of them wait:
 # a sync point costs the disk's time for what it writes out, not a wait per file.
 SYNC_EVERY = 4 << 30
+FSYNC_UP_TO = 16  # a sync point of at most this many files fsyncs each (see _sync)
 
 
 def default_durability(root: Path) -> Durability:
@@ -63,15 +65,19 @@ def publish_synced(dst: PosixStore, keys: list[str]) -> None:
 
 
 def _sync(partials: list[str]) -> None:
-    """One syncfs per file system that a syncfs covers whole, an fsync each elsewhere."""
-    synced: set[int] = set()
+    """An fsync each for a few files; for more, one syncfs per file system that a syncfs covers
+    whole (an fsync each elsewhere). A syncfs also waits for whatever else is dirty on that file
+    system (other programs' writes on a shared scratch disk); a few fsyncs wait only for these
+    files, where more would each wait for a journal commit."""
+    whole = len(partials) > FSYNC_UP_TO
+    synced: set[int] = set()  # devices a syncfs covered
     for path in partials:
         fd = os.open(path, os.O_RDONLY)
         try:
             device = os.fstat(fd).st_dev
             if device in synced:
                 continue
-            if syncs_as_a_whole(Path(path)):
+            if whole and syncs_as_a_whole(Path(path)):
                 syncfs(fd)
                 synced.add(device)
             else:
