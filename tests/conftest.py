@@ -7,6 +7,7 @@ are made up (round numbers chosen for the tests); only the response format is th
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from azurite import Azurite
+
+# rich fixes a console's width when it is built with $COLUMNS set, and pytest-xdist's workers
+# start with COLUMNS=80: unset, the CLI's consoles read it per print (isolated_env sets it).
+os.environ.pop("COLUMNS", None)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 API_PATH = "/api/retail/prices"

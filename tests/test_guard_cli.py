@@ -249,6 +249,7 @@ def test_valid_idle_evidence_acts_with_its_readings(
     assert re.search(r"; \d+ readings over [\d.]+ m?s \(largest gap [\d.]+ ms\)", result.stdout)
     if action == "webhook":
         sent = posts[0]
-        assert sent["span"]["count"] == len(sent["samples"]) >= 7
+        # at least the two ends and one between: how many more fit the window depends on the load
+        assert sent["span"]["count"] == len(sent["samples"]) >= 3
         assert sent["samples"][-1]["util_pct"] == {"n1/0": 0.0, "n1/1": 2.0}
         assert sent["span"]["span_s"] >= 0.6 and sent["span"]["max_gap_s"] <= 0.45
