@@ -99,8 +99,11 @@ demo: $(STAMP) $(CHECKOV)
 		--measured .demo/stream-ledger.json --measured .demo/stream-ledger-resumed.json \
 		--measured .demo/checkpoint-saves.json
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): each has its own Azurite, ports and
+# folders. Most tests wait on subprocesses and sockets, so more workers than cores pays.
+TEST_WORKERS ?= 4
 test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) chromium cloud-init
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # Each script saves bench/results/NAME.json and renders its section; `python bench/render.py
 # --write BENCHMARKS.md` renders every section again from the saved results.
