@@ -39,6 +39,18 @@ def provision(
         str | None,
         typer.Option(help="pip requirement the nodes install stoker from (default: this version)."),
     ] = None,
+    access: Annotated[
+        str,
+        typer.Option(help="The way in: bastion (default), login-vm or none."),
+    ] = "bastion",
+    blob_access: Annotated[
+        str,
+        typer.Option(help="Staging into Blob from outside: firewall-ip, private-endpoint, none."),
+    ] = "firewall-ip",
+    deployer_ip: Annotated[
+        str | None,
+        typer.Option(help="Your public IPv4 address for the firewall rule and the login VM."),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option(
@@ -80,6 +92,9 @@ def provision(
         admin_username=admin_username,
         ssh_public_key=key,
         teardown_after=teardown_after,
+        access=access,
+        blob_access=blob_access,
+        deployer_ip=deployer_ip,
         force=force,
         target=target,
         trainer=trainer,

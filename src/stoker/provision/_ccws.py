@@ -7,7 +7,14 @@ existing file system (``aml-existing``) in stoker's VNet (``network.type = exist
 
 Two values exist only after ``main.json`` is deployed: the subscription id in the VNet's id and
 the MGS address of the Lustre. The file holds ``__SUBSCRIPTION_ID__`` and
-``__LUSTRE_MGS_ADDRESS__`` for them and the README's commands fill both in with ``sed``.
+``__LUSTRE_MGS_ADDRESS__`` for them and the README's commands fill both in with ``sed``, as
+they fill ``__STOKER_CLUSTER_INIT_URL__``: where the user published stoker's node set-up
+(``_ccws_init.py``), which reaches the GPU nodes through ``clusterInitSpecs``.
+
+What CCWS is told follows what it reads: the ownership tags go under every resource type its
+``getTags()`` looks up and under ``'Node Array'``, which ``ccw.bicep`` hands to CycleCloud as
+the node arrays' ``NodeTags`` (the GPU VMs teardown must find); the GPU partition's
+``maxNodes`` stays within the CCWS form's 0..1000.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import Provisioning
+from ._ccws_init import URL_PLACEHOLDER
 from ._layout import Layout
-from .tags import TAG_DEPLOYMENT
+from .tags import TAG_AFTER, TAG_DEPLOYMENT, TAG_PLAN
 
 SUBSCRIPTION = "__SUBSCRIPTION_ID__"
 MGS = "__LUSTRE_MGS_ADDRESS__"
@@ -38,12 +46,23 @@ TAGGED = (
     "Microsoft.NetApp/netAppAccounts",
     "Microsoft.DBforMySQL/flexibleServers",
     "Microsoft.StorageCache/amlFileSystems",
+    # Not a resource type: ccw.bicep's nodeArrayTags output, which create_cc_param.py makes
+    # the cluster's NodeTags; the GPU VMs CycleCloud creates carry these.
+    "Node Array",
 )
+# The CCWS portal form's bounds on a partition's maxNodes (uiDefinitions).
+MAX_NODES = 1000
 ANF_HOME_TIB = 2  # /shared (home) on NetApp Premium, the ai-infrastructure example's default
 
 
 def _v(value: Any) -> dict[str, Any]:
     return {"value": value}
+
+
+def gpu_nodes(lay: Layout) -> int:
+    """The GPU partition's maxNodes: the job's VMs, within the form's 0..1000 (the README
+    says when the job is larger than CCWS can carry)."""
+    return max(0, min(lay.nodes, MAX_NODES))
 
 
 def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
@@ -67,8 +86,8 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
     # type CCWS tags. A parameters file is not evaluated by ARM: the plan's name goes in as is.
     tags = {
         TAG_DEPLOYMENT: lay.deployment_id,
-        "stoker-plan": lay.plan_name,
-        "teardown-after": lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        TAG_PLAN: lay.plan_name,
+        TAG_AFTER: lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     params = {
         "location": _v(lay.region),
@@ -100,7 +119,20 @@ def parameters(lay: Layout, facts: Provisioning) -> dict[str, Any]:
         "loginNodes": _v({"sku": LOGIN_SKU, "osImage": OS_IMAGE, "initialNodes": 1, "maxNodes": 1}),
         "htc": _v({"sku": "Standard_F2s_v2", "osImage": OS_IMAGE, "maxNodes": 0, "useSpot": False}),
         "hpc": _v({"sku": "Standard_HB176rs_v4", "osImage": OS_IMAGE, "maxNodes": 0}),
-        "gpu": _v({"sku": f"Standard_{lay.vm_size}", "osImage": OS_IMAGE, "maxNodes": lay.nodes}),
+        "gpu": _v(
+            {"sku": f"Standard_{lay.vm_size}", "osImage": OS_IMAGE, "maxNodes": gpu_nodes(lay)}
+        ),
+        # stoker's node set-up on the GPU nodes; CCWS adds its own spec before it.
+        "clusterInitSpecs": _v(
+            [
+                {
+                    "type": "gitHubReleaseURL",
+                    "gitHubReleaseURL": URL_PLACEHOLDER,
+                    "spec": "default",
+                    "target": ["gpu"],
+                }
+            ]
+        ),
         "slurmSettings": _v(
             {"startCluster": True, "version": "25.11.5", "healthCheckEnabled": True}
         ),

@@ -17,6 +17,7 @@ from ..catalog import Catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan
 from ..plan.shape import shape
+from ._access import Access, wanted_subnets
 from ._network import Subnet, address_plan
 from ._options import ProvisionOptions
 from ._volume_plan import Volume, plan_volumes
@@ -84,6 +85,7 @@ class Layout:
     notes: list[str] = field(default_factory=list)
     # Unique per `stoker provision` run (not the plan name): the ownership tag's value.
     deployment_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    access: Access = field(default_factory=Access)  # the way in (_access.py)
 
     @property
     def identity(self) -> str:
@@ -174,6 +176,7 @@ def layout(
         plan.nodes,
         [tib for _, _, tib in sizes],
         cat.provision,
+        wanted_subnets(options.access, options.blob_access),
     )
     lustres = []
     for i, (role, key, tib) in enumerate(sizes):
@@ -256,4 +259,5 @@ def layout(
         ssh_public_key=options.ssh_public_key,
         install=options.install,
         notes=notes,
+        access=Access(options.access, options.blob_access, options.deployer_ip, net.access),
     )

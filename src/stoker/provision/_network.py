@@ -1,5 +1,6 @@
 """The VNet's address plan: a compute subnet for the GPU VMs, one subnet per Managed Lustre
-sized as AMLFS requires, a small one for a CycleCloud server and one delegated to NetApp.
+sized as AMLFS requires, a small one for a CycleCloud server, one delegated to NetApp, and the
+way in's subnets when there is one (``AzureBastionSubnet``, a login VM's, a private endpoint's).
 
 Pure; refuses (ProvisionError naming ``address_space``) a range that overlaps what the RDMA
 network reserves, or that cannot hold the subnets.
@@ -36,6 +37,7 @@ class AddressPlan:
     cyclecloud: Subnet
     netapp: Subnet
     notes: list[str] = field(default_factory=list)
+    access: tuple[Subnet, ...] = ()  # what ``extra`` asked for, in its order
 
 
 def compute_prefix(vms: int) -> int:
@@ -60,7 +62,14 @@ def lustre_prefix(capacity_tib: int, facts: Provisioning) -> tuple[int, str | No
     )
 
 
-def address_plan(space: str, vms: int, lustre_tib: list[int], facts: Provisioning) -> AddressPlan:
+def address_plan(
+    space: str,
+    vms: int,
+    lustre_tib: list[int],
+    facts: Provisioning,
+    extra: tuple[tuple[str, int], ...] = (),
+) -> AddressPlan:
+    """``extra``: further (name, prefix length) subnets, e.g. the way in's (``_access.py``)."""
     net = ipaddress.ip_network(space)
     reserved = ipaddress.ip_network(facts.rdma_reserved_range)
     if net.overlaps(reserved):
@@ -75,7 +84,7 @@ def address_plan(space: str, vms: int, lustre_tib: list[int], facts: Provisionin
         wanted.append((f"lustre-{i}", prefix))
         if note:
             notes.append(note)
-    wanted += [("cyclecloud", CYCLECLOUD_PREFIX), ("netapp", NETAPP_PREFIX)]
+    wanted += [("cyclecloud", CYCLECLOUD_PREFIX), ("netapp", NETAPP_PREFIX), *extra]
     # Largest first keeps every block aligned with no gaps.
     order = sorted(range(len(wanted)), key=lambda i: wanted[i][1])
     cursor = int(net.network_address)
@@ -94,4 +103,5 @@ def address_plan(space: str, vms: int, lustre_tib: list[int], facts: Provisionin
         placed[i] = Subnet(name, f"{ipaddress.ip_address(cursor)}/{prefix}")
         cursor += size
     subnets = [placed[i] for i in range(len(wanted))]
-    return AddressPlan(subnets[0], tuple(subnets[1:-2]), subnets[-2], subnets[-1], notes)
+    base, more = subnets[: len(subnets) - len(extra)], tuple(subnets[len(subnets) - len(extra) :])
+    return AddressPlan(base[0], tuple(base[1:-2]), base[-2], base[-1], notes, more)

@@ -18,6 +18,7 @@ from .._redact import printable
 from .._user_files import read_user_text
 from .._validation import describe
 from ..errors import ProvisionError
+from ._access import AccessKind, BlobAccess
 from ._text import refuse_controls, shown
 
 # URL schemes an --install requirement may fetch from (TLS only).
@@ -80,6 +81,25 @@ class ProvisionOptions(BaseModel):
         default=f"stoker=={__version__}",
         description="pip requirement the nodes install stoker from (==version, a wheel URL)",
     )
+    access: AccessKind = Field(
+        default="bastion", description="the way in: bastion, login-vm or none (_access.py)"
+    )
+    blob_access: BlobAccess = Field(
+        default="firewall-ip",
+        description="staging into Blob from outside: firewall-ip, private-endpoint or none",
+    )
+    deployer_ip: str | None = Field(
+        default=None,
+        description="public IPv4 address (or CIDR) let through the storage firewall and to "
+        "the login VM; else a deploy-time parameter",
+    )
+
+    @field_validator("deployer_ip")
+    @classmethod
+    def _deployer_ip(cls, v: str | None) -> str | None:
+        from ._access import check_deployer_ip
+
+        return None if v is None else check_deployer_ip(v)
 
     @field_validator("name")
     @classmethod

@@ -44,6 +44,10 @@ _ARM_TYPES = {
     "capacityPool": "Microsoft.NetApp/netAppAccounts/capacityPools",
     "netAppVolume": "Microsoft.NetApp/netAppAccounts/capacityPools/volumes",
     "virtualMachineScaleSet": "Microsoft.Compute/virtualMachineScaleSets",
+    "bastionHost": "Microsoft.Network/bastionHosts",
+    "networkInterface": "Microsoft.Network/networkInterfaces",
+    "virtualMachine": "Microsoft.Compute/virtualMachines",
+    "privateEndpoint": "Microsoft.Network/privateEndpoints",
     "managedCluster": "Microsoft.ContainerService/managedClusters",
     "agentPool": "Microsoft.ContainerService/managedClusters/agentPools",
     "fileShare": "Microsoft.Storage/storageAccounts/fileServices/shares",  # the Files CSI's

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 from ..catalog import Provisioning
+from . import _readme_access
 from ._cloud_init import DOCTOR_JSON
+from ._cloud_init import render as render_cloud_init
 from ._cost import Bill
 from ._layout import Layout
 from ._text import sh
@@ -36,6 +38,7 @@ def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
             f' amlfsPrincipalId="$(az ad sp show --id {sh(facts.hpc_cache_rp_app_id)} '
             '--query id -o tsv)"'
         )
+    extra += _readme_access.deploy_args(lay)  # the deployer's address, for the way in
     return [
         f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}",
         f"az deployment group create --resource-group {rg} --name stoker "
@@ -68,6 +71,7 @@ def ccws_commands(lay: Layout, facts: Provisioning) -> list[str]:
             else ""
         )
         + ("" if lay.ssh_public_key else '-e "s|__SSH_PUBLIC_KEY__|$(cat ~/.ssh/id_ed25519.pub)|" ')
+        + '-e "s|__STOKER_CLUSTER_INIT_URL__|$STOKER_NODE_URL|" '
         + "ccws.parameters.json > ccws.deploy.json",
         f"az deployment sub create --name {sh('ccws-' + lay.prefix)} --location {sh(lay.region)} "
         "--template-file cyclecloud-slurm-workspace/bicep/mainTemplate.bicep "
@@ -77,7 +81,14 @@ def ccws_commands(lay: Layout, facts: Provisioning) -> list[str]:
 
 def shell_lines(lay: Layout, facts: Provisioning) -> list[str]:
     """Every command line the README shows, in its order (tests run each through bash -n)."""
-    return [*deploy_commands(lay, facts), *teardown_commands(lay), *ccws_commands(lay, facts)]
+    return [
+        *deploy_commands(lay, facts),
+        *_readme_access.reach_commands(lay),
+        *_readme_access.stage_commands(lay),
+        *teardown_commands(lay),
+        *_readme_access.cluster_init_commands(lay),
+        *ccws_commands(lay, facts),
+    ]
 
 
 def _code(text: str) -> str:
@@ -152,6 +163,7 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             "file system fails to create for want of access, run the same deploy command again.",
             "",
         ]
+    out += _readme_access.render(lay)  # getting in, staging data into Blob
     out += [
         "## On the nodes",
         "",
@@ -181,6 +193,9 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         "",
         f"`ccws.parameters.json` targets CCWS {facts.ccws_release} (commit "
         f"`{facts.ccws_commit[:7]}`). Deploy `main.json` with `deployScaleSets=false`, then:",
+        "",
+        *_readme_access.ccws_sections(lay, facts, render_cloud_init(lay)),
+        "### The CCWS deployment",
         "",
         "```sh",
         *ccws_commands(lay, facts),

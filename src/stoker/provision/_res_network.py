@@ -1,10 +1,12 @@
-"""ARM resources for the network: NSG, NAT gateway (outbound only; the VMs get no public IP),
-and the VNet with its compute, Lustre, CycleCloud and NetApp subnets."""
+"""ARM resources for the network: NSG, NAT gateway (outbound only; the GPU VMs get no public
+IP), and the VNet with its compute, Lustre, CycleCloud and NetApp subnets and the way in's
+(``_access.py``: AzureBastionSubnet, the login VM's, the private endpoints')."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ._access import BASTION_SUBNET, ENDPOINT_SUBNET, LOGIN_SUBNET, deployer_ip_value
 from ._layout import Layout
 from ._refs import api, rid, tags
 
@@ -46,6 +48,23 @@ def nsg(lay: Layout, facts: Any, hourly: dict[str, str]) -> dict[str, Any]:
     rules = [
         _rule("allow-vnet-in", 100, "Inbound", "Allow", source=space, destination=space),
         _rule("deny-internet-in", 4000, "Inbound", "Deny", source="Internet"),
+    ]
+    if lay.access.kind == "login-vm":
+        # The one door from outside: SSH, from the deployer's address, to the login subnet.
+        login = lay.access.subnet(LOGIN_SUBNET).cidr
+        rules.append(
+            _rule(
+                "allow-ssh-deployer-to-login",
+                200,
+                "Inbound",
+                "Allow",
+                protocol="Tcp",
+                source=deployer_ip_value(lay.access),
+                destination=login,
+                ports="22",
+            )
+        )
+    rules += [
         _rule("allow-azurecloud-out", 100, "Outbound", "Allow", destination="AzureCloud"),
     ]
     return {
@@ -123,6 +142,7 @@ def vnet(lay: Layout, facts: Any, hourly: dict[str, str]) -> dict[str, Any]:
     # A delegated NetApp subnet takes no NAT gateway or NSG in every region; keep it bare.
     subnets[-1]["properties"].pop("natGateway")
     subnets[-1]["properties"].pop("networkSecurityGroup")
+    subnets += _access_subnets(lay, storage)
     return {
         "type": "Microsoft.Network/virtualNetworks",
         "apiVersion": api(facts, "Microsoft.Network"),
@@ -138,6 +158,20 @@ def vnet(lay: Layout, facts: Any, hourly: dict[str, str]) -> dict[str, Any]:
             rid("Microsoft.Network/natGateways", nat_name(lay)),
         ],
     }
+
+
+def _access_subnets(lay: Layout, storage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for sub in lay.access.subnets:
+        if sub.name == BASTION_SUBNET:
+            # Bastion brings its own public IP and needs 443 in from the Internet: no NAT
+            # gateway, and no NSG (one there must carry Bastion's own rule set).
+            out.append({"name": sub.name, "properties": {"addressPrefix": sub.cidr}})
+        elif sub.name == LOGIN_SUBNET:
+            out.append(_subnet(sub.name, sub.cidr, lay, serviceEndpoints=storage))
+        elif sub.name == ENDPOINT_SUBNET:
+            out.append(_subnet(sub.name, sub.cidr, lay))
+    return out
 
 
 def network(lay: Layout, facts: Any, hourly: dict[str, str]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 from ..catalog import Provisioning
 from ._layout import Account, Layout
 from ._refs import account_name, api, rid, tags, with_skip
+from ._res_access import storage_ip_rules, storage_subnet_rules
 
 SOFT_DELETE_DAYS = 14
 
@@ -47,6 +48,7 @@ def account(
 ) -> dict[str, Any]:
     rules = [{"id": subnet_id(lay, "compute"), "action": "Allow"}]
     rules += [{"id": subnet_id(lay, lu.subnet.name), "action": "Allow"} for lu in lay.lustres]
+    rules += storage_subnet_rules(lay)  # the way in's (_res_access)
     res: dict[str, Any] = {
         "type": "Microsoft.Storage/storageAccounts",
         "apiVersion": api(facts, "Microsoft.Storage"),
@@ -68,7 +70,7 @@ def account(
                 "defaultAction": "Deny",
                 "bypass": "AzureServices",
                 "virtualNetworkRules": rules,
-                "ipRules": [],
+                "ipRules": storage_ip_rules(lay),
             },
             "encryption": {
                 "keySource": "Microsoft.Storage",

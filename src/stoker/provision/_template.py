@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import Provisioning
+from ._access import DEPLOYER_PARAM
 from ._cloud_init import render as render_cloud_init
 from ._cost import Bill, Line
 from ._layout import Layout
 from ._refs import account_name
+from ._res_access import access_lines, access_resources
 from ._res_compute import amlfs, identity, role_assignments, vmss
 from ._res_network import nat_name, network, nsg_name, pip_name
 from ._res_storage import storage
@@ -35,6 +37,7 @@ def network_lines(lay: Layout) -> list[Line]:
         Line("publicIPAddress", pip_name(lay), "Standard, static, NAT only", None, True),
         Line("natGateway", nat_name(lay), "outbound for the nodes", None, True),
         Line("virtualNetwork", lay.vnet, _subnets_text(lay), 0.0, True),
+        *access_lines(lay),
     ]
 
 
@@ -42,6 +45,7 @@ def _subnets_text(lay: Layout) -> str:
     parts = [f"{lay.address_space}: compute {lay.compute_subnet.cidr}"]
     parts += [f"{lu.subnet.name} {lu.subnet.cidr}" for lu in lay.lustres]
     parts += [f"cyclecloud {lay.cyclecloud_subnet.cidr}", f"netapp {lay.netapp_subnet.cidr}"]
+    parts += [f"{sub.name} {sub.cidr}" for sub in lay.access.subnets]
     return ", ".join(parts)
 
 
@@ -67,6 +71,12 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
             defaultValue=True,
         ),
     }
+    if lay.access.needs_deployer_ip and not lay.access.deployer_ip:
+        params[DEPLOYER_PARAM] = _param(
+            "string",
+            "your public IPv4 address, let through the storage firewall (blob access "
+            "firewall-ip) and to the login VM's SSH: curl -fsS https://ifconfig.me",
+        )
     if lay.lustres:
         params["amlfsPrincipalId"] = _param(
             "string",
@@ -76,6 +86,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
     from ._cost import account_label
 
     resources: list[dict[str, Any]] = network(lay, facts, hourly)
+    resources += access_resources(lay, facts, hourly)  # as the bill lists them; dependsOn orders
     resources.append(identity(lay, facts, hourly))
     prices = {a.role: price(account_label(lay, a.role)) for a in lay.accounts}
     resources += storage(lay, facts, hourly, prices)
