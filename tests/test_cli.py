@@ -178,7 +178,7 @@ def test_catalog_json_lists_sourced_dated_figures(runner):
     result = runner.invoke(app, ["catalog", "--json"])
     _ok(result)
     data = json.loads(result.stdout)
-    assert data["catalog"]["as_of"] == "2026-11-30"
+    assert data["catalog"]["as_of"] == "2026-12-07"  # the built-in catalog's date
     figures = data["figures"]
     assert len(figures) > 200
     for row in figures:
