@@ -285,6 +285,43 @@ def test_units_recorded_in_another_boot_are_forgotten(tmp_path: Path) -> None:
         manifest.close()
 
 
+@pytest.mark.parametrize("rebooted", [False, True])
+def test_a_partial_file_resumes_from_its_units_only_in_the_boot_that_wrote_them(
+    blob_env: str, azurite: Azurite, tmp_path: Path, rebooted: bool
+) -> None:
+    """Units recorded, then the machine went down: they may never have reached the disk (here
+    zeros stand for what a power cut lost), so the whole file is fetched again. In the same
+    boot (a kill -9) they are kept."""
+    data = os.urandom(17 * MiB)
+    upload_in_blocks(azurite.client(blob_env), {"b/y.bin": data})
+    src, dst = f"{blob_env}/b", tmp_path / "dst"
+    assert stage(src, str(dst), durability="none").ok  # (its manifest, stamped with this boot)
+    partial = dst / "y.bin.stoker-partial"
+    (dst / "y.bin").rename(partial)
+    with open(partial, "r+b") as f:  # units 0 and 1 "recorded" but lost
+        f.write(bytes(2 * UNIT))
+    (path,) = (dst / ".stoker").glob("stage-*.sqlite")
+    manifest = Manifest(path)
+    try:
+        manifest.db.execute("UPDATE objects SET state = 0, hash = NULL")
+        etag = manifest.db.execute("SELECT etag FROM objects").fetchone()[0]
+        for i in (0, 1):
+            manifest.block_done("y.bin", etag, i)
+        if rebooted:
+            manifest.db.execute("UPDATE meta SET v = 'an-earlier-boot' WHERE k = 'boot'")
+    finally:
+        manifest.close()
+    again = stage(src, str(dst))
+    assert again.ok, again.failed
+    if rebooted:
+        assert again.bytes_copied == len(data)
+        assert (dst / "y.bin").read_bytes() == data
+        assert recorded(dst)["y.bin"] == expected_hash(data)
+    else:  # the units were trusted: what the partial held is what was kept
+        assert again.bytes_copied == len(data) - 2 * UNIT
+        assert (dst / "y.bin").read_bytes()[: 2 * UNIT] == bytes(2 * UNIT)
+
+
 def test_this_boot_has_an_id_on_linux() -> None:
     if not _boot.BOOT_ID.exists():  # (another system: units are then trusted, as before)
         assert _boot.boot_id() is None
