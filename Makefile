@@ -88,6 +88,8 @@ demo: $(STAMP) $(CHECKOV)
 	@echo "--- what that deployment's Managed Lustre costs left up over an idle weekend (from the catalog's price, or unknown until stoker catalog prices --refresh)"
 	$(BIN)/python -c "import json; from stoker.provision._cost import idle_weekend_text; print(idle_weekend_text(json.load(open('.demo/deploy/stoker-deployment.json'))))"
 	rm -rf .demo/aks && $(BIN)/stoker provision examples/inference-cache.toml --target aks --out .demo/aks --check
+	@echo "--- node set-up: the shipped stoker-node on loop devices (stand-in mdadm): scratch through 3 reboots, a missing Lustre keeps the node not ready (root only)"
+	$(BIN)/python examples/node_reboots.py .demo/node
 	@echo "--- teardown: the end of that run, dry (offline: each step and what it saves per hour)"
 	$(BIN)/stoker teardown --dry-run .demo/deploy
 	@echo "--- report: the plan, its simulation (when stoker simulate is there) and the measured stream and checkpoint runs, in one HTML file"

@@ -74,6 +74,8 @@ class Node:
             "STOKER_DISKS": " ".join(self.disks),
             "STOKER_MOUNT_TRIES": "2",
             "STOKER_MOUNT_WAIT_S": "0",
+            # libblkid's cache of which device holds which UUID lives on /run: a reboot loses it.
+            "BLKID_FILE": str(self.root / "blkid.tab"),
             **extra,
         }
 
@@ -100,6 +102,7 @@ class Node:
         self.mdadm("--stop", "--scan")
         shutil.rmtree(self.root / "md-state", ignore_errors=True)
         shutil.rmtree(self.root / "dev", ignore_errors=True)
+        (self.root / "blkid.tab").unlink(missing_ok=True)
         for dev in self.disks:
             sh("losetup", "-d", dev)
         self.attach(order)
@@ -418,3 +421,12 @@ def test_install_uses_pip_target_and_a_failure_fails_the_set_up(node: Node):
     assert (node.root / "opt" / "stoker" / "installed").read_text().strip() == str(whl)
     whl.unlink()  # installed: the next boot does not fetch it again
     assert install(node, str(whl)).returncode == 0
+
+
+def test_the_demo_runs_the_shipped_script_through_three_reboots(tmp_path: Path):
+    demo = TESTS.parent / "examples" / "node_reboots.py"
+    out = sh(sys.executable, str(demo), str(tmp_path / "node"))
+    assert out.count("; shard-0 intact") == 3 and "CHANGED" not in out
+    assert "mounted from" in out and "udev names it md127" in out
+    assert "stoker-node ready: FAILED" in out and "run/ready exists: False" in out
+    subprocess.run(["chattr", "-R", "-i", str(tmp_path / "node")], check=False)
