@@ -71,7 +71,9 @@ def _plan_per_hour(plan) -> float:
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
 def test_readme_cost_per_hour_equals_the_plans(spec, tmp_path):
-    d = stoker.provision(spec, tmp_path / "out", now=NOW)
+    # The plan prices what the job needs; the way in (a Bastion and its IP) is the
+    # deployment's own, priced on top (tests/test_provision_access.py).
+    d = stoker.provision(spec, tmp_path / "out", now=NOW, access="none")
     readme = (tmp_path / "out" / "README.md").read_text()
     shown = re.search(r"\*\*Total per hour: \$([\d,]+\.\d\d)\*\*", readme)
     assert shown, readme

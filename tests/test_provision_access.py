@@ -226,3 +226,21 @@ def test_the_cli_takes_the_way_in_and_refuses_a_bad_one_in_one_line(tmp_path):
         app, ["provision", str(SMALL), "--out", str(tmp_path / "y"), "--access", "vpn"]
     )
     assert wrong.exit_code == 2 and "vpn" in wrong.output
+
+
+def test_the_way_in_is_priced_on_top_of_the_plan(tmp_path):
+    with_bastion, _, readme = _deploy(tmp_path)
+    bare = stoker.provision(SMALL, tmp_path / "bare", now=NOW, access="none")
+    names = {line.name for line in bare.bill.lines}
+    extra = [line for line in with_bastion.bill.lines if line.name not in names]
+    assert {line.name for line in extra} == {
+        "pip-pretrain-70b-64vm-bastion",
+        "bas-pretrain-70b-64vm",
+    }
+    priced = sum(line.per_hour_usd or 0.0 for line in extra)
+    assert with_bastion.bill.per_hour_usd == pytest.approx(bare.bill.per_hour_usd + priced)
+    # Bastion has no price in the catalog: unknown, never $0, and named as unpriced.
+    (host,) = [line for line in extra if line.resource == "bastionHost"]
+    assert host.per_hour_usd is None and host.while_idle
+    assert "bas-pretrain-70b-64vm" in with_bastion.bill.unknown
+    assert "| bastionHost | `bas-pretrain-70b-64vm` |" in readme and "unknown |" in readme
