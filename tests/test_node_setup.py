@@ -1,11 +1,6 @@
-"""The node set-up (``stoker-node``, run by systemd at every boot) on real block devices.
-
-Loop devices on sparse files stand in for the NVMe disks; ``tests/fake_mdadm`` stands in for
-mdadm (this kernel has no md driver) and keeps its superblocks on those devices. Formatting,
-fstab, mounting and the reboot cycle are real: a reboot unmounts, forgets the array, detaches
-the disks and attaches them again in another order, then runs the script again. Needs root
-(this machine and CI are root). The script reads every path it writes from the environment,
-so the host's /etc is never touched.
+"""The node set-up (``stoker-node``, run by systemd at every boot) on real block devices:
+the NVMe array and its file system through reboots, new disks, disks that are not ours, and
+shared file systems through fstab (tests/loop_node.py has the node and its reboot).
 """
 
 from __future__ import annotations
@@ -13,138 +8,20 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
-import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-import stoker
-
-TESTS = Path(__file__).parent
-NODE = Path(stoker.__file__).parent / "provision" / "node"
-SCRIPT = NODE / "stoker-node.sh"
-DISK_BYTES = 64 << 20
-
-
-def sh(*args: str, **kw) -> str:
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw).stdout.strip()
-
-
-@dataclass
-class Node:
-    """A node's disks, its /etc (fstab, mdadm.conf, stoker's files) and /run, under tmp."""
-
-    root: Path
-    disk_files: list[Path]
-    disks: list[str] = field(default_factory=list)
-    loops: list[str] = field(default_factory=list)  # every loop device the test attached
-
-    @property
-    def scratch(self) -> Path:
-        return self.root / "mnt" / "nvme"
-
-    @property
-    def fstab(self) -> Path:
-        return self.root / "etc" / "fstab"
-
-    @property
-    def mdconf(self) -> Path:
-        return self.root / "etc" / "mdadm" / "mdadm.conf"
-
-    @property
-    def run_dir(self) -> Path:
-        return self.root / "run" / "stoker"
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {
-            **os.environ,
-            "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
-            "FAKE_MDADM_STATE": str(self.root / "md-state"),
-            "FAKE_MDADM_DEV": str(self.root / "dev"),
-            "STOKER_NODE_CONF": str(self.root / "etc" / "stoker" / "node.conf"),
-            "STOKER_FSTAB": str(self.fstab),
-            "STOKER_MDADM_CONF": str(self.mdconf),
-            "STOKER_MOUNTS": str(self.root / "etc" / "stoker" / "mounts"),
-            "STOKER_RUN": str(self.run_dir),
-            "STOKER_DISKS": " ".join(self.disks),
-            "STOKER_MOUNT_TRIES": "2",
-            "STOKER_MOUNT_WAIT_S": "0",
-            # libblkid's cache of which device holds which UUID lives on /run: a reboot loses it.
-            "BLKID_FILE": str(self.root / "blkid.tab"),
-            **extra,
-        }
-
-    def run(self, verb: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["bash", str(SCRIPT), verb], env=self.env(**extra), capture_output=True, text=True
-        )
-
-    def mdadm(self, *args: str) -> str:
-        return sh(str(TESTS / "fake_mdadm"), *args, env=self.env())
-
-    def attach(self, order: list[int]) -> None:
-        self.disks = [sh("losetup", "-f", "--show", str(self.disk_files[i])) for i in order]
-        self.loops += self.disks
-
-    def mount_source(self, path: Path) -> str:
-        return sh("findmnt", "-n", "-o", "SOURCE", "-M", str(path))
-
-    def reboot(self, order: list[int]) -> None:
-        """What the node's disks and kernel go through: everything unmounted, the array
-        forgotten (its loop device gone), the disks back, perhaps under other names."""
-        for target in mounted_under(self.root):
-            sh("umount", target)
-        self.mdadm("--stop", "--scan")
-        shutil.rmtree(self.root / "md-state", ignore_errors=True)
-        shutil.rmtree(self.root / "dev", ignore_errors=True)
-        (self.root / "blkid.tab").unlink(missing_ok=True)
-        for dev in self.disks:
-            sh("losetup", "-d", dev)
-        self.attach(order)
-
-
-def mounted_under(root: Path) -> list[str]:
-    targets = sh("findmnt", "-rn", "-o", "TARGET").splitlines()
-    return sorted((t for t in targets if t.startswith(f"{root}/")), reverse=True)
+from loop_node import DISK_BYTES, TESTS, Node, loop_node, sh
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    assert os.geteuid() == 0, "the node set-up tests run as root (loop devices, mount)"
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "mdadm").symlink_to(TESTS / "fake_mdadm")
-    (tmp_path / "etc" / "stoker").mkdir(parents=True)
-    files = []
-    for i in range(2):
-        f = tmp_path / f"nvme{i}.img"
-        with f.open("wb") as out:
-            out.truncate(DISK_BYTES)
-        files.append(f)
-    n = Node(tmp_path, files)
-    n.fstab.write_text(
-        "# the image's own line, never touched\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n"
-    )
-    (tmp_path / "etc" / "stoker" / "node.conf").write_text(
-        f"STOKER_SCRATCH={n.scratch}\nSTOKER_FSTYPE=ext4\n"
-    )
-    n.attach([0, 1])
-    try:
+    with loop_node(tmp_path) as n:
         yield n
-    finally:
-        for target in mounted_under(tmp_path):
-            subprocess.run(["umount", "-l", target], check=False)
-        # The script makes mount points immutable; pytest must be able to delete them.
-        for folder in (tmp_path / "mnt", tmp_path / "lustre"):
-            if folder.exists():
-                subprocess.run(["chattr", "-R", "-i", str(folder)], check=False)
-        subprocess.run([str(TESTS / "fake_mdadm"), "--stop", "--scan"], env=n.env(), check=False)
-        for dev in n.loops:
-            subprocess.run(["losetup", "-d", dev], check=False, capture_output=True)
 
 
 def put_data(root: Path) -> dict[str, str]:
@@ -287,140 +164,6 @@ def test_shared_file_systems_mount_through_fstab_and_then_the_node_is_ready(node
     ready = node.run("ready")
     assert ready.returncode == 0, ready.stderr
     assert (node.run_dir / "ready").read_text().strip()
-
-
-# ------------------------------------------------------------------------------ health, install
-
-
-def stand_in(path: Path, body: str) -> Path:
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(0o755)
-    return path
-
-
-@pytest.fixture
-def slurm(node: Node) -> Path:
-    """An scontrol that records what it is asked and shows the node with the reason in a file."""
-    log = node.root / "scontrol.log"
-    stand_in(
-        node.root / "bin" / "scontrol",
-        f'echo "$*" >> {log}\n'
-        f'if [ "$1" = show ]; then echo "NodeName=$3 State=DRAIN Reason=$(cat {log}.reason)"; fi\n',
-    )
-    return log
-
-
-def health(node: Node, nhc_exit: int | None) -> subprocess.CompletedProcess[str]:
-    nhc = node.root / "run-health-checks.sh"
-    if nhc_exit is not None:
-        stand_in(nhc, f"echo 'NHC: checks ran'\nexit {nhc_exit}\n")
-    # The real `stoker doctor` (off Azure it skips what it cannot see and passes).
-    return node.run(
-        "health",
-        STOKER_NHC=str(nhc),
-        STOKER_BIN=str(Path(sys.executable).parent / "stoker"),
-        STOKER_DOCTOR_JSON=str(node.root / "log" / "stoker-doctor.json"),
-        STOKER_NODENAME="gpu-7",
-    )
-
-
-def test_a_failing_health_check_drains_the_node_and_a_passing_one_lifts_only_its_own_drain(
-    node: Node, slurm: Path
-):
-    assert node.run("scratch").returncode == 0
-    (node.run_dir).mkdir(parents=True)
-    (node.run_dir / "ready").write_text("earlier\n")
-    result = health(node, nhc_exit=1)
-    assert result.returncode == 1
-    assert "azurehpc-health-checks failed" in (node.run_dir / "unhealthy").read_text()
-    assert not (node.run_dir / "ready").exists()
-    assert slurm.read_text() == (
-        "update nodename=gpu-7 state=drain reason=stoker-health: azurehpc-health-checks failed\n"
-    )
-    assert '"ok": true' in (node.root / "log" / "stoker-doctor.json").read_text()
-    ready = node.run("ready")
-    assert ready.returncode == 1 and "marked unhealthy" in ready.stderr
-
-    slurm.with_name("scontrol.log.reason").write_text(
-        "stoker-health: azurehpc-health-checks failed"
-    )
-    assert health(node, nhc_exit=0).returncode == 0
-    assert not (node.run_dir / "unhealthy").exists()
-    assert (node.run_dir / "ready").exists()
-    assert slurm.read_text().splitlines()[-2:] == [
-        "show node gpu-7",
-        "update nodename=gpu-7 state=resume",
-    ]
-
-    # Healthy, but scratch is gone: not ready, and the drain is not lifted.
-    calls = len(slurm.read_text().splitlines())
-    sh("umount", str(node.scratch))
-    result = health(node, nhc_exit=0)
-    assert result.returncode == 0 and "healthy, but not ready: a drain stays" in result.stderr
-    assert not (node.run_dir / "ready").exists()
-    assert len(slurm.read_text().splitlines()) == calls
-    assert node.run("scratch").returncode == 0
-
-    # An operator's drain is theirs: a passing check does not resume the node.
-    slurm.with_name("scontrol.log.reason").write_text("maintenance by ops")
-    assert health(node, nhc_exit=0).returncode == 0
-    assert slurm.read_text().splitlines()[-1] == "show node gpu-7"
-
-
-def test_missing_health_checks_count_as_unhealthy(node: Node, slurm: Path):
-    result = health(node, nhc_exit=None)
-    assert result.returncode == 1
-    assert "azurehpc-health-checks is missing" in (node.run_dir / "unhealthy").read_text()
-    assert "state=drain" in slurm.read_text()
-
-
-def wheel(folder: Path) -> Path:
-    """A small real wheel whose console script `stoker` prints a version, as stoker's does."""
-    path = folder / "stoker-9.9.9-py3-none-any.whl"
-    files = {
-        "stoker/__init__.py": "",
-        "stoker/cli.py": "def main():\n    print('stoker 9.9.9')\n",
-        "stoker-9.9.9.dist-info/METADATA": "Metadata-Version: 2.1\nName: stoker\nVersion: 9.9.9\n",
-        "stoker-9.9.9.dist-info/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-        "stoker-9.9.9.dist-info/entry_points.txt": "[console_scripts]\nstoker = stoker.cli:main\n",
-    }
-    record = "".join(f"{name},,\n" for name in files) + "stoker-9.9.9.dist-info/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as z:
-        for name, text in {**files, "stoker-9.9.9.dist-info/RECORD": record}.items():
-            z.writestr(name, text)
-    return path
-
-
-def install(node: Node, requirement: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return node.run(
-        "install",
-        STOKER_INSTALL=requirement,
-        STOKER_PREFIX=str(node.root / "opt" / "stoker"),
-        STOKER_BIN=str(node.root / "bin" / "stoker"),
-        STOKER_PYTHON=sys.executable,
-        PIP_NO_INDEX="1",  # offline: only what the requirement names
-        **extra,
-    )
-
-
-def test_install_uses_pip_target_and_a_failure_fails_the_set_up(node: Node):
-    old = install(node, str(wheel(node.root)), STOKER_PYTHON_MIN="99.0")
-    assert old.returncode == 1
-    assert f"stoker needs Python 99.0 or later; this image's {sys.executable} is 3." in old.stderr
-    bad = install(node, "stoker-no-such-package==0.0.1")
-    assert bad.returncode != 0
-    assert not (node.root / "bin" / "stoker").exists()
-    assert not (node.root / "opt" / "stoker" / "installed").exists()
-
-    whl = wheel(node.root)
-    good = install(node, str(whl))
-    assert good.returncode == 0, good.stderr
-    assert sh(str(node.root / "bin" / "stoker"), "--version") == "stoker 9.9.9"
-    assert (node.root / "opt" / "stoker" / "installed").read_text().strip() == str(whl)
-    whl.unlink()  # installed: the next boot does not fetch it again
-    assert install(node, str(whl)).returncode == 0
 
 
 def test_the_demo_runs_the_shipped_script_through_three_reboots(tmp_path: Path):
