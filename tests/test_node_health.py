@@ -43,7 +43,7 @@ def slurm(node: Node) -> Path:
 def health(node: Node, nhc_exit: int | None) -> subprocess.CompletedProcess[str]:
     nhc = node.root / "run-health-checks.sh"
     if nhc_exit is not None:
-        stand_in(nhc, f"echo 'NHC: checks ran'\nexit {nhc_exit}\n")
+        stand_in(nhc, f"echo ran >> {node.root / 'nhc.runs'}\nexit {nhc_exit}\n")
     # The real `stoker doctor` (off Azure it skips what it cannot see and passes).
     return node.run(
         "health",
@@ -151,3 +151,17 @@ def test_install_uses_pip_target_and_a_failure_fails_the_set_up(node: Node):
     assert (node.root / "opt" / "stoker" / "installed").read_text().strip() == str(whl)
     whl.unlink()  # installed: the next boot does not fetch it again
     assert install(node, str(whl)).returncode == 0
+
+
+def test_a_busy_node_runs_doctor_but_leaves_the_gpu_checks_for_an_idle_run(node: Node, slurm: Path):
+    # nvidia-smi as it answers when a training process holds the GPUs.
+    stand_in(node.root / "bin" / "nvidia-smi", "echo 4242\n")
+    result = health(node, nhc_exit=1)
+    assert result.returncode == 0, result.stderr
+    assert "azurehpc-health-checks waits for the next idle run" in result.stderr
+    assert not (node.root / "nhc.runs").exists()
+    assert (node.root / "log" / "stoker-doctor.json").exists()
+    assert not (node.run_dir / "unhealthy").exists()
+    stand_in(node.root / "bin" / "nvidia-smi", "true\n")  # idle: no process listed
+    assert health(node, nhc_exit=1).returncode == 1
+    assert (node.root / "nhc.runs").read_text() == "ran\n"

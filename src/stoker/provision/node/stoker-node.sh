@@ -252,11 +252,20 @@ clear_unhealthy() {
   fi
 }
 
+# Processes on the GPUs: a job is running. azurehpc-health-checks loads the GPUs and the links
+# itself, so it waits for an idle node rather than slow the job and fail for want of them.
+gpus_busy() {
+  command -v nvidia-smi >/dev/null &&
+    [ -n "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader)" ]
+}
+
 do_health() {
   local reasons=""
   mkdir -p "$run" "$(dirname "$doctor_json")"
   if [ ! -x "$nhc" ]; then
     reasons="azurehpc-health-checks is missing ($nhc)"
+  elif gpus_busy; then
+    say "GPUs in use by a job: azurehpc-health-checks waits for the next idle run"
   elif ! "$nhc" >&2; then
     reasons="azurehpc-health-checks failed"
   fi
