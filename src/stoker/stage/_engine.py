@@ -213,7 +213,7 @@ class Engine:
                 return
             keys = [key for key, _, _ in held]
             try:
-                await asyncio.to_thread(publish_synced, self.dst, keys)  # type: ignore[arg-type]
+                await asyncio.to_thread(publish_synced, self.dst, keys)
             except StokerError as exc:
                 for key in keys:
                     self.manifest.mark_pending(key)

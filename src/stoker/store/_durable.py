@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from ._base import Store
 from ._posix import PosixStore, disk_error, syncfs, syncs_as_a_whole
 
 Durability = Literal["fsync", "batch", "none"]
@@ -44,10 +45,12 @@ def default_durability(root: Path) -> Durability:
     return "batch" if syncs_as_a_whole(root) else "fsync"
 
 
-def publish_synced(dst: PosixStore, keys: list[str]) -> None:
-    """Make the partial files of ``keys`` durable together, then rename each into place. If
-    the sync fails no file is named and every one is removed (after a failed writeback their
-    pages may be gone): the caller records them to be fetched again."""
+def publish_synced(dst: Store, keys: list[str]) -> None:
+    """Make the partial files of ``keys`` in ``dst`` (a folder: only downloads wait to be
+    named) durable together, then rename each into place. If the sync fails no file is named
+    and every one is removed (after a failed writeback their pages may be gone): the caller
+    records them to be fetched again."""
+    assert isinstance(dst, PosixStore)
     partials = [str(dst.partial(key)) for key in keys]
     try:
         _sync(partials)

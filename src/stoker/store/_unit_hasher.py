@@ -30,7 +30,7 @@ def hash_list_name(unit: int, digests: list[bytes]) -> str:
 
 def list_digest(path: Path, unit: int) -> str:
     """The hash list of the file at ``path`` (what ``UnitHasher`` records for it)."""
-    digests = []
+    digests: list[bytes] = []
     with open(path, "rb") as f:
         while True:
             piece = f.read(unit)
