@@ -84,10 +84,12 @@ def test_multi_vm_adds_infiniband_then_ethernet_past_the_fabric_boundary(cat):
     assert inside[1].bw_bps == pytest.approx(vm.ib_per_vm / 8)  # one rail per GPU
     beyond = levels(vm, cat.fabric, layout(vm, 250, 2000, 1, 100), sharp=False)
     assert beyond[-1].name.startswith("Ethernet") and beyond[-1].ranks == 250
-    assert beyond[-1].bw_bps == pytest.approx(vm.frontend_nic / 8)
+    # NCCL's measured socket rate, not the NIC's line rate (catalog [ethernet.*], issue 54)
+    assert beyond[-1].bw_bps == pytest.approx(vm.ethernet_busbw / 8)
+    assert vm.ethernet_busbw < vm.frontend_nic / 3
     fast = allreduce(1e9, inside, 512).seconds
     slow = allreduce(1e9, beyond, 2000).seconds
-    assert slow > 10 * fast  # 80 Gb/s shared by 8 GPUs against a 400 Gb/s rail each
+    assert slow > 10 * fast  # 3.19 GB/s shared by 8 GPUs against a 400 Gb/s rail each
 
 
 def test_tensor_parallel_fills_the_vm_first(cat):

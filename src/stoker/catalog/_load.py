@@ -26,7 +26,7 @@ from .._validation import describe
 from ..errors import CatalogError
 from ._schema import Catalog, vm_size_name
 
-_KEYED_SECTIONS = ("vm", "blob", "lustre", "files", "netapp", "meter", "sources")
+_KEYED_SECTIONS = ("vm", "blob", "lustre", "files", "netapp", "meter", "ethernet", "sources")
 _SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "provision", "catalog")
 _BOOKKEEPING = {"source", "cite", "note"}
 

@@ -119,11 +119,18 @@ class VmSize(Entry):
     # `--measured` from stoker.measure.single_writer's record; no source publishes it.
     torch_save_write: Rate | None = None
     frontend_nic: Rate
+    # NCCL over TCP sockets between VMs (InfiniBand off): an all-reduce's busbw, per VM. Set
+    # from [ethernet.<size>] (a published measurement) or `--measured`; None: only the line
+    # rate is known, and the plan says its Ethernet figures are an upper bound.
+    ethernet_busbw: Rate | None = None
     allreduce_busbw_measured: Rate | None = None
     allreduce_busbw_floor: Rate | None = None
     # Set by `stoker plan --measured` only: one VM's all-reduce busbw as measured on the VMs;
     # the scale-up level then runs at it instead of the NCCL-model figure.
     scaleup_busbw_measured: Rate | None = None
+    # Set by `stoker plan --measured` only: an all-reduce's busbw measured across VMs over
+    # InfiniBand; the VM's InfiniBand level then runs at it instead of links x achievable.
+    ib_busbw_measured: Rate | None = None
     price_per_hour: float | None = Field(default=None, gt=0)
     price_region: str | None = None
     # Linux Spot, and a 1- or 3-year reservation's whole-term price spread per hour; None: the
@@ -140,9 +147,28 @@ class VmSize(Entry):
         return self.ib_links > 0 and self.ib_rate is not None
 
     @property
+    def ethernet_rate(self) -> float:
+        """Bytes/s one VM's collectives move over Ethernet: the measured NCCL-socket busbw, else
+        the frontend NIC's line rate (an upper bound: TCP sockets reach a fraction of it)."""
+        return self.ethernet_busbw or self.frontend_nic
+
+    @property
     def ib_per_vm(self) -> float:
-        """Achievable InfiniBand bytes/s of the whole VM (all rails)."""
+        """Achievable InfiniBand bytes/s of the whole VM (all rails): measured across VMs
+        when `--measured` gave it, else links x the health-check floor (or line rate)."""
+        if self.ib_busbw_measured and self.ib_links:
+            return self.ib_busbw_measured
         return self.ib_links * (self.ib_achievable or self.ib_rate or 0.0)
+
+
+class EthernetRate(Entry):
+    """NCCL between VMs of one size over TCP sockets (InfiniBand off, ``NCCL_NET=Socket``): the
+    nccl-tests all-reduce busbw measured across ``vms`` VMs at ``message`` bytes. The plan's
+    Ethernet collectives run at it, not at the frontend NIC's line rate."""
+
+    busbw: Rate
+    vms: int = Field(ge=2)
+    message: Bytes
 
 
 class Fabric(Entry):
@@ -308,6 +334,7 @@ class Catalog(BaseModel):
     files: dict[str, FilesTier]
     netapp: dict[str, NetAppLevel]
     meter: dict[str, Meter] = Field(default_factory=dict)
+    ethernet: dict[str, EthernetRate] = Field(default_factory=dict)  # keyed by VM size
     reliability: Reliability
     provision: Provisioning
 
@@ -329,7 +356,7 @@ class Catalog(BaseModel):
 
     def entries(self) -> Iterator[tuple[str, Entry]]:
         """("vm.ND96isr_H100_v5", entry) for every entry, singletons by section name."""
-        for section in ("vm", "blob", "lustre", "files", "netapp", "meter"):
+        for section in ("vm", "blob", "lustre", "files", "netapp", "meter", "ethernet"):
             for key, entry in getattr(self, section).items():
                 yield f"{section}.{key}", entry
         for section in ("fabric", "lustre_common", "reliability", "provision"):
@@ -413,6 +440,22 @@ class Catalog(BaseModel):
     def unpriced_vms(self) -> list[str]:
         """The VM sizes with no public price in the catalog (a plan's cost leaves them out)."""
         return [name for name, vm in self.vm.items() if vm.price_per_hour is None]
+
+    @model_validator(mode="after")
+    def _ethernet_on_its_size(self) -> Catalog:
+        # The measured socket rate lives in its own section; the VM size carries it (with its
+        # source) so every model that prices Ethernet reads one field. A size's own
+        # ethernet_busbw (an override file) wins.
+        for key, eth in self.ethernet.items():
+            name = self.vm_key(key)
+            if name is None:
+                raise ValueError(f"ethernet.{key}: no such VM size in [vm]")
+            vm = self.vm[name]
+            if vm.ethernet_busbw is None:
+                cite = vm.cite | {"ethernet_busbw": eth.source}
+                update = {"ethernet_busbw": eth.busbw, "cite": cite}
+                self.vm[name] = vm.model_copy(update=update)
+        return self
 
     @model_validator(mode="after")
     def _every_figure_sourced(self) -> Catalog:

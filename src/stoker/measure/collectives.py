@@ -23,6 +23,7 @@ Run it with ``torchrun --nproc-per-node N -m stoker.cli.bench_allreduce [options
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -109,6 +110,10 @@ class SweepResult:
     methods: dict[str, str]  # collective -> the torch call that ran it
     unsupported: dict[str, str] = field(default_factory=dict)  # collective -> why
     vm: str | None = None
+    # NCCL_NET as the run saw it: "Socket" sends every collective between VMs over TCP (the
+    # Ethernet figure `stoker plan --measured` takes); NCCL_IB_DISABLE alone is not enough on
+    # Azure's ND sizes, whose RDMA plugin keeps NCCL on InfiniBand.
+    nccl_net: str = ""
     floor_busbw: float | None = None  # catalog: node health check, one VM, large messages
     published_busbw: float | None = None  # catalog: a published one-VM nccl-tests figure
 
@@ -172,7 +177,17 @@ def sweep(
     env = torchrun_env(launch=LAUNCH)
     per_node = env.local_world_size if "LOCAL_WORLD_SIZE" in env.given else ranks
     return SweepResult(
-        backend, str(dev), ranks, per_node, iters, warmup, across, tuple(rows), methods, unsupported
+        backend,
+        str(dev),
+        ranks,
+        per_node,
+        iters,
+        warmup,
+        across,
+        tuple(rows),
+        methods,
+        unsupported,
+        nccl_net=os.environ.get("NCCL_NET", ""),
     )
 
 
@@ -315,16 +330,24 @@ def _time(
 
 
 def predicted_seconds(
-    collective: Measured, size: float, world: int, ranks_per_node: int, vm: Any, fabric: Any
+    collective: Measured,
+    size: float,
+    world: int,
+    ranks_per_node: int,
+    vm: Any,
+    fabric: Any,
+    sockets: bool = False,
 ) -> float:
     """What the plan's model says this collective takes for ``world`` ranks, ``ranks_per_node``
-    on each VM of size ``vm``. All-reduce is the plan's own (hierarchical, NVLS, flat ring);
-    all-gather and reduce-scatter are one flat ring at the slowest level's rate, which the plan
-    does not model further, so those are rougher."""
-    from ..plan.interconnect import Layout, allreduce, levels
+    on each VM of size ``vm`` (``sockets``: InfiniBand off, NCCL over TCP). All-reduce is the
+    plan's own (hierarchical, NVLS, flat ring); all-gather and reduce-scatter are one flat ring
+    at the slowest level's rate, which the plan does not model further, so those are rougher."""
+    from ..plan.interconnect import Layout, allreduce, levels, without_infiniband
 
     if world <= 1:
         return 0.0
+    if sockets:
+        vm = without_infiniband(vm)
     per_node = max(1, min(ranks_per_node, vm.gpus, world))
     per_domain = min(world, per_node * vm.nvlink_domain_vms)
     domains = math.ceil(world / per_domain)
@@ -350,8 +373,9 @@ def with_plan(result: SweepResult, vm_size: str, catalog: Catalog | None = None)
     rows = []
     for row in result.rows:
         name: Measured = row.collective  # type: ignore[assignment]
+        sockets = result.nccl_net.lower() == "socket"
         t = predicted_seconds(
-            name, row.size, result.world_size, result.ranks_per_node, vm, cat.fabric
+            name, row.size, result.world_size, result.ranks_per_node, vm, cat.fabric, sockets
         )
         bus = c.busbw(name, row.size, result.world_size, t) if t > 0 else None
         rows.append(replace(row, predicted_s=t, predicted_busbw=bus))

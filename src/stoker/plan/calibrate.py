@@ -24,8 +24,12 @@ there); one from CPU ranks (gloo) is used with a warning: it does not measure th
 
 From storage rows the best cold sequential read and the best sequential write are taken;
 from all-reduce rows, the busbw at the largest message size (the catalog's published figure is
-the 8 GB one). The all-reduce was run across one VM's GPUs, so it becomes the VM size's
-``scaleup_busbw_measured``: the bandwidth of the plan's scale-up level.
+the 8 GB one). An all-reduce run across one VM's GPUs becomes the VM size's
+``scaleup_busbw_measured``: the bandwidth of the plan's scale-up level. One run across VMs
+(``world_size`` above ``ranks_per_node``) becomes ``ib_busbw_measured``, the VM's InfiniBand
+bandwidth as a collective sees it, or, run with ``NCCL_NET=Socket`` (the sweep's ``nccl_net``),
+``ethernet_busbw``, the rate of the plan's Ethernet collectives. The ``{"busbw": ...}`` form
+takes ``"network": "infiniband"`` or ``"ethernet"`` for a figure measured across VMs.
 """
 
 from __future__ import annotations
@@ -155,6 +159,28 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+# Which figure a measured all-reduce replaces: inside one VM, across VMs on InfiniBand, on sockets.
+_NETWORK_FIGURE = {
+    "scaleup": "scaleup_busbw_measured",
+    "infiniband": "ib_busbw_measured",
+    "ethernet": "ethernet_busbw",
+}
+
+
+def _allreduce_figure(data: Any, where: str) -> str:
+    """The catalog figure an all-reduce measurement stands for (see the module's docstring)."""
+    if _is_sweep(data):
+        per_node, ranks = data.get("ranks_per_node"), data["world_size"]
+        if not (_number(per_node) and _number(ranks)) or per_node >= ranks:
+            return _NETWORK_FIGURE["scaleup"]
+        socket = str(data.get("nccl_net", "")).lower() == "socket"
+        return _NETWORK_FIGURE["ethernet" if socket else "infiniband"]
+    network = data.get("network", "scaleup") if isinstance(data, dict) else "scaleup"
+    if network not in _NETWORK_FIGURE:
+        raise SpecError(f"{where}.network: {network!r}; use {', '.join(_NETWORK_FIGURE)}")
+    return _NETWORK_FIGURE[network]
+
+
 def _allreduce(data: Any, where: str) -> tuple[float, str | None]:
     """The busbw at the largest all-reduce size, and a warning when it is not the GPU fabric's."""
     warning = None
@@ -177,7 +203,7 @@ def _allreduce(data: Any, where: str) -> tuple[float, str | None]:
             )
         data = data["rows"]
     elif isinstance(data, dict):
-        if set(data) != {"busbw"}:
+        if "busbw" not in data or set(data) - {"busbw", "network"}:
             raise SpecError(f"{where}: unknown keys {sorted(set(data) - {'busbw'})}; use busbw")
         return _rate(data["busbw"], f"{where}.busbw"), None
     if not isinstance(data, list):
@@ -220,12 +246,15 @@ def calibrate(
     if "nvme" in data:
         measured |= _storage(data["nvme"], f"--measured {path}: nvme")
     if "allreduce" in data:
-        name = "scaleup_busbw_measured"
-        measured[name], warnings[name] = _allreduce(
-            data["allreduce"], f"--measured {path}: allreduce"
-        )
-    # The catalog's counterpart of a one-VM busbw is the published one (the benchmarking guide).
-    counterpart = {"scaleup_busbw_measured": "allreduce_busbw_measured"}
+        where = f"--measured {path}: allreduce"
+        name = _allreduce_figure(data["allreduce"], where)
+        measured[name], warnings[name] = _allreduce(data["allreduce"], where)
+    # The catalog's counterpart of a one-VM busbw is the published one (the benchmarking guide);
+    # of one across VMs, the InfiniBand the catalog gives the VM (links x achievable).
+    counterpart = {
+        "scaleup_busbw_measured": "allreduce_busbw_measured",
+        "ib_busbw_measured": "ib_per_vm",
+    }
     rows = [
         Calibration(
             name,

@@ -14,6 +14,13 @@ Scale-up bandwidth is the NCCL topology model's (links x per-link GB/s, src/grap
 NVSwitch systems with NVLink SHARP (Hopper, Blackwell) NCCL may pick NVLS, whose algbw we model
 as links x per-link x nvlsEfficiency x (p-1)/p (src/graph/tuning.cc); the faster of ring and NVLS
 is used, as NCCL's tuner would.
+
+Ethernet is NCCL over TCP sockets: no NVLS, no CollNet, no hierarchy, so a collective runs as
+NCCL's ring through every GPU (each ring crosses each VM's NIC once) or its tree, at the VM's
+measured socket busbw (catalog [ethernet.<size>]: 3.19 GB/s on ND H100 v5, 32 % of the NIC's
+line rate), or at the line rate where nothing is measured (an upper bound). A flat ring moves
+2(n-1)/n of the message through every NIC whatever the VM count, which is why the published
+InfiniBand-to-Ethernet throughput ratio stays flat from 2 to 8 VMs (tests/test_plan_ethernet.py).
 """
 
 from __future__ import annotations
@@ -57,6 +64,10 @@ class CollectiveEstimate:
     busbw: float  # nccl-tests busbw of the whole dp group for this message
     levels: tuple[Level, ...]
     flat_ring: bool = False  # one ring through every GPU, not level by level
+    # The inter-VM part (InfiniBand or Ethernet): the seconds its links are busy and the bytes
+    # each GPU's share of the VM's links sends in that time (plan/bandwidth.py adds them up).
+    network_s: float = 0.0
+    network_bytes_per_gpu: float = 0.0
 
 
 def layout(vm: VmSize, nodes: int, dp: int, tp: int, boundary_vms: int) -> Layout:
@@ -96,16 +107,8 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
         if lay.fabrics > 1:
             # A scale set is one InfiniBand partition and NCCL picks one transport per
             # communicator: a job over several runs only with InfiniBand off, all on Ethernet.
-            out.append(
-                Level(
-                    f"Ethernet (the job spans {lay.fabrics} InfiniBand fabrics)",
-                    lay.domains,
-                    vm.frontend_nic / per_rank_share,
-                    fabric.net_ring_latency,
-                    fabric.net_tree_latency,
-                    network=Network.ETHERNET,
-                )
-            )
+            why = f"the job spans {lay.fabrics} InfiniBand fabrics"
+            out.append(_ethernet_level(vm, fabric, lay, why))
         elif vm.has_infiniband:
             out.append(
                 Level(
@@ -119,17 +122,29 @@ def levels(vm: VmSize, fabric: Fabric, lay: Layout, sharp: bool) -> tuple[Level,
                 )
             )
         else:
-            out.append(
-                Level(
-                    "Ethernet (no InfiniBand on this size)",
-                    lay.domains,
-                    vm.frontend_nic / per_rank_share,
-                    fabric.net_ring_latency,
-                    fabric.net_tree_latency,
-                    network=Network.ETHERNET,
-                )
-            )
+            why = "InfiniBand off" if vm.ib_rate else "no InfiniBand on this size"
+            out.append(_ethernet_level(vm, fabric, lay, why))
     return tuple(out)
+
+
+def _ethernet_level(vm: VmSize, fabric: Fabric, lay: Layout, why: str) -> Level:
+    """The VMs' frontend network as NCCL's sockets see it; every GPU of a VM shares it."""
+    rate = "measured NCCL sockets" if vm.ethernet_busbw else "line rate, an upper bound"
+    return Level(
+        f"Ethernet ({why}; {rate})",
+        lay.domains,
+        vm.ethernet_rate / vm.gpus,
+        fabric.net_ring_latency,
+        fabric.net_tree_latency,
+        network=Network.ETHERNET,
+    )
+
+
+def without_infiniband(vm: VmSize) -> VmSize:
+    """The same VM with InfiniBand off (``NCCL_NET=Socket``): every collective between VMs on
+    the frontend network. (``NCCL_IB_DISABLE=1`` alone is not enough on Azure's ND sizes: their
+    RDMA network plugin keeps NCCL on InfiniBand; see the catalog's ib-vs-eth-finetune-2026.)"""
+    return vm.model_copy(update={"ib_links": 0})
 
 
 def _nvls_time(size: float, level: Level) -> float:
@@ -170,6 +185,8 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
     and, inside one InfiniBand fabric, NCCL's flat ring through every GPU."""
     if dp <= 1 or not lvls:
         return CollectiveEstimate(0.0, "none (one rank)", 0.0, lvls)
+    if lvls[-1].network is Network.ETHERNET:
+        return _sockets(size, lvls, dp)
     best = _hierarchical(size, lvls, dp)
     if len(lvls) == 2 and lvls[1].network is Network.INFINIBAND:
         # One ring per rail: each ring crosses a VM boundary on its own NIC, so the ring runs
@@ -183,8 +200,39 @@ def allreduce(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstima
                 c.busbw("all_reduce", size, dp, flat),
                 lvls,
                 flat_ring=True,
+                network_s=flat,
+                network_bytes_per_gpu=_ring_bytes(size, dp) / lvls[0].ranks,
             )
     return best
+
+
+def _ring_bytes(size: float, ranks: int) -> float:
+    """What one rank of a ring all-reduce sends: 2(p-1)/p of the message."""
+    return 2 * (ranks - 1) / ranks * size
+
+
+def _sockets(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstimate:
+    """NCCL over TCP sockets: its ring (or tree) through every GPU of the dp group, each ring
+    crossing a VM's NIC once; the dp group has its share of the VM's socket rate."""
+    net = lvls[-1]
+    per_vm = lvls[0].ranks if len(lvls) == 2 else 1  # dp ranks of this group on one VM
+    bw = net.bw_bps * per_vm
+    if len(lvls) == 2:
+        bw = min(bw, lvls[0].bw_bps)
+    ring = c.ring_allreduce_time(size, dp, bw, net.alpha_s)
+    tree = c.tree_allreduce_time(size, net.ranks, bw, net.tree_alpha_s)
+    name, t = ("ring", ring) if ring <= tree else ("tree", tree)
+    sent = _ring_bytes(size, dp) if name == "ring" else 2 * size  # per ring or tree, per VM
+    where = f"{lvls[0].name} + {net.name}" if len(lvls) == 2 else net.name
+    return CollectiveEstimate(
+        t,
+        f"flat {name} over {where}",
+        c.busbw("all_reduce", size, dp, t),
+        lvls,
+        flat_ring=name == "ring",
+        network_s=t,
+        network_bytes_per_gpu=sent / per_vm,
+    )
 
 
 def _hierarchical(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEstimate:
@@ -194,11 +242,23 @@ def _hierarchical(size: float, lvls: tuple[Level, ...], dp: int) -> CollectiveEs
         seconds += t
         names.append(f"{level.name} {algo}")
         part /= level.ranks
-    t, algo = _top_allreduce(part, lvls[-1])
+    top = lvls[-1]
+    t, algo = _top_allreduce(part, top)
     seconds += t
-    names.append(f"{lvls[-1].name} {algo}")
+    names.append(f"{top.name} {algo}")
+    network_s = sent = 0.0
+    if top.network is not Network.SCALEUP:
+        # Each rank sends 2(p-1)/p of its part on a ring, twice its part up and down a tree, and
+        # its part once up to the switch with SHARP (the result comes back down by multicast).
+        network_s = t
+        sent = {"ring": _ring_bytes(part, top.ranks), "tree": 2 * part}.get(algo, part)
     return CollectiveEstimate(
-        seconds, " > ".join(names), c.busbw("all_reduce", size, dp, seconds), lvls
+        seconds,
+        " > ".join(names),
+        c.busbw("all_reduce", size, dp, seconds),
+        lvls,
+        network_s=network_s,
+        network_bytes_per_gpu=sent,
     )
 
 

@@ -16,6 +16,7 @@ from ..units import format_bytes as fb
 from ..units import format_duration as fd
 from . import _renewal as rn
 from . import datapath as dpth
+from .bandwidth import bandwidth_plan, ethernet_plan
 from .checkpoints import checkpoint_plan, checkpoint_size
 from .cost import cost_plan
 from .fabric import collective, exchange, fabric_options, gradient_bytes, run_shape
@@ -218,6 +219,10 @@ def _make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     if step is not None:
         step.model_parallel_s = model_parallel
     cost = cost_plan(spec, cat, s, data, ckpt, run, None)
+    if ic is not None:  # what the links carry per step, fewer links, and InfiniBand off
+        stall = data.chosen.stall_per_step_s or 0.0
+        ic.ethernet = ethernet_plan(spec, cat, s, compute, stall, compute + exposed + stall)
+        ic.bandwidth = bandwidth_plan(spec, cat, s, compute, stall, cost)
     plan = _finish(
         spec, cat, s, cost, interconnect=ic, data=data, checkpoints=ckpt, step=step, run=run
     )

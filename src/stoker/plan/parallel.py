@@ -42,7 +42,8 @@ def _group_link(vm: VmSize, cat: Catalog, group_gpus: int) -> tuple[float, float
         return bw, cat.fabric.nvlink_ring_latency, vm.scaleup
     if vm.has_infiniband:
         return vm.ib_per_vm / vm.gpus, cat.fabric.net_ring_latency, "InfiniBand"
-    return vm.frontend_nic / vm.gpus, cat.fabric.net_ring_latency, "frontend Ethernet"
+    # NCCL over TCP sockets: the measured socket rate (or the line rate), as the dp exchange
+    return vm.ethernet_rate / vm.gpus, cat.fabric.net_ring_latency, "frontend Ethernet"
 
 
 def all_to_all_time(size: float, ranks: int, bw: float, alpha: float) -> float:

@@ -130,6 +130,46 @@ class CostJson(TypedDict, total=False):
     unknown: list[str]
 
 
+class EthernetJson(TypedDict, total=False):
+    """``interconnect.ethernet``: the job with InfiniBand off (``EthernetPlan``)."""
+
+    busbw_bps: float
+    measured: bool
+    source: str
+    step_s: float
+    infiniband_step_s: float
+    ratio: float
+
+
+class LinkOptionJson(TypedDict, total=False):
+    """One row of ``interconnect.bandwidth.options`` (``LinkOption``)."""
+
+    links_per_vm: int
+    sharp: bool
+    comm_s: float
+    exposed_s: float
+    step_s: float
+    cost_usd: float | None
+    planned: bool
+
+
+class BandwidthJson(TypedDict, total=False):
+    """``interconnect.bandwidth``: what the inter-VM links carry per step (``BandwidthPlan``)."""
+
+    network: str
+    bytes_per_vm: float
+    busy_s: float
+    step_s: float
+    capacity_bps: float
+    average_bps: float
+    peak_bps: float
+    average_use: float
+    peak_use: float
+    busbw_measured_bps: float | None
+    options: list[LinkOptionJson]
+    note: str
+
+
 class InferenceJson(TypedDict, total=False):
     """Inference cold starts (``InferencePlan``)."""
 

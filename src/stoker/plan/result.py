@@ -41,6 +41,52 @@ class InterconnectPlan:
     fabric_layout: FabricLayout = FabricLayout.ONE_FABRIC
     fabric_options: list[FabricOption] = field(default_factory=list)
     model_parallel: ModelParallelPlan | None = None  # tp / pp / ep traffic per step
+    ethernet: EthernetPlan | None = None  # the same job with InfiniBand off (plan/bandwidth.py)
+    bandwidth: BandwidthPlan | None = None  # what the job's links carry per step, and what-ifs
+
+
+@dataclass
+class EthernetPlan:
+    """The same job with InfiniBand off (NCCL over TCP sockets), against the plan's own step."""
+
+    busbw_bps: float  # the VM's NCCL-socket all-reduce busbw the Ethernet level runs at
+    measured: bool  # False: the frontend NIC's line rate (an upper bound), nothing measured
+    source: str  # the catalog source (or "measured") behind busbw_bps
+    step_s: float  # compute + exposed communication + data stall, InfiniBand off
+    infiniband_step_s: float  # the same with InfiniBand (the plan's own layout)
+    ratio: float  # InfiniBand throughput over Ethernet throughput: step_s / infiniband_step_s
+
+
+@dataclass
+class LinkOption:
+    """One row of the links what-if: the job with ``links_per_vm`` InfiniBand links per VM."""
+
+    links_per_vm: int
+    sharp: bool
+    comm_s: float
+    exposed_s: float  # communication left after overlap, model-parallel included
+    step_s: float  # compute + exposed + data stall (checkpoints scale with it)
+    cost_usd: float | None  # the run's cost at this step (VM hours scale with it); None: unpriced
+    planned: bool = False  # the plan's own links and SHARP
+
+
+@dataclass
+class BandwidthPlan:
+    """What the inter-VM links really carry per step: the data-parallel exchange's bytes and the
+    time its links are busy, against the step; then fewer links and SHARP as a what-if."""
+
+    network: str  # "InfiniBand" or "Ethernet"
+    bytes_per_vm: float  # sent by each VM per step over its inter-VM links
+    busy_s: float  # per step, the time those links carry the exchange
+    step_s: float
+    capacity_bps: float  # the VM's links: achievable InfiniBand (all rails) or socket rate
+    average_bps: float  # bytes_per_vm / step_s
+    peak_bps: float  # bytes_per_vm / busy_s: the rate while the exchange runs
+    average_use: float  # average_bps / capacity_bps
+    peak_use: float
+    busbw_measured_bps: float | None = None  # `--measured`: a multi-VM all-reduce's busbw
+    options: list[LinkOption] = field(default_factory=list)
+    note: str = ""
 
 
 @dataclass
