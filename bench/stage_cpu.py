@@ -7,7 +7,11 @@ folder, and takes the child's own CPU (user + sys, from wait4's rusage) and its 
 so two versions of stoker can be compared in one run on the same data:
 
     .venv/bin/python bench/stage_cpu.py [--variant NAME=SRC_DIR[,VAR=VALUE...] ...] [--reps 3]
-        [--no-rclone] [--wrap "PROFILER ... {out} --"] [--write BENCHMARKS.md]
+        [--no-rclone] [--no-md5] [--rclone-defaults] [--wrap "PROFILER ... {out} --"]
+        [--write BENCHMARKS.md]
+
+``--no-md5`` leaves the large blobs as the SDK's block upload does, with no Content-MD5 (as most
+multi-GiB files in real accounts are: issue 55); ``--rclone-defaults`` adds rclone untuned.
 
 Without ``--variant`` it measures this checkout's ``src`` as "stoker"; ``VAR=VALUE`` after a
 variant's folder sets its environment (malloc settings, say). ``--wrap`` runs each stoker run
@@ -56,8 +60,9 @@ sys.exit(0 if s.ok else 1)
 """
 
 
-def seed(az: Azurite, large: int, large_mib: int, small: int) -> dict[str, str]:
-    """Upload the blobs; returns each one's MD5 (hex)."""
+def seed(az: Azurite, large: int, large_mib: int, small: int, md5: bool = True) -> dict[str, str]:
+    """Upload the blobs (``md5``: the large ones get their Content-MD5 set); returns each one's
+    MD5 (hex)."""
     from azure.storage.blob import BlobServiceClient, ContentSettings
 
     az.create_container(CONTAINER)
@@ -71,7 +76,8 @@ def seed(az: Azurite, large: int, large_mib: int, small: int) -> dict[str, str]:
             blob.upload_blob(data, max_concurrency=4)
             digest = hashlib.md5(data).digest()
             # A block upload carries no Content-MD5: set it, as a service-side copy would have.
-            blob.set_http_headers(ContentSettings(content_md5=bytearray(digest)))
+            if md5:
+                blob.set_http_headers(ContentSettings(content_md5=bytearray(digest)))
             md5s[name] = digest.hex()
             del data
         for i in range(small):
@@ -125,7 +131,7 @@ def run(argv: list[str], env: dict[str, str], log: Path) -> dict:
     }
 
 
-def commands(az: Azurite, variants: dict[str, str]) -> dict:
+def commands(az: Azurite, variants: dict[str, str], rclone_defaults: bool = False) -> dict:
     conf = RUNS / "rclone.conf"
     conf.touch()
     rclone_env = dict(
@@ -144,6 +150,11 @@ def commands(az: Azurite, variants: dict[str, str]) -> dict:
             rclone_env,
         )
     }
+    if rclone_defaults:
+        out["rclone-defaults"] = lambda d: (
+            [rclone, "copy", f":azureblob:{CONTAINER}", str(d), "-q"],
+            rclone_env,
+        )
     for name, spec in variants.items():
         # NAME=SRC_DIR[,VAR=VALUE...]: extra environment for that variant (malloc tuning...)
         src, *extra = str(spec).split(",")
@@ -174,6 +185,8 @@ def main() -> None:
     ap.add_argument("--large-mib", type=int, default=512)
     ap.add_argument("--small", type=int, default=200)
     ap.add_argument("--no-rclone", action="store_true")
+    ap.add_argument("--no-md5", action="store_true", help="large blobs without Content-MD5")
+    ap.add_argument("--rclone-defaults", action="store_true", help="rclone untuned too")
     ap.add_argument(
         "--prime-gib",
         type=float,
@@ -197,8 +210,8 @@ def main() -> None:
     results: dict[str, list[dict]] = {}
     mark = cpu_mark()
     with Azurite() as az:
-        md5s = seed(az, args.large, args.large_mib, args.small)
-        cmds = commands(az, variants)
+        md5s = seed(az, args.large, args.large_mib, args.small, not args.no_md5)
+        cmds = commands(az, variants, args.rclone_defaults)
         if args.no_rclone:
             del cmds["rclone"]
         tools = list(cmds)
@@ -208,7 +221,7 @@ def main() -> None:
                 dest = RUNS / f"{tool}-{rep}"
                 shutil.rmtree(RUNS / "state", ignore_errors=True)
                 argv, env = cmds[tool](dest)
-                if args.wrap and tool != "rclone":
+                if args.wrap and not tool.startswith("rclone"):
                     out = RUNS.parent / f"stage-cpu-{tool}-{rep}.prof"
                     argv = [*args.wrap.format(out=out).split(), *argv]
                 prime_memory(args.prime_gib)
@@ -235,6 +248,7 @@ def main() -> None:
             "data": f"{args.large} x {args.large_mib} MiB + {args.small} x 1 MiB",
             "rclone": version,
             "streams": STREAMS,
+            "md5": not args.no_md5,
             "prime_gib": args.prime_gib,
             "variants": variants,
             "runs": results,
