@@ -339,6 +339,22 @@ def test_default_durability_follows_the_file_system(
     assert default_durability(tmp_path) == "fsync"
 
 
+def test_the_run_says_which_durability_it_used(
+    blob_env: str, azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upload_in_blocks(azurite.client(blob_env), {"s/z.bin": os.urandom(9 * MiB)})
+    for whole, chosen, used in (
+        (True, None, "batch"),
+        (False, None, "fsync"),
+        (True, "none", "none"),
+    ):
+        monkeypatch.setattr(_durable, "syncs_as_a_whole", lambda _, w=whole: w)
+        dst = tmp_path / f"dst-{whole}-{chosen}"
+        summary = stage(f"{blob_env}/s", str(dst), durability=chosen)  # type: ignore[arg-type]
+        assert summary.ok and summary.durability == used
+        assert summary.to_dict()["durability"] == used  # (in --json's last line too)
+
+
 def test_a_bad_durability_is_one_clear_error() -> None:
     with pytest.raises(StageError, match=r"^--durability 'always': use one of fsync, batch, none"):
         StageOptions(durability="always")  # type: ignore[arg-type]

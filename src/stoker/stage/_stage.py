@@ -58,6 +58,7 @@ class StageSummary:
     dry_run: bool = False
     estimated_s: float | None = None
     manifest: str = ""
+    durability: str | None = None  # what made a large download complete (into a folder only)
 
     @property
     def ok(self) -> bool:
@@ -241,6 +242,8 @@ async def _run(
                 spool=_spool(path),
                 durability=opts.durability,
             )
+            if dst.local_root is not None:
+                summary.durability = engine.durability  # (the option, or the file system's)
             async with ahead(reported(listing, reporter)) as batches:
                 counters = await engine.run(batches)
             summary.files_copied, summary.failed = counters.files, counters.failed
