@@ -164,3 +164,22 @@ def test_bench_allreduce_predicts_the_socket_rate_when_nccl_runs_on_sockets(cat)
     assert big.predicted_busbw == pytest.approx(3.19e9, rel=0.02)
     infiniband = with_plan(replace(result_, nccl_net=""), "ND96isr_H100_v5", cat)
     assert infiniband.rows[-1].predicted_busbw > 50 * big.predicted_busbw
+
+
+def test_bench_allreduce_names_the_socket_transport_in_its_table(cat):
+    from rich.console import Console
+
+    from stoker.cli.bench_allreduce import _table
+
+    sweep = _multi_vm_sweep(3.19e9, nccl_net="Socket")
+    rows = tuple(make_row(r["collective"], r["size"], 16, r["time_s"]) for r in sweep["rows"])
+    planned = with_plan(
+        SweepResult(**{k: v for k, v in sweep.items() if k != "rows"}, rows=rows),
+        "ND96isr_H100_v5",
+        cat,
+    )
+    console = Console(width=200, record=True)
+    console.print(_table(planned, "all_reduce"))
+    text = console.export_text()
+    assert "16 ranks, nccl on cuda:0, max across ranks, NCCL_NET=Socket" in text
+    assert "plan busbw on ND96isr_H100_v5" in text and "3.19" in text  # predicted and measured

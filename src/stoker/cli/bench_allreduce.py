@@ -3,6 +3,10 @@
 Run under torchrun, one process per GPU (or per CPU rank with gloo); rank 0 prints:
 
     torchrun --nproc-per-node 8 --no-python stoker bench allreduce --vm ND96isr_H100_v5
+
+Across VMs (torchrun --nnodes N) its --json output is the bus bandwidth `stoker plan --measured`
+takes for the VM's InfiniBand, or, run with NCCL_NET=Socket, for its Ethernet (NCCL over TCP;
+NCCL_IB_DISABLE=1 alone leaves NCCL on InfiniBand through Azure's RDMA plugin).
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ def _table(result: SweepResult, name: str) -> Table:
     title = (
         f"{name} ({result.methods[name]}), {result.world_size} ranks, "
         f"{result.backend} on {result.device}, {result.across} across ranks"
+        + (f", NCCL_NET={result.nccl_net}" if result.nccl_net else "")
     )
     table = Table(title=title, title_justify="left")
     for col in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"):
