@@ -147,6 +147,9 @@ def test_login_vm_admits_ssh_from_the_deployer_only(tmp_path):
     vnet_rules = _account(template)["properties"]["networkAcls"]["virtualNetworkRules"]
     assert any("'login')" in r["id"] for r in vnet_rules)
     _owned(d, template)
+    # Teardown deallocates the scale sets only: the login VM is billed while the GPUs idle.
+    (line,) = [x for x in d.bill.lines if x.resource == "virtualMachine"]
+    assert line.while_idle and line.per_hour_usd is None
     assert "ssh -A -J" in readme
     _valid(tmp_path / "out")
 

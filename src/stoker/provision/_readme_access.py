@@ -105,7 +105,7 @@ def render(lay: Layout) -> list[str]:
             "public address and the NSG denies the Internet. Its native client (`az network "
             "bastion`, the Azure CLI's `bastion` extension, installed on first use) opens SSH "
             "to a node by its private address, or a local tunnel for scp and rsync. You need "
-            "Reader on the Bastion and the nodes' scale set. Bastion bills every hour it "
+            "Reader on the Bastion, the scale set and its NICs. Bastion bills every hour it "
             f"exists: `az network bastion delete --name {bastion_name(lay)} --resource-group "
             f"{lay.resource_group}` between sessions (redeploying main.json brings it back).",
         ]
@@ -210,7 +210,10 @@ def ccws_sections(lay: Layout, facts: Provisioning, cloud_init: str) -> list[str
         f"release {facts.ccws_release} fetches them only from a GitHub release URL: these "
         f"lines make stoker's node set-up a project (`{_ccws_init.PROJECT}`, the script "
         "below, cut out of this README with the addresses ARM gave filled in), publish it and "
-        f"set `STOKER_NODE_URL`, which the commands under it put in the parameters.",
+        f"set `STOKER_NODE_URL`, which the commands under it put in the parameters. The "
+        "repository is public (CycleCloud fetches it without credentials), so it must hold no "
+        "secret: if your `--install` requirement carries a token (a SAS URL), provision again "
+        "with one that does not before publishing.",
         "",
         "```sh",
         *cluster_init_commands(lay),

@@ -83,7 +83,8 @@ def access_lines(lay: Layout) -> list[Line]:
         )
         lines.append(Line("networkInterface", _nic_name(lay), "login subnet", 0.0, True))
         size = f"{LOGIN_VM_SIZE}, SSH from the deployer's address only"
-        lines.append(Line("virtualMachine", login_name(lay), size, None, False))
+        # Teardown deallocates the scale sets, not the way in: it bills while the GPUs idle.
+        lines.append(Line("virtualMachine", login_name(lay), size, None, True))
     if a.blob == "private-endpoint":
         for acct in lay.accounts:
             name = endpoint_name(lay, acct.role)
