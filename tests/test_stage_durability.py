@@ -265,6 +265,47 @@ def test_kill_9_mid_run_then_resume_records_nothing_incomplete(
         assert digest in (None, expected_hash(files[f"k/{key}"])), key
 
 
+def test_a_stopped_batch_run_names_and_records_what_it_finished(
+    blob_env: str, azurite: Azurite, tmp_path: Path
+) -> None:
+    """SIGTERM (a job being stopped) mid-run under ``batch``: the files finished and waiting
+    for a sync point are made durable, named and recorded on the way out, not left behind."""
+    files = {f"t/f{i}.bin": os.urandom(6 * MiB + i) for i in range(6)}
+    upload_in_blocks(azurite.client(blob_env), files)
+    dst = tmp_path / "dst"
+    env = dict(os.environ, AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string)
+    argv = [STOKER, "stage", f"{blob_env}/t", str(dst), "--concurrency", "2"]
+    proc = subprocess.Popen(
+        [*argv, "--durability", "batch"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    whole: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None and len(whole) < 2:
+            whole = [
+                p.name
+                for p in partials(dst)
+                if dst.exists()
+                for st in [p.stat()]
+                if st.st_blocks * 512 >= st.st_size > 0
+            ]
+            time.sleep(0.01)
+        alive = proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert alive and len(whole) >= 2, f"the run ended first: {err.decode()[-2000:]}"
+    assert proc.returncode == 143, err.decode()[-2000:]
+    named = read_tree(dst)
+    assert named, "the files finished before the signal should be named on the way out"
+    assert len(named) < len(files)
+    for key, data in named.items():
+        assert data == files[f"t/{key}"]
+    assert recorded(dst) == {key: expected_hash(files[f"t/{key}"]) for key in named}
+
+
 # ------------------------------------------------------------------------------ units and boots
 def test_units_recorded_in_another_boot_are_forgotten(tmp_path: Path) -> None:
     manifest = Manifest(tmp_path / "m.sqlite")
