@@ -102,6 +102,14 @@ def test_a_plan_past_the_forms_bound_is_capped_and_the_readme_says_so(lustre):
     assert "HPCMaxScalesetSize" in text and "support request" in text
 
 
+def test_the_schema_holds_gpu_counts_to_the_forms_bounds(lustre):
+    _, out = lustre
+    for bad in (1001, -1):
+        params = _params(out)
+        params["parameters"]["gpu"]["value"]["maxNodes"] = bad
+        assert any("maxNodes" in e for e in validate.ccws_errors(params)), bad
+
+
 def test_the_readme_lists_the_marketplace_terms_and_the_scale_set_split(lustre):
     _, out = lustre
     readme = (out / "README.md").read_text()
