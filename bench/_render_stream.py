@@ -46,13 +46,70 @@ def _verdict(ratio: float, of_ceiling: float, target_above_ceiling: bool, peer_a
     return "**missed**"
 
 
+def shapes_of(r: dict) -> dict[str, dict]:
+    """Each shape's results; a results file from before the shapes holds the resnet50 one."""
+    if "shapes" in r:
+        return r["shapes"]
+    return {"resnet50": r | {"formats": r.get("formats", {})}}
+
+
 def render(doc: dict) -> str:
     r, m = doc["results"], doc["machine"]
-    s, labels = r["summary"], r["labels"]
-    record, n = r["record_bytes"], r["samples"]
+    shapes = shapes_of(r)
     load = r["load"]
-    others = [x["others_cpu"] for by in r["runs"].values() for k in by.values() for x in k]
+    others = [
+        x["others_cpu"]
+        for got in shapes.values()
+        for by in got["runs"].values()
+        for k in by.values()
+        for x in k
+    ]
     versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+    resident = max(
+        (v for got in shapes.values() for v in got["resident_before_cold_bytes"].values()),
+        default=0,
+    )
+    sizes = "; ".join(
+        f"{g['samples']:,} records of {g['record_bytes']:,} B ({name})"
+        for name, g in shapes.items()
+    )
+    lines = [
+        f"## stream: the drop-in DataLoader path beside a map-style Dataset over files, Mosaic "
+        f"Streaming, LitData and WebDataset, each used its own way (target: stoker {TARGET}x the "
+        "fastest, cold and warm, on both shapes)",
+        "",
+        f"{sizes}. stoker and the map-style Dataset inside torch's own "
+        f"`DataLoader(ds, batch_size={r['batch']}, num_workers={r['workers']}, "
+        "collate_fn=collate)`, per sample, shuffled; each peer the way its documentation shows "
+        "(LitData's `StreamingDataLoader`; WebDataset's pipeline with `.shuffle(1000)`, batched "
+        "in the workers, read by `WebLoader`; Mosaic's `StreamingDataset` in torch's DataLoader, "
+        "as its Quick Start; their defaults otherwise), with the same batch, workers, shuffling "
+        "and collate function (bytes to one uint8 `(batch, record)` tensor); stoker's fastest "
+        "path (`StreamingLoader`, `dtype=torch.uint8`, reader threads, no worker processes) "
+        "hands over the same tensor. One epoch per fresh process, timed from building the "
+        "loader (after the library's import and a `gc.collect()`) to the last batch; medians "
+        f"of {r['reps']} rounds, the loaders' order rotated each round and reversed every other; "
+        f"cold: the format's files evicted from the page cache (at most {resident / 1e6:,.1f} "
+        "MB of any left, by fincore), warm: the same run again at once. bench/stream_bench.py's "
+        "docstring has the details.",
+        "",
+        f"Machine: {m['cores']} cores, {m['memory_bytes'] / 2**30:.0f} GiB, Python "
+        f"{m['python']}; {versions}. Load: other processes took "
+        f"{min(others, default=0):.0%}-{max(others, default=0):.0%} of the CPU during the runs "
+        f"({load['others_cpu']:.0%} over the whole benchmark, load average "
+        f"{load['loadavg_1m']:.1f} at its end): the machine is shared, so the ratios of "
+        "loaders run side by side are the figures to read, not the rates alone. The disk "
+        f"(`dd iflag=direct bs=16M`, 4 at once, median): {_n(statistics.median(r['disk4_mb_s']))} "
+        f"MB/s (one dd: {_n(statistics.median(r['disk_mb_s']))} MB/s); one core's memory copy: "
+        f"{_n(r['memcpy_mb_s'])} MB/s.",
+    ]
+    for name, got in shapes.items():
+        lines += ["", *_shape_lines(name, got)]
+    return "\n".join(lines) + "\n"
+
+
+def _shape_lines(shape: str, r: dict) -> list[str]:
+    s, labels = r["summary"], r["labels"]
     ceilings = [name for name in ("memory", "page_cache") if name in r["runs"]]
     rows = [_row(labels[name], r["runs"][name]) for name in r["runs"] if name not in ceilings]
     mem = s["memory_ceiling_samples_s"]
@@ -60,28 +117,7 @@ def render(doc: dict) -> str:
     warm_ceiling = min(mem, cached) if cached else mem
     disk = s["disk_ceiling_samples_s"]
     lines = [
-        f"## stream: the drop-in DataLoader path beside a map-style Dataset over files, Mosaic "
-        f"Streaming, LitData and WebDataset (target: stoker {TARGET}x the fastest, cold and warm)",
-        "",
-        f"{n:,} resnet50-shaped records of {record:,} B; every loader inside torch's own "
-        f"`DataLoader(ds, batch_size={r['batch']}, num_workers={r['workers']}, "
-        "collate_fn=collate)`, per sample, shuffled, one collate function for all (bytes to one "
-        f"uint8 `(batch, {record})` tensor); stoker's fastest path (`StreamingLoader`, "
-        "`dtype=torch.uint8`, reader threads, no worker processes) hands over the same tensor. "
-        "One epoch per fresh process, timed from building the loader (after the library's "
-        "import and a `gc.collect()`, so that no collection the imports left pending falls "
-        f"inside the clock) to the last batch; medians of {r['reps']} runs, the loaders' order "
-        "rotating; cold: the format's files evicted from the page cache (at most "
-        f"{max(r['resident_before_cold_bytes'].values(), default=0) / 1e6:,.1f} MB of any "
-        "left, by fincore), warm: the same run again at once. bench/stream_bench.py's "
-        "docstring has the details.",
-        "",
-        f"Machine: {m['cores']} cores, {m['memory_bytes'] / 2**30:.0f} GiB, Python "
-        f"{m['python']}; {versions}. Load: other processes took "
-        f"{min(others):.0%}-{max(others):.0%} of the CPU during the runs "
-        f"({load['others_cpu']:.0%} over the whole benchmark, load average "
-        f"{load['loadavg_1m']:.1f} at its end): the machine is shared, so the ratios of "
-        "loaders run side by side are the figures to read, not the rates alone.",
+        f"### {shape}: {r['samples']:,} records of {r['record_bytes']:,} B",
         "",
         "| loader | cold samples/s | cold MB/s | cold first batch | cold samples per CPU s "
         "| warm samples/s | warm MB/s | warm first batch | warm samples per CPU s | warm CPU s "
@@ -90,9 +126,9 @@ def render(doc: dict) -> str:
         *rows,
         *[_row(labels[name], r["runs"][name]) for name in ceilings],
         "",
-        "Ceilings, on stoker's own torch (the peers run on theirs): torch's DataLoader fed "
-        f"from memory (the same DataLoader, collate and consumer, records already in memory): "
-        f"{_n(mem)} samples/s; "
+        "Ceilings of the drop-in path, on stoker's own torch (the peers run on theirs): torch's "
+        "DataLoader fed from memory (the same DataLoader, collate and consumer, records already "
+        f"in memory): {_n(mem)} samples/s; "
         + (
             f"the same DataLoader over one `os.pread` a sample of stoker's shards in the page "
             f"cache (no lookup, no check: the least a loader reading files does): {_n(cached)} "
@@ -100,10 +136,7 @@ def render(doc: dict) -> str:
             if cached
             else ""
         )
-        + "the disk (`dd "
-        f"iflag=direct bs=16M`, 4 at once, median): {_n(statistics.median(r['disk4_mb_s']))} "
-        f"MB/s = {_n(disk)} samples/s (one dd: {_n(statistics.median(r['disk_mb_s']))} MB/s); "
-        f"one core's memory copy: {_n(r['memcpy_mb_s'])} MB/s.",
+        + f"the disk: {_n(disk)} samples/s.",
         "",
         "| target | measured | wanted | |",
         "|---|---|---|---|",
@@ -143,7 +176,7 @@ def render(doc: dict) -> str:
         )
     if r["problems"]:
         lines += ["", "Problems found in the runs:", *[f"- {p}" for p in r["problems"]]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _spread_note(r: dict, kind: str) -> str:

@@ -1,8 +1,11 @@
 """The stream benchmark's dataset, in every loader's format, and the page cache around it.
 
-One file per sample is generated once (random bytes, fixed by a seed; each record's first 8
-bytes are its id, little endian) into ``.bench/stream/resnet50/files``; every other format is
-written from those files (untimed), so every loader reads the same bytes. Formats, all ~64 MiB
+Two shapes (``SHAPES``): MLPerf Storage's resnet50 record (114,660 B), where the bytes decide,
+and a small record (2,048 B: a tokenized text row, a feature vector), where the per-sample work
+of each loader decides. For each, one file per sample is generated once (random bytes, fixed by
+a seed; each record's first 8 bytes are its id, little endian) into
+``.bench/stream/SHAPE-SAMPLES/files``; every other format is written from those files
+(untimed), so every loader reads the same bytes. Formats, all ~64 MiB
 per shard: stoker ``ShardWriter(shard_size="64MiB", codec="bytes")``; WebDataset tars; Mosaic
 MDS (one ``bytes`` column); LitData ``optimize`` (one worker, so chunks keep the id order).
 """
@@ -22,26 +25,28 @@ import _stream_peers as sp
 import numpy as np
 
 SEED = 20261201
-RECORD = 114_660  # MLPerf Storage's resnet50 record
+# shape: (record bytes, samples by default). The small shape's samples make about as many shards
+# (7 of 64 MiB) as a block of stoker's (8), and an epoch of a few seconds, as the large one's.
+SHAPES = {"resnet50": (114_660, 20_000), "small": (2_048, 200_000)}
 # Bumped when stoker's writer changes what it writes, so a saved stoker format is written again.
 STOKER_WRITER = 2
 FORMATS = ("files", "stoker", "wds", "mosaic", "litdata")
 
 
-def data_dir(samples: int) -> Path:
-    return sp.BENCH / "stream" / f"resnet50-{samples}"
+def data_dir(shape: str, samples: int) -> Path:
+    return sp.BENCH / "stream" / f"{shape}-{samples}"
 
 
-def generate(samples: int, root: Path) -> None:
+def generate(samples: int, record: int, root: Path) -> None:
     """One file per sample, random bytes with the id in front, fixed by the seed."""
     stamp = root.with_suffix(".json")
-    want = json.dumps({"samples": samples, "record": RECORD, "seed": SEED})
+    want = json.dumps({"samples": samples, "record": record, "seed": SEED})
     if stamp.exists() and stamp.read_text() == want:
         return
     shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng([SEED, samples])
     for i, path in enumerate(sp.file_paths(str(root), samples)):
-        data = bytearray(rng.bytes(RECORD))
+        data = bytearray(rng.bytes(record))
         data[: sp.ID_BYTES] = i.to_bytes(sp.ID_BYTES, "little")
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as f:
@@ -49,12 +54,12 @@ def generate(samples: int, root: Path) -> None:
     stamp.write_text(want)
 
 
-def ensure_formats(samples: int, peer_python: Path) -> dict[str, dict]:
-    """Every format, written once from the files: {format: {dir, starts, files, bytes}}.
-    ``starts``: the first id of each shard (to count the distinct shards of a batch)."""
-    base = data_dir(samples)
+def ensure_formats(shape: str, samples: int, peer_python: Path) -> dict[str, dict]:
+    """Every format of ``shape``, written once from the files: {format: {dir, starts, files,
+    bytes}}. ``starts``: the first id of each shard (to count the distinct shards of a batch)."""
+    base = data_dir(shape, samples)
     files = base / "files"
-    generate(samples, files)
+    generate(samples, SHAPES[shape][0], files)
     key = hashlib.blake2b(files.with_suffix(".json").read_bytes(), digest_size=8).hexdigest()
     out: dict[str, dict] = {"files": {"dir": str(files), "starts": None}}
     for fmt in FORMATS[1:]:
@@ -65,7 +70,7 @@ def ensure_formats(samples: int, peer_python: Path) -> dict[str, dict]:
             out[fmt] = json.loads(stamp.read_text())
             continue
         shutil.rmtree(root, ignore_errors=True)
-        print(f"  writing the dataset as {fmt}", flush=True)
+        print(f"  writing the {shape} dataset as {fmt}", flush=True)
         start = time.perf_counter()
         if fmt == "stoker":
             starts = write_stoker(samples, files, root)

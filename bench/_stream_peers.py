@@ -12,12 +12,32 @@ stoker runs in the project's ``.venv``. This file is run as a script by either i
 It imports only torch and numpy at the top, so both interpreters can load it; each loader's
 library is imported inside its own function.
 
-Every loader is used the way most people first try one: its dataset inside torch's own
+stoker is used the way most people first try one: its dataset inside torch's own
 ``DataLoader(ds, batch_size=64, num_workers=2, collate_fn=collate)``, per sample, shuffled
-(``drop_in``). ``collate`` is the same for all: ``torch.frombuffer`` views of the samples'
-bytes, stacked by ``default_collate`` (inside a worker, straight into shared memory): one copy
-per sample in the worker, none in the training process. stoker's fastest path
-(``StreamingLoader``, reader threads into the batch) is run beside them (``stoker_fastest``).
+(``drop_in``), and so is the map-style Dataset over files (with ``shuffle=True``). Each peer is
+used its own way, as its documentation shows (``own_way``), with the same batch size, workers,
+``collate`` (through the hook each offers) and shuffling on:
+
+* LitData: ``ld.StreamingDataset(dir, shuffle=True, drop_last=True, seed=...)`` read by
+  ``ld.StreamingDataLoader(ds, batch_size=64, num_workers=2, collate_fn=collate)`` (the README's
+  "Load the data by replacing the PyTorch Dataset and DataLoader with the StreamingDataset and
+  StreamingDataLoader", litdata 0.2.76; its other options at their defaults).
+* WebDataset: ``wds.WebDataset(urls, shardshuffle=100).shuffle(1000).to_tuple("bin")
+  .batched(64, collation_fn=collate)`` read by ``wds.WebLoader(ds, batch_size=None,
+  num_workers=2)``: the README's fluid interface ("pick something bigger, like 1000" for the
+  shuffle buffer; ``shardshuffle`` a number, as webdataset 1.0 asks) with batching in the
+  workers, as its pipeline example (``wds.batched(16)``) and its resnet50 training notebook
+  do (https://github.com/webdataset/webdataset, README). No ``.decode()``: it has no decoder
+  for raw bytes (``.bin``) and would only pass them on.
+* Mosaic Streaming: ``StreamingDataset(local=dir, shuffle=True, batch_size=64)`` inside torch's
+  ``DataLoader(ds, batch_size=64, num_workers=2, collate_fn=collate)``, as its Quick Start
+  does (https://docs.mosaicml.com/projects/streaming/en/stable/getting_started/quick_start.html);
+  its shuffle algorithm (py1e), predownload and cache at their defaults.
+
+``collate`` is the same for all: ``torch.frombuffer`` views of the samples' bytes, stacked by
+``default_collate`` (inside a worker, straight into shared memory): one copy per sample in the
+worker, none in the training process. stoker's fastest path (``StreamingLoader``, reader
+threads into the batch) is run beside them (``stoker_fastest``).
 """
 
 from __future__ import annotations
@@ -47,6 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / ".bench"
 SHARD_BYTES = 64 << 20  # every format's shard / chunk / tar size
 ID_BYTES = 8  # each record starts with its id, little endian
+WDS_SHUFFLE = 1000  # WebDataset's README: "pick something bigger, like 1000"
+WDS_SHARD_SHUFFLE = 100  # what webdataset 1.0 sets for shardshuffle=True
 
 # torch.frombuffer warns that bytes are read-only; the consumer only reads them.
 warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -109,25 +131,22 @@ def stoker(spec: dict) -> tuple[Any, None]:
     return StreamingDataset(spec["source"], shuffle=True, seed=spec["seed"], **groups), None
 
 
-def wds(spec: dict) -> tuple[Any, int]:
+def wds(spec: dict) -> Any:
+    """WebDataset its own way: the README's fluid pipeline, batched in the workers, read by
+    ``WebLoader`` (see the module's docstring)."""
     import webdataset as wds
 
     ds = (
-        wds.WebDataset(
-            spec["urls"],
-            shardshuffle=len(spec["urls"]),
-            seed=spec["seed"],
-            nodesplitter=None,
-            workersplitter=wds.split_by_worker,
-            empty_check=False,
-        )
-        .shuffle(spec["wds_buffer"])
+        wds.WebDataset(spec["urls"], shardshuffle=WDS_SHARD_SHUFFLE, seed=spec["seed"])
+        .shuffle(WDS_SHUFFLE)
         .to_tuple("bin")
+        .batched(spec["batch"], collation_fn=functools.partial(collate, key=0), partial=False)
     )
-    return ds, 0
+    return wds.WebLoader(ds, batch_size=None, num_workers=spec["workers"])
 
 
-def mosaic(spec: dict) -> tuple[Any, str]:
+def mosaic(spec: dict) -> Any:
+    """Mosaic Streaming its own way: its Quick Start's StreamingDataset in torch's DataLoader."""
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
@@ -139,13 +158,23 @@ def mosaic(spec: dict) -> tuple[Any, str]:
         shuffle_seed=spec["seed"],
         batch_size=spec["batch"],
     )
-    return ds, "x"
+    return DataLoader(
+        ds,
+        batch_size=spec["batch"],
+        num_workers=spec["workers"],
+        collate_fn=functools.partial(collate, key="x"),
+        drop_last=True,
+    )
 
 
-def litdata(spec: dict) -> tuple[Any, None]:
+def litdata(spec: dict) -> Any:
+    """LitData its own way: its StreamingDataset read by its StreamingDataLoader."""
     import litdata as ld
 
-    return ld.StreamingDataset(spec["source"], shuffle=True, seed=spec["seed"]), None
+    ds = ld.StreamingDataset(spec["source"], shuffle=True, drop_last=True, seed=spec["seed"])
+    return ld.StreamingDataLoader(
+        ds, batch_size=spec["batch"], num_workers=spec["workers"], collate_fn=collate
+    )
 
 
 class InMemory(Dataset):
@@ -200,15 +229,8 @@ def page_cache(spec: dict) -> tuple[Any, None]:
     return PageCache(spec["source"]), None
 
 
-DATASETS = {
-    "memory": memory,
-    "page_cache": page_cache,
-    "files": files,
-    "stoker": stoker,
-    "wds": wds,
-    "mosaic": mosaic,
-    "litdata": litdata,
-}
+DATASETS = {"memory": memory, "page_cache": page_cache, "files": files, "stoker": stoker}
+OWN_WAY = {"wds": wds, "mosaic": mosaic, "litdata": litdata}  # each peer's loader, its way
 CEILINGS = ("memory", "page_cache")
 MAP_STYLE = ("files", "memory", "page_cache")
 # What each loader imports, then the names it takes from it: stoker.stream loads a name's
@@ -222,9 +244,9 @@ LIBRARIES = {
 
 
 def drop_in(spec: dict) -> Any:
-    """Every dataset inside torch's own DataLoader, used the same way: per-sample, batch
-    ``batch``, ``workers`` worker processes, one collate function; the map-style one shuffled
-    by the DataLoader, the iterable ones by themselves."""
+    """A dataset inside torch's own DataLoader: per-sample, batch ``batch``, ``workers`` worker
+    processes, one collate function; the map-style ones shuffled by the DataLoader, stoker's
+    by itself."""
     ds, key = DATASETS[spec["dataset"]](spec)
     return DataLoader(
         ds,
@@ -264,6 +286,8 @@ def run(spec: dict) -> dict:
     t0 = time.perf_counter()
     if built is not None:
         loader = built
+    elif spec["dataset"] in OWN_WAY:
+        loader = OWN_WAY[spec["dataset"]](spec)
     else:
         loader = stoker_fastest(spec) if spec.get("fastest") else drop_in(spec)
     ids, distinct = [], []
