@@ -183,3 +183,41 @@ def test_bench_allreduce_names_the_socket_transport_in_its_table(cat):
     text = console.export_text()
     assert "16 ranks, nccl on cuda:0, max across ranks, NCCL_NET=Socket" in text
     assert "plan busbw on ND96isr_H100_v5" in text and "3.19" in text  # predicted and measured
+
+
+def test_a_real_sweep_over_two_nodes_on_sockets_feeds_the_plan(tmp_path: Path, cat):
+    # Two torchrun "nodes" of one CPU rank each (gloo) with NCCL_NET=Socket: the JSON the verb
+    # prints is an Ethernet figure for --measured, with the warning that CPU ranks are not GPUs.
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {"NCCL_NET": "Socket"}
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={r}"]
+            + ["--nproc-per-node=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
+            + ["-m", "stoker.cli.bench_allreduce", "--json", "-b", "1MiB", "-e", "1MiB"]
+            + ["--iters", "2", "--warmup", "1", "--op", "all_reduce"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for r in (0, 1)
+    ]
+    out = [p.communicate(timeout=300) for p in runs]
+    assert all(p.returncode == 0 for p in runs), out[0][1][-2000:]
+    sweep = json.loads(out[0][0])  # node 0's rank 0 prints
+    assert (sweep["world_size"], sweep["ranks_per_node"], sweep["nccl_net"]) == (2, 1, "Socket")
+    path = tmp_path / "sweep.json"
+    path.write_text(out[0][0])
+    plan = plan_job(fsdp(4), cat, measured=path)
+    (row,) = plan.calibration
+    assert row.figure == "ethernet_busbw" and "CPU ranks do not measure" in row.warning
+    busbw = sweep["rows"][-1]["busbw"]
+    assert plan.interconnect.ethernet.busbw_bps == pytest.approx(busbw)
