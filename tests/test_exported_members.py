@@ -55,7 +55,14 @@ NOT_AT_THE_TOP = {
         "run_loader",
         "serve",
     },
-    "plan": {"PlanJson", "markdown_compare", "parse_spec"},
+    "plan": {
+        "PlanJson",
+        "Renewal",
+        "markdown_compare",
+        "optimal_interval",
+        "parse_spec",
+        "renewal",
+    },
     "operate": {
         "Expired",
         "Metrics",

@@ -1,5 +1,7 @@
-"""How often to checkpoint: Young/Daly from the measured blocking time and an MTBF (the same
-formulas the plan uses, plan/reliability.py), never more often than a save takes to finish."""
+"""How often to checkpoint: the renewal model's optimum from the measured blocking time and an
+MTBF (the same function the plan uses, stoker.plan.optimal_interval: Daly 2006's exact form,
+which his series estimate drifts from once saves are a few percent of the MTBF), never more
+often than a save takes to finish."""
 
 from __future__ import annotations
 
@@ -19,11 +21,12 @@ def checkpoint_interval(
     gpus: int | None = None,
     gpu_mtbf: float | str | None = None,
 ) -> float:
-    """Seconds between checkpoints that waste the least time, for a save that blocks training
+    """Seconds between checkpoints that keep the most training, for a save that blocks training
     for ``blocking_s`` and takes ``write_s`` to be safe. Give the job's ``mtbf`` ("3h", or
     seconds), or ``gpus`` and one GPU's ``gpu_mtbf`` (failures add up across GPUs; by default
     the catalog's figure, as the plan uses)."""
-    from ..plan.reliability import best_interval, job_mtbf
+    from ..plan import optimal_interval
+    from ..plan.reliability import job_mtbf
 
     mtbf_s, gpu_mtbf_s = _seconds(mtbf), _seconds(gpu_mtbf)
     if mtbf_s is None and gpus and gpu_mtbf_s is None:
@@ -39,4 +42,4 @@ def checkpoint_interval(
         )
     if blocking_s < 0 or write_s < 0:
         raise CheckpointError(f"blocking_s={blocking_s}, write_s={write_s}: times are >= 0")
-    return best_interval(max(blocking_s, 1e-6), mtbf_s, floor_s=write_s)
+    return max(optimal_interval(max(blocking_s, 1e-6), mtbf_s), write_s)
