@@ -40,16 +40,23 @@ def provision(
         typer.Option(help="pip requirement the nodes install stoker from (default: this version)."),
     ] = None,
     access: Annotated[
-        str,
-        typer.Option(help="The way in: bastion (default), login-vm or none."),
-    ] = "bastion",
+        str | None,
+        typer.Option(help="The way in: bastion, login-vm or none (default: cluster.access)."),
+    ] = None,
     blob_access: Annotated[
-        str,
-        typer.Option(help="Staging into Blob from outside: firewall-ip, private-endpoint, none."),
-    ] = "firewall-ip",
+        str | None,
+        typer.Option(
+            help="Staging into Blob from outside: firewall-ip, private-endpoint or none "
+            "(default: cluster.blob_access)."
+        ),
+    ] = None,
     deployer_ip: Annotated[
         str | None,
         typer.Option(help="Your public IPv4 address for the firewall rule and the login VM."),
+    ] = None,
+    placement_group_limit: Annotated[
+        int | None,
+        typer.Option(help="VMs per scale set an approved support request allows (at most 300)."),
     ] = None,
     force: Annotated[
         bool,
@@ -95,6 +102,7 @@ def provision(
         access=access,
         blob_access=blob_access,
         deployer_ip=deployer_ip,
+        placement_group_limit=placement_group_limit,
         force=force,
         target=target,
         trainer=trainer,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..catalog import Catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan
-from ..plan.shape import shape
+from ..plan.shape import scale_set_vms
 from ._access import Access, wanted_subnets
 from ._network import Subnet, address_plan
 from ._options import ProvisionOptions
@@ -65,7 +65,7 @@ class Layout:
     resource_group: str
     vm_size: str
     nodes: int
-    boundary_vms: int
+    boundary_vms: int  # VMs per scale set: one InfiniBand partition
     scale_sets: tuple[ScaleSet, ...]
     lustres: tuple[Lustre, ...]
     volumes: tuple[Volume, ...]  # NetApp or Azure Files (NFS), where the plan chose them
@@ -83,6 +83,10 @@ class Layout:
     ssh_public_key: str | None
     install: str
     notes: list[str] = field(default_factory=list)
+    zone: str = "1"  # the availability zone of Lustre and its client scale sets
+    # A placement group past Azure's 100 VMs, as the spec declares approved; None: the default.
+    placement_group_limit: int | None = None
+    fabric: str = "scale-set"  # cluster.fabric: what the scale sets are, past one of them
     # Unique per `stoker provision` run (not the plan name): the ownership tag's value.
     deployment_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     access: Access = field(default_factory=Access)  # the way in (_access.py)
@@ -113,8 +117,9 @@ def _prefix(plan_name: str, given: str | None) -> str:
 
 
 def _scale_sets(prefix: str, vm_size: str, nodes: int, boundary: int) -> tuple[ScaleSet, ...]:
-    # Fill each scale set to the fabric boundary: collectives never cross two of them, so the
-    # plan's "N VMs outside the fabric" are exactly the VMs past the first set.
+    # Fill each scale set to its limit. More than one only for a shape the spec declared
+    # (_layout_checks.check_fabric): independent jobs or replicas, one per scale set, or a
+    # fabric Microsoft arranged across them.
     count = math.ceil(nodes / boundary)
     sets = []
     for i in range(count):
@@ -160,11 +165,19 @@ def layout(
     now: dt.datetime | None = None,
 ) -> Layout:
     """The resources that deploy ``plan``; raises ProvisionError naming the field it refuses."""
-    from ._layout_checks import check_layout_inputs, check_plan_name, lustre_needs_request
+    from ._layout_checks import (
+        check_layout_inputs,
+        check_plan_name,
+        fabric_notes,
+        lustre_needs_request,
+    )
 
     check_plan_name(plan.name)  # before any name is derived from it
+    # The way in: the option where given, else the spec's (cluster.access, cluster.blob_access).
+    access = options.access or spec.cluster.access
+    blob_access = options.blob_access or spec.cluster.blob_access
     prefix = _prefix(plan.name, options.name)
-    boundary = shape(spec, cat).boundary_vms
+    boundary = scale_set_vms(spec, cat)
     check_layout_inputs(plan, spec, cat, boundary)
     wanted = _lustre_wanted(plan)
     sizes = []
@@ -176,7 +189,7 @@ def layout(
         plan.nodes,
         [tib for _, _, tib in sizes],
         cat.provision,
-        wanted_subnets(options.access, options.blob_access),
+        wanted_subnets(access, blob_access),
     )
     lustres = []
     for i, (role, key, tib) in enumerate(sizes):
@@ -200,18 +213,13 @@ def layout(
     accounts = [Account("main", main, shared_key=False)]
     if hsm:
         accounts.append(Account("hsm", (*hsm, "lustre-logs"), shared_key=True))
-    notes = list(net.notes)
-    if boundary > cat.fabric.scale_set_vms and cat.vm[spec.cluster.vm_size].has_infiniband:
-        notes.append(
-            f"Scale sets of {boundary} VMs with one placement group exceed Azure's default of "
-            f"{cat.fabric.scale_set_vms}: ask for the larger limit by support request before "
-            "deploying (free for HPC, per Microsoft's InfiniBand set-up page)."
-        )
+    notes = list(net.notes) + fabric_notes(spec, cat, plan.nodes, boundary)
     for lu in lustres:
-        if lustre_needs_request(lu.sku, lu.capacity_tib, cat):
+        if lustre_needs_request(lu.sku, lu.capacity_tib, cat):  # declared approved, else refused
             notes.append(
                 f"{lu.name}: {lu.capacity_tib} TiB is above {lu.sku}'s listed maximum of "
-                f"{cat.lustre[lu.sku].max_size / TiB:g} TiB; Azure grants it by support request."
+                f"{cat.lustre[lu.sku].max_size / TiB:g} TiB: deploy only with the support "
+                "request the spec declares approved (data.lustre_capacity_approved)."
             )
     wall_s = plan.run.wall_s if plan.run else (spec.run.length or 30 * 86400.0)
     staging_s = plan.data.chosen.staging_s if plan.data else 0.0
@@ -259,5 +267,8 @@ def layout(
         ssh_public_key=options.ssh_public_key,
         install=options.install,
         notes=notes,
-        access=Access(options.access, options.blob_access, options.deployer_ip, net.access),
+        zone=spec.cluster.zone,
+        fabric=spec.cluster.fabric,
+        placement_group_limit=boundary if boundary > cat.fabric.scale_set_vms else None,
+        access=Access(access, blob_access, options.deployer_ip, net.access),
     )

@@ -77,16 +77,25 @@ class ProvisionOptions(BaseModel):
     teardown_after: dt.datetime | None = Field(
         default=None, description="UTC time for the teardown-after tag; default end of run"
     )
+    placement_group_limit: int | None = Field(
+        default=None,
+        gt=0,
+        le=300,
+        description="VMs per scale set an approved support request allows; overrides the spec's",
+    )
     install: str = Field(
         default=f"stoker=={__version__}",
         description="pip requirement the nodes install stoker from (==version, a wheel URL)",
     )
-    access: AccessKind = Field(
-        default="bastion", description="the way in: bastion, login-vm or none (_access.py)"
+    access: AccessKind | None = Field(
+        default=None,
+        description="the way in: bastion, login-vm or none (_access.py); default the spec's "
+        "cluster.access (bastion)",
     )
-    blob_access: BlobAccess = Field(
-        default="firewall-ip",
-        description="staging into Blob from outside: firewall-ip, private-endpoint or none",
+    blob_access: BlobAccess | None = Field(
+        default=None,
+        description="staging into Blob from outside: firewall-ip, private-endpoint or none; "
+        "default the spec's cluster.blob_access (firewall-ip)",
     )
     deployer_ip: str | None = Field(
         default=None,

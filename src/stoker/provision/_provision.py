@@ -24,6 +24,7 @@ from ..catalog import Catalog, load_catalog
 from ..errors import ProvisionError
 from ..plan import JobSpec, Plan, load_spec, parse_spec, plan_job
 from ..plan.shape import canonical
+from ..plan.spec import with_placement_group_limit
 from . import _ccws, _cloud_init, _readme, _template
 from ._cost import Bill, Line, bill
 from ._layout import Layout, layout
@@ -140,7 +141,7 @@ def render(lay: Layout, cat: Catalog, plan: Plan) -> tuple[Bill, dict[str, str]]
     """Every file's text, in memory: nothing is written until all of them exist."""
     facts = cat.provision
     check_names(lay)
-    the_bill = bill(lay, _template.network_lines(lay))
+    the_bill = bill(lay, _template.network_lines(lay), cat)
     main = _template.template(lay, facts, the_bill)
     if len(main["resources"]) > ARM_MAX_RESOURCES:
         raise ProvisionError(
@@ -209,6 +210,7 @@ def provision(
     if isinstance(catalog, str | Path):
         catalog = [catalog]
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    job = with_placement_group_limit(job, options.placement_group_limit)  # the option wins
     plan = plan_job(job, cat)  # the same Plan `stoker plan` shows, so the numbers agree
     job = canonical(job, cat)  # "standard_nd96isr_h100_v5" as the catalog keys it, for lookups
     lay = layout(plan, job, cat, options, now=now)

@@ -39,10 +39,18 @@ def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
             '--query id -o tsv)"'
         )
     extra += _readme_access.deploy_args(lay)  # the deployer's address, for the way in
+    deploy = (
+        f"az deployment group create --resource-group {rg} --name stoker "
+        f"--template-file main.json --parameters @main.parameters.json{extra}"
+    )
+    if not lay.lustres:
+        return [f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}", deploy]
+    # Lustre's roles first, the file system (and the nodes that mount it) once they propagated.
     return [
         f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}",
-        f"az deployment group create --resource-group {rg} --name stoker "
-        f"--template-file main.json --parameters @main.parameters.json{extra}",
+        f"{deploy} deployLustre=false   # 1: network, storage, role assignments",
+        "sleep 300   # the roles reach the Lustre resource provider within five minutes",
+        f"{deploy} deployLustre=true   # 2: Managed Lustre and the scale sets",
     ]
 
 
@@ -142,15 +150,17 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         f"scale sets deallocated (storage only): {money(bill.idle_per_hour_usd * 24)}.",
         "",
     ]
-    if len(lay.scale_sets) > 1:
-        out += [
-            f"The job's {lay.nodes} VMs are split into {len(lay.scale_sets)} scale sets of at most "
-            f"{lay.boundary_vms}: InfiniBand connects VMs of one scale set only, so **collectives "
-            "do not cross scale sets** (NCCL falls back to the frontend Ethernet between them, as "
-            "the plan's interconnect section says).",
-            "",
-        ]
-    out += ["## Deploy", "", "```sh", *deploy_commands(lay, facts), "```", ""]
+    out += [
+        "## Deploy",
+        "",
+        "The deployer needs Owner or User Access Administrator on the resource group "
+        "(Contributor cannot create the role assignments).",
+        "",
+        "```sh",
+        *deploy_commands(lay, facts),
+        "```",
+        "",
+    ]
     if lay.lustres:
         out += [
             "Managed Lustre's Blob integration (HSM) needs its resource provider's service "
@@ -159,8 +169,10 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             "Microsoft's prerequisites also ask for storage-account key access on that account "
             "(AMLFS makes SAS tokens on it), so the account holding the Lustre-linked containers "
             "(`sl...`) allows shared-key access and the main account (`st...`) does not. "
-            "Role assignments take up to five minutes to reach the resource provider: if the "
-            "file system fails to create for want of access, run the same deploy command again.",
+            "Role assignments take up to five minutes to reach the resource provider, and a "
+            "file system created before then fails (pre-validation cannot tell): hence two "
+            "deployments, the roles first (`deployLustre=false`), the file system after. "
+            f"The file system and the scale sets share availability zone {lay.zone}.",
             "",
         ]
     out += _readme_access.render(lay)  # getting in, staging data into Blob

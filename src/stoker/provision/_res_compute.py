@@ -1,13 +1,14 @@
-"""ARM resources for compute and Lustre: the VMs' managed identity, role assignments, the
-Managed Lustre file systems with Blob integration, and the GPU scale sets.
+"""ARM resources for compute: the VMs' managed identity, role assignments (Managed Lustre's
+file systems are _res_lustre.py), and the GPU scale sets.
 
 Scale sets: Uniform orchestration (InfiniBand is documented for Uniform with a single placement
 group), ``singlePlacementGroup: true`` while the set fits one placement group (100 VMs, or the
 limit a support request approved: the layout's ``placement_group_limit``), one fault domain,
 accelerated networking, terminate notifications (a node is told before it is deleted, so
 ``stoker guard`` can checkpoint), the Azure HPC image at a pinned version (every scale-out gets
-the same driver and NCCL), the user-assigned identity, SSH keys only, no public IP. One scale
-set per InfiniBand fabric: collectives never cross two of them.
+the same driver and NCCL), the user-assigned identity, SSH keys only, no public IP, in the
+Lustre file system's availability zone. A scale set is one InfiniBand partition: one job never
+spans two of them.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ from typing import Any
 from ..catalog import Provisioning
 from ..errors import ProvisionError
 from ._cloud_init import nfs_placeholder, placeholder
-from ._layout import Layout, Lustre, ScaleSet
+from ._layout import Layout, ScaleSet
 from ._refs import account_name, api, rid, tags, with_skip
 from ._res_network import nsg_name
-from ._res_storage import container_id, subnet_id
+from ._res_storage import subnet_id
 from ._res_volumes import volume_id, volume_ids
 
-MAINTENANCE = {"dayOfWeek": "Saturday", "timeOfDayUTC": "23:00"}  # CCWS's choice too
 OS_DISK_GB = 256
 # One placement group holds 100 VMs unless a support request raised it (setup-infiniband).
 PLACEMENT_GROUP_DEFAULT = 100
@@ -140,44 +140,6 @@ def role_assignments(lay: Layout, facts: Provisioning) -> list[dict[str, Any]]:
     return out
 
 
-def _hsm_account(lay: Layout) -> Any:
-    return next(a for a in lay.accounts if a.role == "hsm")
-
-
-def amlfs(
-    lay: Layout, lu: Lustre, facts: Provisioning, price: str | None, hourly: dict[str, str]
-) -> dict[str, Any]:
-    acct = _hsm_account(lay)
-    return {
-        "type": "Microsoft.StorageCache/amlFilesystems",
-        "apiVersion": api(facts, "Microsoft.StorageCache"),
-        "name": lu.name,
-        "location": lay.region,
-        "tags": tags(lay, hourly, price),
-        "sku": {"name": lu.sku},
-        "properties": {
-            "storageCapacityTiB": lu.capacity_tib,
-            "filesystemSubnet": subnet_id(lay, lu.subnet.name),
-            "maintenanceWindow": dict(MAINTENANCE),
-            "hsm": {
-                "settings": {
-                    "container": container_id(lay, acct, lu.container),
-                    "loggingContainer": container_id(lay, acct, "lustre-logs"),
-                    "importPrefix": lu.import_prefix,
-                }
-            },
-            "rootSquashSettings": {"mode": "None"},
-        },
-        "dependsOn": [
-            rid("Microsoft.Network/virtualNetworks", lay.vnet),
-            container_id(lay, acct, lu.container),
-            container_id(lay, acct, "lustre-logs"),
-            role_id(lay, "hsm", "amlfs-account"),
-            role_id(lay, "hsm", "amlfs-blob"),
-        ],
-    }
-
-
 def custom_data(lay: Layout, facts: Provisioning) -> str:
     """base64 of cloud-init with each Lustre's MGS address put in by ARM at deploy time."""
     text = "variables('cloudInit')"
@@ -234,13 +196,19 @@ def vmss(
         },
     }
     res = {
-        "condition": "[parameters('deployScaleSets')]",
+        # With Lustre, the nodes come in the second deployment, with the file system they mount.
+        "condition": (
+            "[and(parameters('deployScaleSets'), parameters('deployLustre'))]"
+            if lay.lustres
+            else "[parameters('deployScaleSets')]"
+        ),
         "type": "Microsoft.Compute/virtualMachineScaleSets",
         "apiVersion": api(facts, "Microsoft.Compute"),
         "name": s.name,
         "location": lay.region,
         "tags": tags(lay, hourly, price),
         "sku": {"name": f"Standard_{s.vm_size}", "tier": "Standard", "capacity": s.vms},
+        "zones": [lay.zone],
         "identity": {"type": "UserAssigned", "userAssignedIdentities": {ident: {}}},
         "properties": {
             "orchestrationMode": "Uniform",

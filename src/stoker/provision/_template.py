@@ -13,11 +13,13 @@ from typing import Any
 from ..catalog import Provisioning
 from ._access import DEPLOYER_PARAM
 from ._cloud_init import render as render_cloud_init
-from ._cost import Bill, Line
+from ._cost import Bill, Line, tag_costs
 from ._layout import Layout
 from ._refs import account_name
 from ._res_access import access_lines, access_resources
-from ._res_compute import amlfs, identity, role_assignments, vmss
+from ._res_compute import identity, role_assignments, vmss
+from ._res_lifecycle import lifecycle
+from ._res_lustre import lustre_resources
 from ._res_network import nat_name, network, nsg_name, pip_name
 from ._res_storage import storage
 from ._res_volumes import volume_resources
@@ -83,6 +85,14 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
             "object id of the 'HPC Cache Resource Provider' service principal in this tenant: "
             f"az ad sp show --id {facts.hpc_cache_rp_app_id} --query id -o tsv",
         )
+        # Its roles take up to five minutes to reach the resource provider, and a file system
+        # created before then fails: deploy once with false (the roles), then again with true.
+        params["deployLustre"] = _param(
+            "bool",
+            "false for the first deployment (network, storage and the role assignments); true "
+            "for the second, at least five minutes later (Managed Lustre and the scale sets)",
+            defaultValue=True,
+        )
     from ._cost import account_label
 
     resources: list[dict[str, Any]] = network(lay, facts, hourly)
@@ -90,10 +100,13 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
     resources.append(identity(lay, facts, hourly))
     prices = {a.role: price(account_label(lay, a.role)) for a in lay.accounts}
     resources += storage(lay, facts, hourly, prices)
+    resources += lifecycle(lay, facts)
     resources += role_assignments(lay, facts)
-    resources += [amlfs(lay, lu, facts, price(lu.name), hourly) for lu in lay.lustres]
+    lustre_prices = {lu.name: price(lu.name) for lu in lay.lustres}
+    resources += lustre_resources(lay, facts, lustre_prices, hourly)
     resources += volume_resources(lay, facts, hourly)
     resources += [vmss(lay, s, facts, price(s.name), hourly) for s in lay.scale_sets]
+    tag_costs(resources, hourly)  # the NAT gateway, public IPs and stopped scale sets' disks
     outputs: dict[str, Any] = {
         "identityClientId": {
             "type": "string",
@@ -111,6 +124,7 @@ def template(lay: Layout, facts: Provisioning, bill: Bill) -> dict[str, Any]:
         }
     for lu in lay.lustres:
         outputs[f"lustreMgsAddress_{lu.role}"] = {
+            "condition": "[parameters('deployLustre')]",
             "type": "string",
             "value": (
                 "[reference(resourceId('Microsoft.StorageCache/amlFilesystems', "
