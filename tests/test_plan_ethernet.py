@@ -79,6 +79,19 @@ def test_infiniband_to_ethernet_ratio_matches_the_published_fsdp_runs(cat, vms):
     tokens_per_s = 2 * 2048 * 8 * vms / eth.step_s
     assert tokens_per_s == pytest.approx(PUBLISHED_ETHERNET_TOKENS_PER_S[vms], rel=TOLERANCE)
     assert plan.to_dict()["interconnect"]["ethernet"]["ratio"] == eth.ratio  # in the JSON
+    assert eth.infiniband_step_s == pytest.approx(plan.step.compute_s + plan.step.exposed_comm_s)
+
+
+def test_a_plan_already_on_ethernet_compares_with_one_fabric(cat):
+    # 150 VMs, undeclared past one scale set: the plan runs InfiniBand off (flat Ethernet); its
+    # Ethernet comparison is against the same job on one fabric, not against itself.
+    plan = make_plan(parse_spec(fsdp_7b(150)), cat)
+    assert plan.interconnect.fabric_layout.value == "flat_ethernet"
+    eth = plan.interconnect.ethernet
+    assert eth.step_s == pytest.approx(plan.step.compute_s + plan.step.exposed_comm_s)
+    assert eth.ratio > 20  # the published 7B runs' 26-28x, at 150 VMs
+    assert plan.interconnect.bandwidth.network == "Ethernet"
+    assert plan.interconnect.bandwidth.options == []  # no InfiniBand links to take away
 
 
 def test_the_ratio_stays_flat_from_two_to_eight_vms_as_published(cat):

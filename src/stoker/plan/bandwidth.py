@@ -25,7 +25,7 @@ import dataclasses
 
 from ..catalog import Catalog, VmSize
 from .fabric import RunShape, collective, exchange, run_shape
-from .facts import Network
+from .facts import FabricLayout, Network
 from .interconnect import without_infiniband
 from .result import BandwidthPlan, CostPlan, EthernetPlan, LinkOption
 from .shape import Shape
@@ -35,26 +35,31 @@ LINKS = (8, 4, 2, 1)  # InfiniBand links per VM in the what-if (a size's own cou
 
 
 def ethernet_plan(
-    spec: JobSpec, cat: Catalog, s: Shape, compute_s: float, stall_s: float, step_s: float
+    spec: JobSpec, cat: Catalog, s: Shape, compute_s: float, stall_s: float
 ) -> EthernetPlan | None:
-    """The job with InfiniBand off against ``step_s`` (the plan's compute + exposed
-    communication + data stall); None when the size has no InfiniBand or nothing crosses VMs."""
+    """The job with InfiniBand off against the same job on InfiniBand (the plan's own step, or
+    for a plan that already runs InfiniBand off past one scale set, the job on one fabric);
+    None when the size has no InfiniBand or no traffic leaves a VM."""
     run = run_shape(spec, cat, s)
     if not run.shape.vm.has_infiniband:
         return None
-    vm = without_infiniband(run.shape.vm)
-    ex = exchange(run.spec, cat, dataclasses.replace(run.shape, vm=vm), compute_s)
+    on = run.shape
+    if run.layout is FabricLayout.FLAT_ETHERNET:
+        on = dataclasses.replace(on, boundary_vms=on.nodes)
+    vm = without_infiniband(on.vm)
+    ex = exchange(run.spec, cat, dataclasses.replace(on, vm=vm), compute_s)
     if ex.estimate.network_s <= 0 and ex.model_parallel.exposed_s <= 0:
         return None  # the job fits one VM's NVLink: no traffic leaves it
     off = ex.step_s + stall_s
+    step = exchange(run.spec, cat, on, compute_s).step_s + stall_s
     measured = vm.ethernet_busbw is not None
     return EthernetPlan(
         busbw_bps=vm.ethernet_rate,
         measured=measured,
         source=vm.source_of("ethernet_busbw" if measured else "frontend_nic"),
         step_s=off,
-        infiniband_step_s=step_s,
-        ratio=off / step_s if step_s else 0.0,
+        infiniband_step_s=step,
+        ratio=off / step if step else 0.0,
     )
 
 

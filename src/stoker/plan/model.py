@@ -221,7 +221,7 @@ def _make_plan(spec: JobSpec, cat: Catalog) -> Plan:
     cost = cost_plan(spec, cat, s, data, ckpt, run, None)
     if ic is not None:  # what the links carry per step, fewer links, and InfiniBand off
         stall = data.chosen.stall_per_step_s or 0.0
-        ic.ethernet = ethernet_plan(spec, cat, s, compute, stall, compute + exposed + stall)
+        ic.ethernet = ethernet_plan(spec, cat, s, compute, stall)
         ic.bandwidth = bandwidth_plan(spec, cat, s, compute, stall, cost)
     plan = _finish(
         spec, cat, s, cost, interconnect=ic, data=data, checkpoints=ckpt, step=step, run=run
