@@ -121,3 +121,18 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, folders: dict[str, Path
         app, ["preflight", str(folders["64"]), "--arm-endpoint", "http://example.com"]
     )
     assert result.exit_code == 2 and "plain http" in result.stderr
+
+
+def test_provision_check_runs_preflight_on_what_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    spec = Path(__file__).resolve().parents[1] / "examples" / "pretrain-64vm.toml"
+    args = ["provision", str(spec), "--out", str(out), "--check"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    pre = json.loads(result.stdout)["preflight"]
+    assert pre["ok"] is True and pre["deployment"] == str(out)
+    assert pre["unchecked"] == 7  # no subscription here: the offline part only
+    assert [c["kind"] for c in pre["checks"]][0] == "vcpus"
+    text = CliRunner().invoke(app, [*args]).stdout
+    assert f"preflight of {out}: eastus, subscription unknown" in text
+    assert "  ok   needs 6,144 vCPUs of the ND H100 v5 family in eastus" in text

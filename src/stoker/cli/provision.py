@@ -1,5 +1,6 @@
 """``stoker provision JOB.toml --out DIR``: write the plan as a deployment (ARM template,
-cloud-init, CCWS parameters, README with the cost); ``--check`` validates it offline."""
+cloud-init, CCWS parameters, README with the cost); ``--check`` validates it offline, then
+runs ``stoker preflight`` on it (offline without a subscription)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def provision(
         bool,
         typer.Option(
             "--check",
-            help="Validate: ARM schemas (strict), CCWS schema or Kubernetes schemas, checkov.",
+            help="Validate: ARM schemas (strict), CCWS schema or Kubernetes schemas, checkov; "
+            "then preflight (quota, SKUs, rights, terms; offline without a subscription).",
         ),
     ] = False,
     target: Annotated[
@@ -134,6 +136,12 @@ def provision(
             "checkov_failed": report.checkov_failed,
             "checkov_skipped": report.checkov_skipped,
         }
+    pre = None
+    if check:  # will it deploy: quota, SKUs, rights, terms (stoker preflight)
+        from ..operate import preflight
+
+        pre = preflight(out, catalog=catalog or ())
+        summary["preflight"] = pre.to_dict()
     if json_out:
         emit_json(summary)
     else:
@@ -189,5 +197,9 @@ def provision(
             )
             for line in errors + report.checkov_failed:
                 stderr.print(f"  {line}", highlight=False, markup=False)
-    if report is not None and not report.ok:
+        if pre is not None:
+            from .preflight import show
+
+            show(pre)
+    if (report is not None and not report.ok) or (pre is not None and not pre.ok):
         raise typer.Exit(1)
