@@ -247,3 +247,19 @@ def test_the_way_in_is_priced_on_top_of_the_plan(tmp_path):
     assert host.per_hour_usd is None and host.while_idle
     assert "bas-pretrain-70b-64vm" in with_bastion.bill.unknown
     assert "| bastionHost | `bas-pretrain-70b-64vm` |" in readme and "unknown |" in readme
+
+
+def test_the_spec_chooses_the_way_in_and_the_option_overrides_it(tmp_path):
+    spec = tmp_path / "job.toml"
+    text = SMALL.read_text()
+    assert "[cluster]\n" in text
+    spec.write_text(
+        text.replace("[cluster]\n", '[cluster]\naccess = "login-vm"\nblob_access = "none"\n', 1)
+    )
+    d = stoker.provision(spec, tmp_path / "a", now=NOW)
+    assert (d.layout.access.kind, d.layout.access.blob) == ("login-vm", "none")
+    d = stoker.provision(spec, tmp_path / "b", now=NOW, access="bastion")
+    assert (d.layout.access.kind, d.layout.access.blob) == ("bastion", "none")
+    spec.write_text(text.replace("[cluster]\n", '[cluster]\naccess = "vpn"\n', 1))
+    with pytest.raises(stoker.errors.SpecError, match="cluster.access"):
+        stoker.provision(spec, tmp_path / "c", now=NOW)

@@ -34,6 +34,9 @@ Placement = Literal["scale_set", "scale_set_on_request", "availability_set"]
 # partition, so past it only a declared shape is planned as runnable.
 FabricShape = Literal["scale-set", "independent-jobs", "independent-replicas", "microsoft-arranged"]
 Zone = Literal["1", "2", "3"]
+# How stoker provision lets people in (provision/_access.py) and data into Blob from outside.
+AccessKind = Literal["bastion", "login-vm", "none"]
+BlobAccess = Literal["firewall-ip", "private-endpoint", "none"]
 # singlePlacementGroup scale sets: 100 VMs, 300 with an approved support request.
 MAX_PLACEMENT_GROUP = 300
 DataTier = Literal["auto", "lustre", "nvme", "blob", "files", "netapp"]
@@ -114,6 +117,14 @@ class Cluster(_Section):
         "scale set, or one fabric arranged with Microsoft",
     )
     zone: Zone = Field(default="1", description="availability zone of Lustre and its clients")
+    access: AccessKind = Field(
+        default="bastion", description="the way in stoker provision writes (--access)"
+    )
+    blob_access: BlobAccess = Field(
+        default="firewall-ip",
+        description="how data reaches Blob from outside: the deployer's IP rule, a private "
+        "endpoint, or none (--blob-access)",
+    )
     sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
     price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
 

@@ -1,7 +1,7 @@
 """The way in: how a person reaches the nodes, and how data gets into the Blob account from
 outside, when the nodes have no public address and the storage firewall denies by default.
 
-``--access`` picks the first:
+``--access`` (else the spec's ``cluster.access``) picks the first:
 
 - ``bastion`` (the default for a new network): Azure Bastion, Standard SKU, in
   ``AzureBastionSubnet``. Chosen over a login VM because it opens no SSH port to the Internet
@@ -14,9 +14,9 @@ outside, when the nodes have no public address and the storage firewall denies b
   deployer's address (``--deployer-ip``, else a deploy-time parameter).
 - ``none``: nothing; the user brings a VPN, ExpressRoute or peering.
 
-``--blob-access`` picks the second: ``firewall-ip`` (an IP rule for the deployer's address on
-each account), ``private-endpoint`` (a blob private endpoint in its own subnet, for networks
-that reach the VNet privately) or ``none``.
+``--blob-access`` (else ``cluster.blob_access``) picks the second: ``firewall-ip`` (an IP rule
+for the deployer's address on each account), ``private-endpoint`` (a blob private endpoint in
+its own subnet, for networks that reach the VNet privately) or ``none``.
 
 Pure: a value that the layout carries and the writers read.
 """
@@ -25,14 +25,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Literal
 
+from ..plan.spec import AccessKind, BlobAccess
 from ._network import Subnet
-
-AccessKind = Literal["bastion", "login-vm", "none"]
-BlobAccess = Literal["firewall-ip", "private-endpoint", "none"]
-ACCESS_KINDS: tuple[AccessKind, ...] = ("bastion", "login-vm", "none")
-BLOB_ACCESS: tuple[BlobAccess, ...] = ("firewall-ip", "private-endpoint", "none")
 
 BASTION_SUBNET = "AzureBastionSubnet"  # Azure requires this exact name
 BASTION_PREFIX = 26  # Azure Bastion needs /26 or larger
