@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..measure.measured import Measured
+from ..plan import renewal
 from ._figure import MEASURED, PHASE_COLOURS, PLAN, Chart, duration, figure, money, pct
 
 if TYPE_CHECKING:
-    from ..plan.plan_json import DataJson, PlanJson, TierChoiceJson
+    from ..plan.plan_json import CheckpointsJson, DataJson, PlanJson, TierChoiceJson
 
 _PLAN_PHASES = (  # plan key -> ledger phase
     ("compute_s", "compute"),
@@ -191,19 +192,35 @@ def _tier_reading(data: DataJson, options: list[TierChoiceJson]) -> str:
     return text + "."
 
 
+def in_flight_s(ck: CheckpointsJson) -> float:
+    """The work lost while a save is still being written (``L`` in stoker.plan.renewal), which
+    the plan's JSON does not carry: the ``L`` at which the plan's own renewal function gives the
+    plan's goodput at the plan's interval. Both of its forms are inverted and the one that
+    reproduces the goodput kept (the plan uses the first-order form only within 0.5 % of the
+    exact one)."""
+    c, m, r, t = ck["blocking_s"], ck["job_mtbf_s"], ck["restart_s"], ck["interval_s"]
+    g = ck["goodput"]
+    candidates = [max(0.0, (1 - g - c / t) * m - t / 2 - r)]  # first order: 1 - C/t - (t/2+L+R)/M
+    kept_if_no_loss = g * math.expm1((t + c) / m) * m / t  # exact: e^{-(L+R)/M} from the goodput
+    if kept_if_no_loss > 0:
+        candidates.append(max(0.0, -m * math.log(kept_if_no_loss) - r))
+    return min(candidates, key=lambda lost: abs(renewal(t, c, m, r, lost).goodput - g))
+
+
 def goodput_curve(plan: PlanJson) -> Chart | None:
-    """Goodput against checkpoint interval (the plan's reliability model), the plan's point
-    and Daly's optimum marked."""
+    """Goodput against checkpoint interval (the plan's renewal model, right at any MTBF), the
+    plan's point and the optimum marked."""
     ck = plan.get("checkpoints") or {}
     need = ("blocking_s", "interval_s", "job_mtbf_s", "restart_s", "goodput", "optimal_interval_s")
     if any(not isinstance(ck.get(k), int | float) for k in need) or ck["job_mtbf_s"] <= 0:
         return None
+    if ck["interval_s"] <= 0 or not 0 < ck["goodput"] <= 1:
+        return None
     c, m, r, t0 = ck["blocking_s"], ck["job_mtbf_s"], ck["restart_s"], ck["interval_s"]
-    # The work lost while a save is in flight is not in the JSON; the plan's own goodput gives it.
-    in_flight = max(0.0, (1 - ck["goodput"] - c / t0) * m - t0 / 2 - r)
+    lost = in_flight_s(ck)
 
     def goodput(t: float) -> float:
-        return max(0.0, 1 - min(1.0, c / t + (t / 2 + in_flight + r) / m))
+        return renewal(t, c, m, r, lost).goodput
 
     opt = ck["optimal_interval_s"]
     lo, hi = min(t0, opt) / 20, max(t0, opt) * 20
@@ -217,7 +234,7 @@ def goodput_curve(plan: PlanJson) -> Chart | None:
         marker="D",
         color=PLAN,
         zorder=3,
-        label=f"Daly's optimum, {duration(opt)}",
+        label=f"the optimum, {duration(opt)}",
     )
     ax.scatter(
         [t0 / 60],
@@ -245,7 +262,7 @@ def goodput_curve(plan: PlanJson) -> Chart | None:
     ax.legend(loc="lower center", frameon=False, fontsize=8)
     reading = (
         f"Checkpointing every {duration(t0)} ({ck.get('interval_basis', '')}) gives "
-        f"goodput {pct(ck['goodput'], 1)}; Daly's optimum, {duration(opt)}, gives "
+        f"goodput {pct(ck['goodput'], 1)}; the optimum, {duration(opt)}, gives "
         f"{pct(goodput(opt), 1)}. A save blocks {duration(c)}; the job fails every "
         f"{duration(m)}."
     )
