@@ -23,9 +23,22 @@ from stoker.provision._res_lifecycle import DEFAULT_VERSION_DAYS, RULE, longest_
 from stoker.provision._res_storage import SOFT_DELETE_DAYS
 from stoker.provision._template import network_lines
 
-BIG = "examples/llama3-405b-2048vm.toml"  # 2,048 VMs; checkpoints on Managed Lustre
 SKU = "AMLFS-Durable-Premium-500"
 TIB = 2**40
+
+
+@pytest.fixture
+def lustre_spec(tmp_path):
+    """The 64-VM example with its checkpoints on Managed Lustre (a fast tier that idles)."""
+    import tomllib
+
+    import tomli_w
+
+    spec = tomllib.loads(open("examples/pretrain-64vm.toml", "rb").read().decode())
+    spec.setdefault("checkpoints", {})["tier"] = "lustre"
+    path = tmp_path / "lustre-64vm.toml"
+    path.write_text(tomli_w.dumps(spec), "utf-8")
+    return str(path)
 
 
 @pytest.fixture
@@ -53,8 +66,8 @@ def test_the_plans_soft_delete_is_the_one_provision_writes():
     assert longest_billed_days(DEFAULT_VERSION_DAYS) == DEFAULT_VERSION_DAYS + SOFT_DELETE_DAYS
 
 
-def test_plan_idle_cost_is_the_sum_of_the_priced_meters(priced):
-    spec = load_spec(BIG)
+def test_plan_idle_cost_is_the_sum_of_the_priced_meters(priced, lustre_spec):
+    spec = load_spec(lustre_spec)
     plan = plan_job(spec, priced)
     idle = plan_idle_bill(spec, priced, plan)
     vol = plan.checkpoints.volume
@@ -92,9 +105,9 @@ def test_plan_idle_cost_is_the_sum_of_the_priced_meters(priced):
     )
 
 
-def test_an_unpriced_meter_makes_the_idle_total_unknown_not_smaller():
+def test_an_unpriced_meter_makes_the_idle_total_unknown_not_smaller(lustre_spec):
     cat = load_catalog(defaults=False)  # the built-in has no OS disk price
-    spec = load_spec(BIG)
+    spec = load_spec(lustre_spec)
     plan = plan_job(spec, cat)
     idle = plan_idle_bill(spec, cat, plan)
     assert idle.per_hour_usd is None
@@ -102,8 +115,10 @@ def test_an_unpriced_meter_makes_the_idle_total_unknown_not_smaller():
     assert idle.known_per_hour_usd > 0
 
 
-def test_checkpoint_versions_are_counted_until_the_lifecycle_rule_and_soft_delete_end(priced):
-    plan = plan_job(load_spec(BIG), priced)
+def test_checkpoint_versions_are_counted_until_the_lifecycle_rule_and_soft_delete_end(
+    priced, lustre_spec
+):
+    plan = plan_job(load_spec(lustre_spec), priced)
     ck = plan.checkpoints
     long_run = ck.interval_s * 1e6
     week = checkpoint_steady_bytes(ck, long_run, 7)
@@ -130,8 +145,8 @@ def test_no_fast_tier_no_weekend_line(priced):
 
 
 @pytest.fixture
-def deployed(priced, tmp_path):
-    return provision(BIG, tmp_path / "deploy", priced)
+def deployed(priced, tmp_path, lustre_spec):
+    return provision(lustre_spec, tmp_path / "deploy", priced)
 
 
 def test_readme_idle_lines_are_the_sum_of_the_priced_resources(deployed, priced):
@@ -182,7 +197,7 @@ def test_without_an_os_disk_price_the_idle_bill_says_so(deployed):
     assert "not priced" in idle_lines(the_bill)[0]
 
 
-def test_make_demo_line_reads_the_record(deployed, priced, tmp_path):
+def test_make_demo_line_reads_the_record(deployed, priced, tmp_path, lustre_spec):
     lay = deployed.layout
     the_bill = bill(lay, network_lines(lay), priced)
     record = {"resources": [vars(line) for line in the_bill.lines]}
@@ -190,7 +205,7 @@ def test_make_demo_line_reads_the_record(deployed, priced, tmp_path):
     weekend = sum(0.5 * lu.capacity_tib for lu in lay.lustres) * 48
     assert f"${weekend:,.2f}" in line and "from mine" in line
     cat = load_catalog(defaults=False)  # no Lustre price
-    bare = provision(BIG, tmp_path / "bare", cat).layout
+    bare = provision(lustre_spec, tmp_path / "bare", cat).layout
     unpriced = bill(bare, network_lines(bare), cat)
     assert "unknown" in idle_weekend_text({"resources": [vars(x) for x in unpriced.lines]})
 
@@ -243,10 +258,10 @@ def test_teardown_counts_the_deallocated_os_disks_as_still_billed(deployed):
     assert still == pytest.approx(after, abs=0.01 * len(the_bill.lines))
 
 
-def test_teardown_names_unpriced_disks_as_unknown(tmp_path):
+def test_teardown_names_unpriced_disks_as_unknown(tmp_path, lustre_spec):
     from stoker.operate._steps import left_alone, plan_steps, read_template, still_billed
 
-    dep = provision(BIG, tmp_path / "bare", load_catalog(defaults=False))
+    dep = provision(lustre_spec, tmp_path / "bare", load_catalog(defaults=False))
     resources = read_template(dep.out)
     steps = plan_steps(resources)
     _, unknown = still_billed(steps, left_alone(resources))

@@ -19,7 +19,8 @@ def cat(tmp_path):
         f"[vm.{H100}]\nprice_per_hour = 100.0\nspot_price_per_hour = 20.0\n"
         "reserved_1y_per_hour = 60.0\nreserved_3y_per_hour = 40.0\n"
         "[vm.NC40ads_H100_v5]\nprice_per_hour = 7.0\n"
-        "[vm.NC80adis_H100_v5]\nprice_per_hour = 14.0\n",
+        "[vm.NC80adis_H100_v5]\nprice_per_hour = 14.0\n"
+        "[meter.os_disk]\nprice = 36.5\n",
         "utf-8",
     )
     return load_catalog([path], defaults=False)
@@ -85,6 +86,57 @@ def test_a_one_vm_job_is_right_sized_to_the_cheapest_size_that_fits(cat):
     assert one_gpu is not None and one_gpu.vm_size == "NC40ads_H100_v5"
 
 
-def test_a_fabric_job_is_not_right_sized(cat):
+def test_a_fabric_job_is_not_right_sized_and_replicas_save_per_vm(cat):
     assert right_size(cat, H100, 1, 2, 150e9, 36000.0, uses_fabric=True) is None
-    assert right_size(cat, H100, 64, 2, 150e9, 36000.0, uses_fabric=False) is None
+    # four inference replicas, each on its own VM: the saving is four VMs'
+    four = right_size(cat, H100, 4, 2, 150e9, 36000.0, uses_fabric=False)
+    assert four is not None and four.saving_usd == pytest.approx((100.0 - 14.0) * 10 * 4)
+    # nothing cheaper fits 8 GPUs' worth: no advice
+    assert right_size(cat, H100, 1, 8, 600e9, 36000.0, uses_fabric=False) is None
+
+
+def test_the_plan_compares_the_ways_to_pay_and_shows_them(cat, tmp_path):
+    import tomllib
+
+    import tomli_w
+
+    from stoker.plan import markdown
+
+    spec = tomllib.loads(open("examples/pretrain-64vm.toml", "rb").read().decode())
+    spec["cluster"]["spot_evictions_per_day"] = 0.02
+    path = tmp_path / "spot.toml"
+    path.write_text(tomli_w.dumps(spec), "utf-8")
+    plan = plan_job(load_spec(path), cat)
+    by = {o.item: o for o in plan.cost.purchase}
+    assert set(by) == {"pay-as-you-go", "Spot", "1-year reservation", "3-year reservation",
+                       "savings plan"}  # fmt: skip
+    cheapest = min((o for o in plan.cost.purchase if o.usd is not None), key=lambda o: o.usd)
+    assert plan.cost.cheapest_purchase == cheapest.item
+    assert cheapest.item in plan.cost.purchase_why
+    text = markdown(plan)
+    assert f"buy: {cheapest.item} (cheapest)" in text
+    assert "idle day, GPU VMs deallocated" in text
+    # the idle figures are the sum of the plan's own idle meters
+    assert plan.cost.idle_per_hour_usd == pytest.approx(sum(i.usd for i in plan.cost.idle_meters))
+    data = plan.to_dict()["cost"]
+    assert data["cheapest_purchase"] == cheapest.item
+    # without the eviction rate, Spot is not priced and says what to give
+    plain = plan_job(load_spec("examples/pretrain-64vm.toml"), cat)
+    spot = next(o for o in plain.cost.purchase if o.item == "Spot")
+    assert spot.usd is None and "spot_evictions_per_day" in spot.note
+
+
+def test_a_one_vm_job_gets_right_size_advice_in_the_plan(cat):
+    plan = plan_job(load_spec("examples/finetune-1vm.toml"), cat)
+    assert plan.vm_size == H100 and plan.nodes == 1
+    need = plan.checkpoints.size_bytes
+    fits = [
+        n
+        for n in ("NC40ads_H100_v5", "NC80adis_H100_v5")
+        if cat.vm[n].gpus >= plan.gpus and cat.vm[n].gpus * cat.vm[n].gpu_memory >= need
+    ]
+    if fits:
+        assert plan.cost.right_size.startswith(fits[0])
+        assert plan.cost.right_size_saving_usd > 0
+    else:
+        assert plan.cost.right_size == ""

@@ -141,6 +141,18 @@ def cost_plan(
         idle = price * (s.nodes * wall_s / 3600 * (1 - useful) + s.nodes * on_vms / 3600)
     unknown = [i.item for i in items if i.usd is None]
     known = sum(i.usd for i in items if i.usd is not None)
+    # Blob at steady state: checkpoints with their previous versions until the lifecycle rule
+    # and soft delete remove them (the run's Blob line above prices the kept ones only).
+    steady = (data.dataset_bytes if data else 0.0) + (inference.model_bytes if inference else 0.0)
+    if ckpt:
+        steady_ckpt = checkpoint_steady_bytes(ckpt, wall_s, spec.checkpoints.version_days)
+        steady += steady_ckpt
+        items[-1].note += (
+            f"; checkpoints at steady state, previous versions included: "
+            f"{format_bytes(steady_ckpt, binary=False)}"
+        )
+    meters = idle_bill(spec, cat, s.nodes, data, ckpt, steady)
+    buy = _purchase(spec, cat, s, wall_s + on_vms, ckpt, inference, price)
     return CostPlan(
         cat.catalog.currency,
         spec.run.idle_storage / 3600,
@@ -153,7 +165,40 @@ def cost_plan(
         None if unknown else known,
         known,
         unknown,
+        [CostItem(m.item, 1.0, m.per_hour_usd, m.source) for m in meters.meters],
+        meters.per_hour_usd,
+        meters.after_teardown_per_hour_usd,
+        *buy,
     )
+
+
+def _purchase(
+    spec: JobSpec,
+    cat: Catalog,
+    s: Shape,
+    wall_s: float,
+    ckpt: CheckpointPlan | None,
+    inference: InferencePlan | None,
+    price: float | None,
+) -> tuple[list[CostItem], str | None, str, str, float | None]:
+    """The purchase options as cost rows, the cheapest, why, and the right-size advice."""
+    from .purchase import purchase_options, right_size
+
+    evictions = spec.cluster.spot_evictions_per_day
+    got = purchase_options(s.vm, spec.cluster.vm_size, s.nodes, wall_s, ckpt, evictions, price)
+    hours = s.nodes * wall_s / 3600
+    rows = [CostItem(o.name, hours, o.usd, o.note) for o in got.options]
+    if inference is not None:
+        # each VM serves its replicas alone: the weights of those replicas, on its GPUs
+        need = inference.model_bytes * inference.replicas_per_vm
+        fit = right_size(cat, spec.cluster.vm_size, s.nodes, max(1, s.gpus_used // s.nodes),
+                         need, wall_s, uses_fabric=False)  # fmt: skip
+    else:
+        need = ckpt.size_bytes if ckpt else 0.0  # weights and optimizer state, a floor
+        fit = right_size(cat, spec.cluster.vm_size, s.nodes, s.gpus_used, need, wall_s,
+                         uses_fabric=s.nodes > 1)  # fmt: skip
+    advice, saving = ("", None) if fit is None else (fit.why, fit.saving_usd)
+    return rows, got.cheapest, got.why, advice, saving
 
 
 # ---------------------------------------------------------------------------------- idle bill

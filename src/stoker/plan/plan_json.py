@@ -128,6 +128,14 @@ class CostJson(TypedDict, total=False):
     total_usd: float | None
     known_total_usd: float
     unknown: list[str]
+    idle_meters: list[CostItemJson]
+    idle_per_hour_usd: float | None
+    after_teardown_per_hour_usd: float | None
+    purchase: list[CostItemJson]
+    cheapest_purchase: str | None
+    purchase_why: str
+    right_size: str
+    right_size_saving_usd: float | None
 
 
 class EthernetJson(TypedDict, total=False):

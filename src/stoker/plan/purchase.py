@@ -145,25 +145,29 @@ class RightSize:
 def right_size(
     cat: Catalog,
     vm_name: str,
-    nodes: int,
+    vms: int,
     gpus_used: int,
     need_gpu_bytes: float,
     wall_s: float,
     uses_fabric: bool,
 ) -> RightSize | None:
-    """For a job that does not use the InfiniBand fabric (one VM, or inference replicas): the
-    cheapest priced size with at least ``gpus_used`` GPUs (throughput) and ``need_gpu_bytes`` of
-    GPU memory (the weights and state the job holds), if cheaper than ``vm_name``; else None."""
-    if uses_fabric or nodes != 1:
+    """For a job that does not use the InfiniBand fabric (one VM, or inference replicas each on
+    its VM): the cheapest priced size with, per VM, at least ``gpus_used`` GPUs (throughput) and
+    ``need_gpu_bytes`` of GPU memory (the weights and state it holds), if cheaper than
+    ``vm_name`` for the ``vms`` VMs; else None. The catalog publishes no per-GPU compute
+    figure, so throughput is met only by the same GPU model ("H100" SXM or NVL), never by an
+    older or another vendor's GPU however many."""
+    if uses_fabric:
         return None
     chosen = cat.vm[vm_name]
     if chosen.price_per_hour is None:
         return None
-    hours = wall_s / 3600
+    hours = vms * wall_s / 3600
     fits = [
         (name, vm)
         for name, vm in cat.vm.items()
         if vm.price_per_hour is not None
+        and vm.gpu.split()[0] == chosen.gpu.split()[0]
         and vm.gpus >= gpus_used
         and vm.gpus * vm.gpu_memory >= need_gpu_bytes
     ]

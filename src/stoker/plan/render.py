@@ -17,7 +17,7 @@ from ..units import format_bytes as fb
 from ..units import format_rate as fr
 from ._format import duration as fd
 from ._format import gpus, md_cell
-from .result import Plan
+from .result import CostPlan, Plan
 
 
 def _usd(value: float | None) -> str:
@@ -194,6 +194,43 @@ def cost_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
                 "not included in the total",
             )
         )
+    return rows + idle_and_purchase_rows(plan.cost)
+
+
+def idle_and_purchase_rows(cost: CostPlan) -> list[tuple[str, str, str, str]]:
+    """The idle hour and day, what teardown leaves billed, and the ways to pay: rows below the
+    bill, none of them in its total."""
+    rows = []
+    if cost.idle_meters:
+        known = sum(i.usd or 0.0 for i in cost.idle_meters)
+        unknown = [i.item for i in cost.idle_meters if i.usd is None]
+        cents = [f"{i.item} {'unknown' if i.usd is None else f'${i.usd:,.2f}'}/h ({i.note})"
+                 for i in cost.idle_meters]  # fmt: skip
+        per_hour = cost.idle_per_hour_usd
+        day = _usd(per_hour * 24) if per_hour is not None else f">= {_usd(known * 24)}"
+        rows.append(
+            (
+                "idle day, GPU VMs deallocated",
+                "24",
+                day,
+                "; ".join(cents) + (f"; unknown: {', '.join(unknown)}" if unknown else ""),
+            )
+        )
+        after = cost.after_teardown_per_hour_usd
+        rows.append(
+            (
+                "a day after teardown (Lustre deleted)",
+                "24",
+                _usd(None if after is None else after * 24),
+                "OS disks, Blob and network stay billed",
+            )
+        )
+    for option in cost.purchase:
+        best = " (cheapest)" if option.item == cost.cheapest_purchase else ""
+        rows.append((f"buy: {option.item}{best}", f"{option.hours:,.0f}", _usd(option.usd),
+                     option.note))  # fmt: skip
+    if cost.right_size:
+        rows.append(("right-size", "", _usd(cost.right_size_saving_usd), cost.right_size))
     return rows
 
 

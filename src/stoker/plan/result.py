@@ -233,6 +233,18 @@ class CostPlan:
     total_usd: float | None  # None when any item is unknown
     known_total_usd: float
     unknown: list[str]
+    # With the GPU VMs deallocated: each meter per hour (note: its catalog figure and source),
+    # their sum (None when one is unknown), and what teardown leaves billed (Lustre deleted).
+    idle_meters: list[CostItem] = field(default_factory=list)
+    idle_per_hour_usd: float | None = None
+    after_teardown_per_hour_usd: float | None = None
+    # Ways to pay for the run's VM hours (plan/purchase.py), the cheapest known and why, and a
+    # cheaper VM size for a job that does not use the fabric ("" when none).
+    purchase: list[CostItem] = field(default_factory=list)
+    cheapest_purchase: str | None = None
+    purchase_why: str = ""
+    right_size: str = ""
+    right_size_saving_usd: float | None = None
 
 
 @dataclass

@@ -127,6 +127,9 @@ class Cluster(_Section):
     )
     sharp: bool = Field(default=False, description="model SHARP in-network reduction on IB")
     price_per_hour: float | None = Field(default=None, gt=0, description="override, $/VM-hour")
+    spot_evictions_per_day: float | None = Field(
+        default=None, ge=0, le=1000, description="Spot evictions you expect per VM per day"
+    )
 
     @field_validator("zone", mode="before")
     @classmethod
@@ -243,6 +246,12 @@ class Checkpoints(_Section):
     tier: CheckpointTier = "auto"
     mode: Literal["async", "sync"] = "async"
     keep: int = Field(default=3, gt=0)
+    version_days: int = Field(
+        default=7,
+        ge=1,
+        le=3650,
+        description="days Blob keeps a deleted checkpoint's previous version (lifecycle rule)",
+    )
     writers: CheckpointWriters = Field(
         default="auto", description="writer processes: one, one per VM, one per GPU (auto)"
     )
