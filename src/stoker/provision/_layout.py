@@ -89,6 +89,8 @@ class Layout:
     fabric: str = "scale-set"  # cluster.fabric: what the scale sets are, past one of them
     # Unique per `stoker provision` run (not the plan name): the ownership tag's value.
     deployment_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # checkpoints.version_days: the storage accounts' lifecycle rule deletes older versions
+    version_days: int = 7
     access: Access = field(default_factory=Access)  # the way in (_access.py)
 
     @property
@@ -267,6 +269,7 @@ def layout(
         ssh_public_key=options.ssh_public_key,
         install=options.install,
         notes=notes,
+        version_days=spec.checkpoints.version_days,
         zone=spec.cluster.zone,
         fabric=spec.cluster.fabric,
         placement_group_limit=boundary if boundary > cat.fabric.scale_set_vms else None,

@@ -54,5 +54,4 @@ def management_policy(
 
 def lifecycle(lay: Layout, facts: Provisioning) -> list[dict[str, Any]]:
     """One policy per storage account (each has versioning on)."""
-    days = getattr(lay, "version_days", DEFAULT_VERSION_DAYS)
-    return [management_policy(lay, acct, facts, days) for acct in lay.accounts]
+    return [management_policy(lay, acct, facts, lay.version_days) for acct in lay.accounts]
