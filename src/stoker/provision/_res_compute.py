@@ -171,7 +171,7 @@ def image(facts: Provisioning, vm_size: str) -> dict[str, str]:
 def single_placement_group(lay: Layout, s: ScaleSet) -> bool:
     """True while the set fits one placement group (InfiniBand needs it); a larger set is a
     large scale set, which the layout only makes for sizes without InfiniBand."""
-    limit = getattr(lay, "placement_group_limit", None) or PLACEMENT_GROUP_DEFAULT
+    limit = lay.placement_group_limit or PLACEMENT_GROUP_DEFAULT
     return s.vms <= limit
 
 
