@@ -250,10 +250,26 @@ def test_missing_rights_and_a_group_not_there_yet(azure, deploy64: Path) -> None
 def test_wildcard_rights_pass_and_not_actions_win(azure, deploy64: Path) -> None:
     arm, az = azure
     arm.add_group(group_of(deploy64))
-    az.permissions = [{"actions": ["Microsoft.Authorization/roleAssignments/*"], "notActions": []}]
-    assert lines(run(arm, deploy64), "rights", "ok")
+    az.permissions = [
+        {"actions": ["Microsoft.Resources/deployments/*"], "notActions": []},
+        {"actions": ["Microsoft.Authorization/roleAssignments/*"], "notActions": []},
+    ]
+    assert lines(run(arm, deploy64), "rights", "ok") == [
+        f"rights: may deploy and create role assignments on resource group {group_of(deploy64)}"
+    ]
     az.permissions = [{"actions": ["*"], "notActions": ["Microsoft.Authorization/*"]}]
     assert lines(run(arm, deploy64), "rights", "failed")
+
+
+def test_a_reader_may_neither_deploy_nor_assign_roles_in_one_line(azure, deploy64: Path) -> None:
+    arm, az = azure
+    az.permissions = [{"actions": ["*/read"], "notActions": []}]
+    (line,) = lines(run(arm, deploy64), "rights", "failed")
+    assert line == (
+        "rights: may not deploy nor create role assignments on the subscription "
+        "(Microsoft.Resources/deployments/write, Microsoft.Authorization/roleAssignments/write); "
+        "ask for Owner or User Access Administrator there"
+    )
 
 
 def test_terms_not_accepted(azure, deploy64: Path) -> None:

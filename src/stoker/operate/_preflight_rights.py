@@ -1,8 +1,8 @@
-"""Who may deploy what: the deployer's right to create role assignments on the group
-(Authorization ``permissions``, 2022-04-01: ``actions`` minus ``notActions`` of the same entry,
-wildcards allowed; Owner and User Access Administrator have it, Contributor does not), and the
-marketplace terms of every image with a plan (MarketplaceOrdering ``agreements/current``,
-2021-01-01: ``properties.accepted``)."""
+"""Who may deploy what: the deployer's rights on the group (Authorization ``permissions``,
+2022-04-01: an action is allowed when some entry's ``actions`` match it and the same entry's
+``notActions`` do not, wildcards allowed) to deploy (Contributor) and to create role assignments
+(Owner or User Access Administrator; Contributor may not), and the marketplace terms of every
+image with a plan (MarketplaceOrdering ``agreements/current``, 2021-01-01: ``accepted``)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from ._preflight_needs import Needs, PreflightCheck
 PERMISSIONS_API = "2022-04-01"
 TERMS_API = "2021-01-01"
 ROLE_WRITE = "Microsoft.Authorization/roleAssignments/write"
+DEPLOY_WRITE = "Microsoft.Resources/deployments/write"
 
 
 def rights(live: Live, needs: Needs) -> list[PreflightCheck]:
-    """Whether the deployer may create role assignments (Owner, User Access Administrator)."""
-    if not needs.role_assignments:
-        return []
+    """Whether the deployer may deploy (``deployments/write``: Contributor) and, where the
+    template makes role assignments, create them (Owner, User Access Administrator)."""
     scope = f"{live.sub}/resourceGroups/{needs.group}"
     ans = live.call(
         "GET", f"{scope}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API
@@ -33,16 +33,21 @@ def rights(live: Live, needs: Needs) -> list[PreflightCheck]:
         )
     if ans.status != 200:
         return [PreflightCheck("rights", "unchecked", f"rights on {where}: {ans.error()}")]
-    if allows(values(ans.body), ROLE_WRITE):
-        return [PreflightCheck("rights", "ok", f"rights: may create role assignments on {where}")]
+    wanted = {DEPLOY_WRITE: "deploy"}
+    if needs.role_assignments:
+        wanted[ROLE_WRITE] = "create role assignments"
+    missing = [a for a in wanted if not allows(values(ans.body), a)]
+    if not missing:
+        what = " and ".join(wanted.values())
+        return [PreflightCheck("rights", "ok", f"rights: may {what} on {where}")]
+    who = "Owner or User Access Administrator" if ROLE_WRITE in missing else "Contributor"
     return [
         PreflightCheck(
             "rights",
             "failed",
-            f"rights: may not create role assignments on {where} "
-            f"({ROLE_WRITE}), which the template's {needs.role_assignments} need; ask for "
-            "Owner or User Access Administrator there",
-            {"action": ROLE_WRITE},
+            f"rights: may not {' nor '.join(wanted[a] for a in missing)} on {where} "
+            f"({', '.join(missing)}); ask for {who} there",
+            {"missing": missing},
         )
     ]
 
