@@ -236,6 +236,11 @@ def ccws_sections(lay: Layout, facts: Provisioning, cloud_init: str) -> list[str
             "start"
         )
     out[-1] += "."
+    if lay.access.kind != "none":
+        out[-1] += (
+            " The way in above serves the CCWS nodes too: give the login node's private address "
+            "(CycleCloud lists it) where the commands take a scale-set instance's."
+        )
     out += [
         "",
         f"`{_ccws_init.SCRIPT_DIR}/{_ccws_init.SCRIPT}`:",
