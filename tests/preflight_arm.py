@@ -8,6 +8,8 @@ each in the shape of the public REST API specifications' examples (azure-rest-ap
   "capabilities", "restrictions": [{"type": "Location"|"Zone", "values", "restrictionInfo":
   {"locations", "zones"}, "reasonCode": "NotAvailableForSubscription"}]}]}``;
 - StorageCache ``Skus_List``: the same shape, ``resourceType: "amlFilesystems"``;
+- Storage ``Skus_List`` (2023-05-01): ``resourceType: "storageAccounts"``, ``name``, ``tier``,
+  ``kind``, ``locations``, ``capabilities``, ``restrictions`` (type Location, ``reasonCode``);
 - Authorization ``Permissions_ListForResourceGroup`` (2022-04-01): ``{"value": [{"actions",
   "notActions", "dataActions", "notDataActions"}]}``;
 - MarketplaceOrdering ``MarketplaceAgreements_Get`` (2021-01-01): ``{"id", "name", "type",
@@ -70,6 +72,18 @@ def lustre_sku(name: str, region: str = "eastus", restrictions: Any = ()) -> dic
     }
 
 
+def storage_sku(name: str, region: str = "eastus", restrictions: Any = ()) -> dict:
+    return {
+        "resourceType": "storageAccounts",
+        "name": name,
+        "tier": name.split("_")[0],
+        "kind": "StorageV2",
+        "locations": [region],
+        "capabilities": [{"name": "supportsfileencryption", "value": "true"}],
+        "restrictions": list(restrictions),
+    }
+
+
 def zone_restriction(region: str, zones: list[str]) -> dict:
     return {
         "type": "Zone",
@@ -117,6 +131,11 @@ class Azure:
     lustre_skus: list[dict] = field(
         default_factory=lambda: [
             lustre_sku(f"AMLFS-Durable-Premium-{n}") for n in (40, 125, 250, 500)
+        ]
+    )
+    storage_skus: list[dict] = field(
+        default_factory=lambda: [
+            storage_sku(n) for n in ("Standard_LRS", "Standard_ZRS", "Premium_LRS", "Premium_ZRS")
         ]
     )
     permissions: list[dict] = field(default_factory=lambda: [OWNER])
@@ -240,6 +259,11 @@ def install(arm: ArmServer, az: Azure) -> None:
     arm.route(
         f"{sub}/providers/microsoft.storagecache/skus",
         guarded("lustre-skus", lambda *a: ok({"value": az.lustre_skus})),
+        "GET",
+    )
+    arm.route(
+        f"{sub}/providers/microsoft.storage/skus",
+        guarded("storage-skus", lambda *a: ok({"value": az.storage_skus})),
         "GET",
     )
     arm.route(

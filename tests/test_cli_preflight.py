@@ -103,7 +103,7 @@ def test_offline_lists_the_unchecked_and_exits_0(folders: dict[str, Path]) -> No
     result = CliRunner().invoke(app, ["preflight", str(folders["2048"]), "--offline"])
     assert result.exit_code == 0, result.output
     skips = [x for x in result.stdout.splitlines() if x.startswith("  skip ")]
-    assert len(skips) == 7 and all(x.endswith("(--offline)") for x in skips)
+    assert len(skips) == 8 and all(x.endswith("(--offline)") for x in skips)
     assert "  ok   needs 196,608 vCPUs of the ND H100 v5 family in eastus" in result.stdout
     assert result.stdout.splitlines()[-1].startswith(
         "nothing failed, but not all was checked: 0 failed, "
@@ -131,7 +131,7 @@ def test_provision_check_runs_preflight_on_what_it_wrote(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     pre = json.loads(result.stdout)["preflight"]
     assert pre["ok"] is True and pre["deployment"] == str(out)
-    assert pre["unchecked"] == 7  # no subscription here: the offline part only
+    assert pre["unchecked"] == 8  # no subscription here: the offline part only
     assert [c["kind"] for c in pre["checks"]][0] == "vcpus"
     text = CliRunner().invoke(app, [*args]).stdout
     assert f"preflight of {out}: eastus, subscription unknown" in text

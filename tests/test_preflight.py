@@ -23,6 +23,7 @@ from preflight_arm import (
     install,
     location_restriction,
     lustre_sku,
+    storage_sku,
     usage,
     vm_sku,
     zone_restriction,
@@ -107,7 +108,7 @@ def test_all_fine_passes_and_only_reads(azure, deploy64: Path) -> None:
     report = run(arm, deploy64)
     assert report.ok and report.queried_azure, [c.line for c in report.failed]
     assert not report.unchecked
-    for kind in ("quota", "sku", "rights", "terms", "validate", "what-if"):
+    for kind in ("quota", "sku", "storage-sku", "rights", "terms", "validate", "what-if"):
         assert lines(report, kind, "ok"), kind
     assert lines(report, "what-if") == [f"what-if in {group_of(deploy64)}: 5 create"]
     # Read-only: GETs, and the two POSTs that change nothing.
@@ -272,6 +273,17 @@ def test_a_reader_may_neither_deploy_nor_assign_roles_in_one_line(azure, deploy6
     )
 
 
+def test_a_storage_sku_restricted_in_the_region(azure, deploy64: Path) -> None:
+    arm, az = azure
+    template = json.loads((deploy64 / "main.json").read_text())
+    used = {r["sku"]["name"] for r in template["resources"]
+            if r["type"] == "Microsoft.Storage/storageAccounts"}  # fmt: skip
+    name = sorted(used)[0]
+    az.storage_skus = [storage_sku(name, restrictions=[location_restriction("eastus")])]
+    (line,) = lines(run(arm, deploy64), "storage-sku", "failed")
+    assert line.startswith(f"storage {name} is restricted in eastus (NotAvailableForSubscription)")
+
+
 def test_terms_not_accepted(azure, deploy64: Path) -> None:
     arm, az = azure
     az.accepted[CCWS_URN] = False
@@ -346,7 +358,9 @@ def test_offline_lists_what_it_could_not_check(azure, folders: dict[str, Path]) 
     assert not arm.state.log  # nothing asked
     assert not report.queried_azure
     kinds = [c.kind for c in report.unchecked]
-    assert kinds == ["sku", "quota", "lustre-sku", "rights", "terms", "validate", "what-if"]
+    assert kinds == [
+        "sku", "quota", "lustre-sku", "storage-sku", "rights", "terms", "validate", "what-if"
+    ]  # fmt: skip
     assert all(
         c.line.startswith("not checked: ") and "(--offline)" in c.line for c in report.unchecked
     )
@@ -356,7 +370,7 @@ def test_offline_lists_what_it_could_not_check(azure, folders: dict[str, Path]) 
 
 def test_no_subscription_is_offline_and_says_why(folders: dict[str, Path]) -> None:
     report = preflight(folders["64"], parameters=required(folders["64"]))
-    assert report.ok and len(report.unchecked) == 7
+    assert report.ok and len(report.unchecked) == 8
     assert all("no subscription" in c.line for c in report.unchecked)
 
 
@@ -368,6 +382,7 @@ def test_no_credential_leaves_every_live_check_unchecked(azure, deploy64: Path) 
         "sku",
         "quota",
         "lustre-sku",
+        "storage-sku",
         "rights",
         "terms",
         "validate",

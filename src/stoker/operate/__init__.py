@@ -13,9 +13,9 @@ before each change, and only on complete, valid evidence.
 
 from ._expired import Expired, expired
 from ._guard_actions import command_action, evidence, print_action, teardown_action, webhook_action
-from ._guard_sources import Metrics, nvml_gpus, step_file
+from ._guard_sources import Metrics, node_health, nvml_gpus, step_file
 from ._preflight_needs import PreflightCheck, parameter_pairs
-from .guard import Guard, GuardPolicy, Verdict, decide
+from .guard import Guard, GuardPolicy, NodeReading, Verdict, decide
 from .preflight import PreflightReport, preflight
 from .teardown import TeardownReport, teardown
 
@@ -24,6 +24,7 @@ __all__ = [
     "Guard",
     "GuardPolicy",
     "Metrics",
+    "NodeReading",
     "PreflightCheck",
     "PreflightReport",
     "TeardownReport",
@@ -32,6 +33,7 @@ __all__ = [
     "decide",
     "evidence",
     "expired",
+    "node_health",
     "nvml_gpus",
     "parameter_pairs",
     "preflight",

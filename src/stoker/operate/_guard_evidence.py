@@ -66,6 +66,15 @@ class StepReading:
     missing: str = ""
 
 
+@dataclass(frozen=True)
+class NodeReading:
+    """One look at the node's health marker (``stoker.node_markers``): ``unhealthy`` holds the
+    reason (and since when) while the node set-up marks it unhealthy, "" while it does not."""
+
+    at: float
+    unhealthy: str = ""
+
+
 MAX_GPUS = 4096  # more announced than any job has is a garbled count, not a cluster
 
 

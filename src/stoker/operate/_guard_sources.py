@@ -6,7 +6,9 @@ returns one reading, with the reason when there is no data (never a made-up zero
   ``stoker_gpu_utilization_ratio{Hostname,gpu}``; a training process that serves its ``Ledger``
   (``stoker.measure.exporter.serve(ledger=...)``) serves ``stoker_steps_total``. One guard can
   so watch a whole job from outside the scale set;
-- ``step_file``: a file the training loop rewrites with its step number (or just touches).
+- ``step_file``: a file the training loop rewrites with its step number (or just touches);
+- ``node_health``: this node's unhealthy marker, which ``stoker-node health`` leaves when a
+  health check fails (``stoker.node_markers``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 from .._redact import shown
 from .._user_files import read_user_bytes
 from ..errors import StokerError
-from ._guard_evidence import MAX_GPUS, GpuReading, GpuValue, StepReading, text
+from ..node_markers import unhealthy
+from ._guard_evidence import MAX_GPUS, GpuReading, GpuValue, NodeReading, StepReading, text
 
 MAX_SCRAPE_BYTES = 16 << 20  # a node's page is a few KiB; more is not an exporter answering
 STEP_FILE_MAX_BYTES = 4096  # a step number, or nothing (touched); more is not a step file
@@ -219,5 +222,17 @@ def step_file(path: str | Path) -> Callable[[float], StepReading]:
         if content.isascii() and content.isdigit():
             return StepReading(now, int(content))
         return StepReading(now, None, f"{path}: {text(content[:40])!r} is not a step number")
+
+    return read
+
+
+def node_health(run_dir: str | Path | None = None) -> Callable[[float], NodeReading]:
+    """The unhealthy marker of the node the guard runs on, in ``run_dir`` (default
+    ``$STOKER_RUN``, else ``/run/stoker``; on a VM stoker did not set up there is none). A guard
+    that watches other nodes through ``--metrics`` sees only its own node's marker."""
+
+    def read(now: float) -> NodeReading:
+        found = unhealthy(run_dir)
+        return NodeReading(now, "" if found is None else text(str(found)))
 
     return read

@@ -22,6 +22,7 @@ from ._arm import ArmClients, api_version
 from ._preflight_needs import Needs, PreflightCheck
 
 USAGES_API = "2024-07-01"
+STORAGE_SKUS_API = "2023-05-01"
 SKUS_API = "2021-07-01"
 WHAT_IF_KINDS = ("Create", "Modify", "Delete", "Deploy", "NoChange", "Ignore", "Unsupported")
 
@@ -191,40 +192,47 @@ def _vcpus(sku: dict[str, Any]) -> int | None:
 
 def lustre_skus(live: Live, needs: Needs) -> list[PreflightCheck]:
     """Each Lustre SKU offered in the region and its zone (StorageCache's own SKU list)."""
-    if not needs.lustres:
-        return []
+    wanted = [(lu.sku, list(lu.zones)) for lu in needs.lustres]
+    url = f"{live.sub}/providers/Microsoft.StorageCache/skus"
     api = api_version("Microsoft.StorageCache")
-    ans = live.call("GET", f"{live.sub}/providers/Microsoft.StorageCache/skus", api)
+    return _offered(live, needs, "lustre-sku", "Lustre", url, api, "amlFilesystems", wanted)
+
+
+def storage_skus(live: Live, needs: Needs) -> list[PreflightCheck]:
+    """Each storage account SKU offered in the region (Storage's SKU list)."""
+    wanted = [(sku, []) for sku in needs.storage_skus]
+    url = f"{live.sub}/providers/Microsoft.Storage/skus"
+    return _offered(live, needs, "storage-sku", "storage", url, STORAGE_SKUS_API,
+                    "storageAccounts", wanted)  # fmt: skip
+
+
+def _offered(live: Live, needs: Needs, kind: str, label: str, url: str, api: str, rtype: str,
+             wanted: list[tuple[str, list[str]]]) -> list[PreflightCheck]:  # fmt: skip
+    """Each (SKU, zones) of ``wanted`` in a resource provider's SKU list: listed for the region,
+    and not restricted there or in the zones (zones given are the ones the resource takes)."""
+    if not wanted:
+        return []
+    ans = live.call("GET", url, api)
     if ans.status != 200:
-        return [
-            PreflightCheck(
-                "lustre-sku", "unchecked", f"Lustre SKUs in {needs.region}: {ans.error()}"
-            )
-        ]
-    skus = {
-        str(s.get("name", "")).lower(): s
-        for s in values(ans.body)
-        if str(s.get("resourceType", "")).lower() == "amlfilesystems"
-    }
-    checks = []
-    for lu in needs.lustres:
-        sku = skus.get(lu.sku.lower())
-        where = [str(x).lower() for x in (sku or {}).get("locations") or []]
-        if sku is None or needs.region.lower() not in where:
-            checks.append(
-                PreflightCheck(
-                    "lustre-sku",
-                    "failed",
-                    f"Lustre {lu.sku} is not offered in {needs.region}: pick another region or SKU",
-                    {"sku": lu.sku},
-                )
-            )
+        return [PreflightCheck(kind, "unchecked", f"{label} SKUs in {needs.region}: {ans.error()}")]
+    region = needs.region.lower()
+    listed: dict[str, dict[str, Any]] = {}
+    for s in values(ans.body):
+        if str(s.get("resourceType", "")).lower() != rtype.lower():
             continue
-        checks.append(
-            restricted(
-                "lustre-sku", f"Lustre {lu.sku}", sku, needs.region, list(lu.zones), pinned=True
-            )
-        )
+        here = region in _lower(s.get("locations"))
+        if here or str(s.get("name", "")).lower() not in listed:  # one entry per region
+            listed[str(s.get("name", "")).lower()] = s
+    checks = []
+    for name, zones in dict.fromkeys((n, tuple(z)) for n, z in wanted):
+        sku = listed.get(name.lower())
+        if sku is None or region not in _lower(sku.get("locations")):
+            checks.append(PreflightCheck(kind, "failed", f"{label} {name} is not offered in "
+                                         f"{needs.region}: pick another region or SKU",
+                                         {"sku": name}))  # fmt: skip
+            continue
+        checks.append(restricted(kind, f"{label} {name}", sku, needs.region, list(zones),
+                                 pinned=bool(zones)))  # fmt: skip
     return checks
 
 

@@ -23,6 +23,7 @@ Status = Literal["ok", "warning", "failed", "unchecked"]
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
 AMLFS = "Microsoft.StorageCache/amlFilesystems"
 AKS = "Microsoft.ContainerService/managedClusters"
+STORAGE = "Microsoft.Storage/storageAccounts"
 ROLE_ASSIGNMENT = "Microsoft.Authorization/roleAssignments"
 TIB = float(1 << 40)
 # AMLFS takes one zone; CCWS and ai-infrastructure-on-azure put it in zone 1 when the template
@@ -79,6 +80,7 @@ class Needs:
     parameters: dict[str, Any]  # name -> {"value": ...}, as ARM takes them
     scale_sets: list[ScaleSet]
     lustres: list[Lustre]
+    storage_skus: list[str]  # each storage account's SKU (Standard_LRS, Premium_ZRS)
     plans: list[tuple[str, str, str, str]]  # (publisher, offer, plan, what uses it)
     role_assignments: int
     missing_parameters: list[str]  # no value and no default: ARM's validate would refuse
@@ -110,7 +112,7 @@ def read_needs(folder: Path, cat: Catalog, parameters: dict[str, Any] | None = N
     region = str(record.get("region") or "")
     if not region:
         raise PreflightError(f"{label}/stoker-deployment.json: no region; provision it again")
-    sets, lustres, plans = [], [], []
+    sets, lustres, plans, storage = [], [], [], []
     for r in resources:
         rtype = str(r.get("type", ""))
         if rtype.lower() == VMSS.lower():
@@ -127,6 +129,8 @@ def read_needs(folder: Path, cat: Catalog, parameters: dict[str, Any] | None = N
                 )
         elif rtype.lower() == AKS.lower():
             sets += _node_pools(r, cat, label)
+        elif rtype.lower() == STORAGE.lower() and (r.get("sku") or {}).get("name"):
+            storage.append(str(r["sku"]["name"]))
         elif rtype.lower() == AMLFS.lower():
             lustres.append(_lustre(r, cat, label))
     if (folder / "ccws.parameters.json").is_file():
@@ -148,6 +152,7 @@ def read_needs(folder: Path, cat: Catalog, parameters: dict[str, Any] | None = N
         params,
         sets,
         lustres,
+        sorted(set(storage)),
         plans,
         roles,
         missing,

@@ -22,6 +22,11 @@ with the reason (which GPU, which value, where the gap was), and the window star
 the data returns. A guard that cannot see the GPUs says so; it does not tear a running job down.
 An idle verdict carries the readings it rests on (``samples``) and their count and span.
 
+**An unhealthy node is never idle evidence.** Where the node set-up marked the node the guard
+runs on unhealthy (``/run/stoker/unhealthy``, ``stoker.node_markers``), the verdict names the
+reason (``node_unhealthy``), an idle one becomes "unknown", and the idle window starts again
+once the marker is cleared.
+
 **Once.** ``Guard.run`` acts on the first idle verdict and returns it; it never acts twice.
 """
 
@@ -39,6 +44,7 @@ from ..errors import StokerError
 from ._guard_evidence import (
     GpuReading,
     GpuValue,
+    NodeReading,
     StepReading,
     gpu_problem,
     gpu_samples,
@@ -46,8 +52,18 @@ from ._guard_evidence import (
     summary,
     walk,
 )
+from ._guard_sources import node_health
 
-__all__ = ["GpuReading", "GpuValue", "Guard", "GuardPolicy", "StepReading", "Verdict", "decide"]
+__all__ = [
+    "GpuReading",
+    "GpuValue",
+    "Guard",
+    "GuardPolicy",
+    "NodeReading",
+    "StepReading",
+    "Verdict",
+    "decide",
+]
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,7 @@ class Verdict:
     at: float = 0.0
     samples: list[dict[str, Any]] = field(default_factory=list)  # what an idle verdict rests on
     span: dict[str, Any] = field(default_factory=dict)  # their count, first/last time, max gap
+    node_unhealthy: str = ""  # the node set-up's reason, while it marks this node unhealthy
 
     @property
     def idle(self) -> bool:
@@ -111,9 +128,53 @@ class Verdict:
 
 
 def decide(
-    gpus: Sequence[GpuReading], steps: Sequence[StepReading], policy: GuardPolicy, now: float
+    gpus: Sequence[GpuReading],
+    steps: Sequence[StepReading],
+    policy: GuardPolicy,
+    now: float,
+    node: Sequence[NodeReading] = (),
 ) -> Verdict:
     """Idle, busy or unknown, from the readings (oldest first); see the module docstring."""
+    return _with_node(_decide(gpus, steps, policy, now), node, policy, now)
+
+
+def _with_node(v: Verdict, node: Sequence[NodeReading], policy: GuardPolicy, now: float) -> Verdict:
+    """The verdict with the node's health marker weighed in.
+
+    An unhealthy node is drained: its GPUs idle because the scheduler keeps work off them, not
+    because the job is done, and its readings may be the fault's own. So the marker counts as
+    missing data: it never makes a verdict idle, an idle verdict becomes "unknown", and idleness
+    counts only from the first look after the marker went. Acting would also take the node from
+    the health timer that may yet clear it, and from the operator who must see why it failed."""
+    if not node:
+        return v
+    last = node[-1]
+    if last.unhealthy:
+        v.node_unhealthy = last.unhealthy
+        note = f"node marked unhealthy: {last.unhealthy}"
+        if not v.idle:
+            v.reason = f"{v.reason}; {note}"
+            return v
+        return _not_idle(v, f"{note}; {v.reason}, which is not acted on")
+    marked = [r for r in node if r.unhealthy and r.at > now - policy.idle_for_s]
+    if v.idle and marked:
+        ago = _dur(now - marked[-1].at)
+        why = f"{v.reason}, but the node was marked unhealthy {ago} ago ({marked[-1].unhealthy})"
+        return _not_idle(v, f"{why}: the window starts again from then")
+    return v
+
+
+def _not_idle(v: Verdict, reason: str) -> Verdict:
+    """``v`` as an "unknown" verdict: what was seen kept, the readings it rested on dropped."""
+    return Verdict(
+        "unknown", reason, v.idle_s, v.gpus, v.peak_util, v.last_step, v.last_step_age_s, v.at,
+        node_unhealthy=v.node_unhealthy,
+    )  # fmt: skip
+
+
+def _decide(
+    gpus: Sequence[GpuReading], steps: Sequence[StepReading], policy: GuardPolicy, now: float
+) -> Verdict:
     gpu = _gpu_verdict(gpus, policy, now) if policy.watch_gpus else None
     step = _step_verdict(steps, policy, now) if policy.watch_steps and steps else None
     found = [v for v in (gpu, step) if v is not None]
@@ -222,7 +283,8 @@ class Guard:
     """Reads the sources every ``policy.interval_s``, decides, and acts once when idle.
 
     ``gpus`` and ``steps`` are callables returning one reading each (see ``_guard_sources``);
-    ``action`` takes the idle Verdict. ``on_verdict`` sees every verdict (the CLI shows them)."""
+    ``node`` reads the health marker (None: this node's, ``node_health()``). ``action`` takes
+    the idle Verdict. ``on_verdict`` sees every verdict (the CLI shows them)."""
 
     def __init__(
         self,
@@ -230,6 +292,7 @@ class Guard:
         *,
         gpus: Callable[[float], GpuReading] | None,
         steps: Callable[[float], StepReading] | None = None,
+        node: Callable[[float], NodeReading] | None = None,
         action: Callable[[Verdict], Any],
         on_verdict: Callable[[Verdict], None] | None = None,
         clock: Callable[[], float] = time.time,
@@ -238,11 +301,13 @@ class Guard:
         if policy.watch_gpus and gpus is None:
             raise StokerError("the guard watches GPUs but has no GPU source")
         self.policy, self.gpus, self.steps, self.action = policy, gpus, steps, action
+        self.node = node or node_health()
         self.on_verdict = on_verdict or (lambda v: None)
         self.clock, self.sleep = clock, sleep
         keep = int(policy.idle_for_s / policy.interval_s) + 8
         self.gpu_log: deque[GpuReading] = deque(maxlen=keep)
         self.step_log: deque[StepReading] = deque(maxlen=keep)
+        self.node_log: deque[NodeReading] = deque(maxlen=keep)
         self.acted: Verdict | None = None
 
     def tick(self) -> Verdict:
@@ -252,7 +317,10 @@ class Guard:
             self.gpu_log.append(_read(self.gpus, now, GpuReading))
         if self.policy.watch_steps and self.steps is not None:
             self.step_log.append(_read(self.steps, now, StepReading))
-        verdict = decide(list(self.gpu_log), list(self.step_log), self.policy, now)
+        self.node_log.append(_read_node(self.node, now))
+        verdict = decide(
+            list(self.gpu_log), list(self.step_log), self.policy, now, list(self.node_log)
+        )
         self.on_verdict(verdict)
         return verdict
 
@@ -283,3 +351,11 @@ def _read(source: Callable[[float], Any], now: float, kind: type) -> Any:
         return source(now)
     except Exception as exc:  # noqa: BLE001 - any failure of a source is missing data
         return kind(now, None, missing=f"the source failed ({type(exc).__name__})")
+
+
+def _read_node(source: Callable[[float], NodeReading], now: float) -> NodeReading:
+    """The node's marker; a look that fails counts as a marked node (no idle action on it)."""
+    try:
+        return source(now)
+    except Exception as exc:  # noqa: BLE001 - a marker that cannot be read is no all-clear
+        return NodeReading(now, f"its health marker could not be read ({type(exc).__name__})")

@@ -11,8 +11,9 @@ with read-only Azure calls (``DefaultAzureCredential`` unless ``credential`` is 
 - **quota**: free vCPUs of each VM family in the region (Compute usages) and the regional
   total, against what the scale sets need (VMs x the catalog's vCPUs);
 - **SKUs**: the VM size offered in the region and in the zones the template pins (Resource
-  SKUs ``restrictions``, type Location or Zone), and each Lustre SKU in its region and zone
-  (StorageCache's SKU list; AMLFS takes zone 1 where the template names none);
+  SKUs ``restrictions``, type Location or Zone), each Lustre SKU in its region and zone
+  (StorageCache's SKU list; AMLFS takes zone 1 where the template names none), and each storage
+  account SKU in the region (Storage's SKU list);
 - **rights**: role assignment creation (``Microsoft.Authorization/roleAssignments/write``: Owner
   or User Access Administrator) on the group, or the subscription while the group is not there;
 - **terms**: the marketplace terms of every image with a plan (CCWS's CycleCloud image when the
@@ -46,7 +47,7 @@ from ._preflight_needs import Needs, PreflightCheck, offline_checks, read_needs
 
 Progress = Callable[[dict[str, Any]], None]
 # The checks that ask Azure, in the order they run.
-LIVE = ("sku", "quota", "lustre-sku", "rights", "terms", "validate", "what-if")
+LIVE = ("sku", "quota", "lustre-sku", "storage-sku", "rights", "terms", "validate", "what-if")
 
 
 @dataclass
@@ -184,6 +185,7 @@ def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[Preflig
         ("sku", vm_skus),
         ("quota", lambda: lv.quota(live, needs, cat, skus)),
         ("lustre-sku", lambda: lv.lustre_skus(live, needs)),
+        ("storage-sku", lambda: lv.storage_skus(live, needs)),
         ("rights", lambda: access.rights(live, needs)),
         ("terms", lambda: access.terms(live, needs)),
         ("validate", arm_checks),  # and what-if
@@ -207,6 +209,7 @@ def _not_checked(kind: str, why: str) -> PreflightCheck:
         "quota": "vCPU quota per family and in the region",
         "sku": "the VM size offered in the region and zone",
         "lustre-sku": "the Lustre SKU offered in the region and zone",
+        "storage-sku": "the storage account SKUs offered in the region",
         "rights": "the right to create role assignments",
         "terms": "marketplace terms of images with a plan",
         "validate": "ARM's validation of the template",
