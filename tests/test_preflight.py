@@ -134,7 +134,7 @@ def test_quota_exhausted_names_the_family_and_the_figures(azure, deploy64: Path)
     assert not report.ok
     (line,) = lines(report, "quota", "failed")
     assert H100_FAMILY in line and "needs 6,144, 96 free (904 used of 1,000)" in line
-    assert "request 7,048" in line
+    assert "raise the limit to 7,048" in line
     assert lines(report, "quota", "ok") == [
         "vCPU quota, regional total (cores) in eastus: needs 6,144, 499,000 free "
         "(1,000 used of 500,000)"

@@ -346,7 +346,7 @@ def quota(live: Live, needs: Needs, cat: Catalog, skus: dict[str, Sku]) -> list[
             f"({used:,} used of {limit:,})"
         )
         if need > free:
-            text += f"; request {need + used:,} (portal: Quotas > Compute) before deploying"
+            text += f"; raise the limit to {need + used:,} (portal: Quotas > Compute) first"
         checks.append(PreflightCheck("quota", "failed" if need > free else "ok", text, figures))
     return checks
 
