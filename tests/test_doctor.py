@@ -202,6 +202,7 @@ def node(tmp_path: Path) -> Node:
         "NCCL_IB_PCI_RELAXED_ORDERING=1\nNCCL_TOPO_FILE=/opt/microsoft/ndv5/topo.xml",
     )
     _write(n.root / "opt" / "microsoft" / "ndv5" / "topo.xml", "<system version='1'/>")
+    _write(n.root / "run" / "stoker" / "ready", "2026-01-02T03:04:05Z")  # set-up passed
     return n
 
 
@@ -242,7 +243,7 @@ def test_the_report_as_json(node: Node, imds: Imds):
     assert data["ok"] is True
     assert data["imds"]["vmSize"] == "Standard_ND96isr_H100_v5"
     assert data["imds"]["placementGroupId"] == "4d0c6f3e-9a51-4b7e-8d2a-1f6e5c3b2a90"
-    assert data["counts"] == {"ok": 13, "warn": 0, "fail": 0, "skip": 0}
+    assert data["counts"] == {"ok": 14, "warn": 0, "fail": 0, "skip": 0}
     assert set(data["checks"][0]) == {"check", "expected", "found", "status", "fix"}
 
 

@@ -66,10 +66,12 @@ NOT_AT_THE_TOP = {
     "operate": {
         "Expired",
         "Metrics",
+        "NodeReading",
         "Verdict",
         "command_action",
         "decide",
         "evidence",
+        "node_health",
         "nvml_gpus",
         "PreflightCheck",
         "parameter_pairs",

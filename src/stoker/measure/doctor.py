@@ -7,6 +7,11 @@ what was expected, what was found, ``ok``/``warn``/``fail``/``skip``, and what t
 
 Without an expected size (a laptop, a CI runner) a missing GPU or HCA is a ``skip``: there is
 nothing to hold the node against. With one, it is a ``fail``.
+
+The node's own health marker (``stoker.node_markers``: ``/run/stoker/unhealthy``, left by a
+failed ``stoker-node health``) is shown as its own line, a ``warn`` at most: never a ``fail``.
+The node's health timer runs this doctor to decide whether to clear the marker, so a doctor
+that failed on the marker would keep the node unhealthy forever.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._redact import printable
 from ..catalog import Catalog, load_catalog
 from ..errors import CatalogError
+from ..node_markers import RUN_DIR, RUN_DIR_ENV
+from ..node_markers import ready as ready_marker
+from ..node_markers import unhealthy as unhealthy_marker
 from ._check_fabric import _ib_checks, _nccl_env, _nccl_topo, _peermem
 from ._check_gpus import _gpu_checks
 from ._check_nvme import _nvme_checks
@@ -83,11 +92,14 @@ def doctor(
     env: Mapping[str, str] = os.environ,
     nvml: NvmlSource | None = None,
     catalog: Catalog | Iterable[str | Path] | None = None,
+    run_dir: str | Path | None = None,
 ) -> DoctorReport:
     """Check this node against VM size ``vm`` (or the one IMDS reports).
 
     ``root`` is where ``/etc/nccl.conf`` and the topology files are looked for; the roots and
-    ``nvml`` exist so tests can fake a node. Raises ``CatalogError`` for an unknown ``vm``.
+    ``nvml`` exist so tests can fake a node. ``run_dir`` holds the node's markers (default
+    ``STOKER_RUN`` in ``env``, else ``run/stoker`` under ``root``). Raises ``CatalogError`` for
+    an unknown ``vm``.
     """
     check_url(imds_url)
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(catalog or ())
@@ -115,6 +127,9 @@ def doctor(
     )
     checks = [_vm_size(node), _scale_set(node), *_gpu_checks(node), *_ib_checks(node)]
     checks += [_peermem(node), _nccl_topo(node), _nccl_env(node), *_nvme_checks(node)]
+    # The markers' folder as the node script finds it: $STOKER_RUN, else /run/stoker (under root).
+    markers = run_dir or env.get(RUN_DIR_ENV) or Path(root, RUN_DIR.lstrip("/"))
+    checks.append(_health_marker(markers))
     return DoctorReport(
         vm=want_name,
         vm_source="--vm" if named else ("imds" if found else None),
@@ -156,6 +171,26 @@ def _read_gpus(source: NvmlSource) -> tuple[GpuReading | None, NvmlUnavailable |
         return source.read(), None
     except NvmlUnavailable as exc:
         return None, exc
+
+
+def _health_marker(folder: str | Path) -> Check:
+    """The node set-up's verdict on this node, shown beside the doctor's own (never a fail:
+    see the module docstring)."""
+    expected = "no unhealthy marker"
+    bad = unhealthy_marker(folder)
+    if bad is not None:
+        fix = (
+            "informational, not counted as a failure: the node's health timer clears it once "
+            "azurehpc-health-checks and this doctor pass (stoker-node health)"
+        )
+        return Check("node health", expected, f"{bad.path}: {bad}", "warn", fix)
+    good = ready_marker(folder)
+    if good is not None:
+        since = f" since {good.at}" if good.at else ""
+        return Check("node health", expected, f"ready{since} ({good.path})", "ok")
+    where = printable(str(folder), lines=False)
+    found = f"no marker in {where} (not a node stoker set up, or its set-up has not finished)"
+    return Check("node health", expected, found, "skip")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -156,11 +156,15 @@ def _with_node(v: Verdict, node: Sequence[NodeReading], policy: GuardPolicy, now
             v.reason = f"{v.reason}; {note}"
             return v
         return _not_idle(v, f"{note}; {v.reason}, which is not acted on")
-    marked = [r for r in node if r.unhealthy and r.at > now - policy.idle_for_s]
+    marked = [i for i, r in enumerate(node) if r.unhealthy]
     if v.idle and marked:
-        ago = _dur(now - marked[-1].at)
-        why = f"{v.reason}, but the node was marked unhealthy {ago} ago ({marked[-1].unhealthy})"
-        return _not_idle(v, f"{why}: the window starts again from then")
+        cleared = node[marked[-1] + 1]  # the first look that found no marker
+        if cleared.at > now - policy.idle_for_s:
+            why = node[marked[-1]].unhealthy
+            ago = _dur(now - cleared.at)
+            return _not_idle(
+                v, f"{v.reason}, but the node was marked unhealthy until {ago} ago ({why})"
+            )
     return v
 
 

@@ -7,7 +7,9 @@ lines with ``_netdev``) and the units of ``node/``; ``runcmd`` only enables them
 ``stoker-node-ready.service``, whose failure is cloud-init's failure. After a reboot or a
 deallocate-and-start the same units assemble (or, on new disks, create) the NVMe array, mount
 scratch and Lustre, install stoker if needed, run the health checks, and only then let slurmd
-start. A failing check drains the node and leaves ``NODE_UNHEALTHY`` behind.
+start. A failing check drains the node and leaves ``/run/stoker/unhealthy`` behind; while the node
+passed set-up and health, ``/run/stoker/ready`` (``stoker.node_markers``, where doctor and guard
+read them).
 
 The Lustre MGS address is only known once Azure has created the file system, so the file holds
 a placeholder per file system (``__LUSTRE_MGS_DATA__``, ``__NETAPP_IP_DATA__``); the ARM
@@ -30,10 +32,6 @@ from ._refs import account_name
 from ._volume_plan import Volume
 
 DOCTOR_JSON = "/var/log/stoker-doctor.json"
-# Per boot (on /run): present only while the node passed set-up and health; read by slurmd's
-# drop-in through stoker-node-ready.service, and by anyone asking whether the node may work.
-NODE_READY = "/run/stoker/ready"
-NODE_UNHEALTHY = "/run/stoker/unhealthy"
 NODE_SCRIPT = "/usr/local/sbin/stoker-node"
 NODE_CONF = "/etc/stoker/node.conf"
 NODE_MOUNTS = "/etc/stoker/mounts"
