@@ -107,9 +107,17 @@ def exchange(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> Exchang
     lvls = levels(s.vm, cat.fabric, lay, spec.cluster.sharp)
     est = allreduce(gradient_bytes(spec), lvls, s.dp)
     comm = est.seconds * collective(spec)[0]
-    exposed = max(comm * (1 - w.overlap), comm - compute_s)
     mp = model_parallel_plan(spec, cat, s, compute_s)
+    exposed = max(comm * (1 - w.overlap), comm - overlap_window_s(mp, compute_s))
     return Exchange(est, lvls, comm, exposed, mp, compute_s)
+
+
+def overlap_window_s(mp: ModelParallelPlan, compute_s: float) -> float:
+    """The compute the gradient exchange can hide behind. A step that accumulates m
+    micro-batches syncs gradients once, in the last one's backward (DDP's no_sync, Megatron's
+    distributed optimizer with overlap_grad_sync), so only that micro-batch's compute covers it;
+    without the model's shape the plan does not know m and takes the whole step."""
+    return compute_s / mp.micro_batches if mp.modelled and mp.micro_batches > 1 else compute_s
 
 
 def _island(spec: JobSpec, s: Shape, vms: int, replicas: bool) -> tuple[Shape, JobSpec] | None:

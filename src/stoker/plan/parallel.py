@@ -9,7 +9,9 @@ each GPU holds ``layers / pp`` layers. Activations of one micro-batch are
   backward (Narayanan et al., SC'21, arXiv:2104.04473, section 3.3), on the critical path;
 - pipeline parallel: one send of A forward and one of its gradient back per micro-batch between
   neighbouring stages, hidden behind compute by ``overlap``; and the 1F1B schedule's bubble,
-  ``(pp - 1) / m`` of the compute (same paper, section 2.2);
+  ``(pp - 1) / m`` of the compute (same paper, section 2.2). The interleaved schedule
+  (``virtual_stages = v`` model chunks per stage, section 2.2.2) shrinks the bubble to
+  ``(pp - 1) / (m x v)`` and sends v times as often;
 - expert parallel: 4 all-to-alls per (MoE) layer and micro-batch, dispatch and combine, forward
   and backward, of ``A x experts_per_token`` over the ep ranks (GShard-style), hidden by
   ``overlap``.
@@ -59,7 +61,7 @@ def model_parallel_plan(
     w = spec.workload
     if w.layers is None or w.hidden_size is None or w.seq_len is None:
         # A shape given in part: say which fields wait for layers and hidden_size.
-        unused = sorted({"micro_batch", "experts_per_token"} & w.model_fields_set)
+        unused = sorted({"micro_batch", "experts_per_token", "virtual_stages"} & w.model_fields_set)
         if unused:
             fields = " and ".join(f"workload.{name}" for name in unused)
             verb = "is" if len(unused) == 1 else "are"
@@ -75,8 +77,9 @@ def model_parallel_plan(
     if w.pp > 1:
         # Neighbouring stages sit tp GPUs apart: on one VM's links when the stage pair fits.
         pp_bw, pp_alpha, _ = _group_link(s.vm, cat, 2 * w.tp)
-        pp_s = m * 2 * (act / pp_bw + pp_alpha)
-        bubble = (w.pp - 1) / m * compute_s
+        v = w.virtual_stages
+        pp_s = m * v * 2 * (act / pp_bw + pp_alpha)
+        bubble = (w.pp - 1) / (m * v) * compute_s
     ep_s, ep_where = 0.0, ""
     if w.ep > 1:
         ep_bw, ep_alpha, ep_where = _group_link(s.vm, cat, w.ep * w.tp)

@@ -173,6 +173,12 @@ class Workload(_Section):
         default=None, gt=0, le=MAX_HIDDEN, description="model (embedding) width"
     )
     micro_batch: int = Field(default=1, gt=0, description="samples per micro-batch per replica")
+    virtual_stages: int = Field(
+        default=1,
+        gt=0,
+        le=MAX_LAYERS,
+        description="interleaved pipeline: model chunks per stage (Megatron's virtual pipeline)",
+    )
     experts_per_token: int = Field(
         default=2, gt=0, le=MAX_TOP_K, description="MoE routing top-k (with ep)"
     )
@@ -203,6 +209,11 @@ class Workload(_Section):
             raise ValueError("the model's shape (layers, hidden_size) needs 'seq_len' too")
         if self.layers is not None and self.pp > self.layers:
             raise ValueError(f"pp = {self.pp} pipeline stages need at least as many layers")
+        if self.layers is not None and self.pp * self.virtual_stages > self.layers:
+            raise ValueError(
+                f"pp x virtual_stages = {self.pp * self.virtual_stages} model chunks need at "
+                f"least as many layers (layers = {self.layers})"
+            )
         if self.hidden_size is not None and self.hidden_size % self.tp:
             raise ValueError(
                 f"hidden_size = {self.hidden_size} does not split over tp = {self.tp} GPUs "
