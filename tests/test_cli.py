@@ -290,16 +290,65 @@ def test_zero_gpu_mtbf_in_a_catalog_override_is_refused(runner, tmp_path):
     assert "reliability.gpu_mtbf: Input should be greater than 0" in result.stderr
 
 
-def test_plan_json_never_writes_infinity(runner, tmp_path):
-    path = tmp_path / "huge.toml"
+def _extreme_spec(tmp_path, step_time: str, gpu_mtbf: str | None, tokens: str = "2T") -> str:
+    """The 70B example with a step time, GPU MTBF and run length pushed to the edges."""
     text = (
-        Path(PRETRAIN).read_text().replace("tokens_per_s_per_gpu = 1100", 'step_time = "1e300 s"')
+        Path(PRETRAIN)
+        .read_text()
+        .replace("tokens_per_s_per_gpu = 1100", f'step_time = "{step_time}"')
     )
+    text = text.replace('tokens = "2T"', f'tokens = "{tokens}"')
+    if gpu_mtbf is not None:
+        text += f'\n[reliability]\ngpu_mtbf = "{gpu_mtbf}"\n'
+    path = tmp_path / "extreme.toml"
     path.write_text(text)
-    result = runner.invoke(app, ["plan", str(path), "--json"])
+    return str(path)
+
+
+def _strict_json(text: str):
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in the plan's JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    ("step_time", "gpu_mtbf", "tokens"),
+    [
+        ("1e300 s", "1e300 h", "2T"),  # a step near the float limit, a job that never fails
+        ("1e-9 s", None, "2T"),  # a step far below any GPU's
+        ("1 s", None, "1e30"),  # a run of 1e23 steps
+    ],
+    ids=["huge-step", "tiny-step", "huge-run"],
+)
+def test_plan_json_never_writes_infinity(runner, tmp_path, step_time, gpu_mtbf, tokens):
+    # Inputs the plan accepts, however extreme, give a plan whose JSON has only finite numbers.
+    path = _extreme_spec(tmp_path, step_time, gpu_mtbf, tokens)
+    result = runner.invoke(app, ["plan", path, "--json"])
+    _ok(result)
+    plan = _strict_json(result.stdout)
+    assert "Infinity" not in result.stdout and "NaN" not in result.stdout
+    assert plan["run"]["wall_s"] > 0
+
+
+def test_plan_json_refuses_a_figure_that_overflows(runner, tmp_path):
+    # 1e23 steps of 1e300 s: the VM-hours overflow. The plan refuses, naming the figure, and
+    # writes no JSON at all rather than an Infinity.
+    path = _extreme_spec(tmp_path, "1e300 s", "1e300 h", "1e30")
+    result = runner.invoke(app, ["plan", path, "--json"])
     assert result.exit_code == 2, result.output
-    assert "Infinity" not in result.stdout and result.stdout == ""
-    assert "comes out as inf" in result.stderr and "out of range" in result.stderr
+    assert result.stdout == ""
+    assert "plan.cost.gpu_vm_hours comes out as inf" in result.stderr
+    assert "out of range" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_plan_refuses_a_step_the_jobs_mtbf_cannot_save(runner, tmp_path):
+    # A 1e300 s step at the catalog's GPU MTBF: the job fails long before a step ends, which
+    # the renewal model refuses on reliability.gpu_mtbf before any figure overflows.
+    path = _extreme_spec(tmp_path, "1e300 s", None)
+    result = runner.invoke(app, ["plan", path, "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "reliability.gpu_mtbf" in result.stderr
 
 
 def test_emit_json_refuses_nan(capsys):
