@@ -54,7 +54,7 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
     if vm.nvme_read:  # a restart on a VM that already holds the model
         cold["nvme"] = per_vm * model / vm.nvme_read
     shared = {k: v for k, v in cold.items() if k != "nvme"}
-    return InferencePlan(
+    inf = InferencePlan(
         model,
         replicas,
         cold,
@@ -65,6 +65,8 @@ def inference_plan(spec: JobSpec, cat: Catalog, vm: VmSize, nodes: int) -> Infer
         replicas_that_fit=nodes * int(vm.gpus * vm.gpu_memory // model),
         vm_gpu_memory_bytes=vm.gpus * vm.gpu_memory,
     )
+    inf.cache = cache_plan(inf, spec, cat, vm)  # what `stoker plan` shows of the shared cache
+    return inf
 
 
 @dataclass(frozen=True)

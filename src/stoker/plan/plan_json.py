@@ -178,6 +178,28 @@ class BandwidthJson(TypedDict, total=False):
     note: str
 
 
+class CacheJson(TypedDict, total=False):
+    """``inference.cache``: the shared model cache (an Azure Files premium share) for the
+    replicas, cold starts with and without it (``CachePlan``)."""
+
+    replicas: int
+    replicas_per_vm: int
+    model_bytes: float
+    blob_rate: float | None
+    nic_rate: float
+    share_bytes: float
+    share_rate: float
+    share_max_rate: float
+    demand_rate: float
+    warmup_s: float
+    cold_start_without_s: float
+    cold_start_with_s: float
+    blob_downloads_without: int
+    blob_downloads_with: int
+    share_usd_per_hour: float | None
+    sources: list[str]
+
+
 class InferenceJson(TypedDict, total=False):
     """Inference cold starts (``InferencePlan``)."""
 
@@ -190,6 +212,7 @@ class InferenceJson(TypedDict, total=False):
     replicas_per_vm: int
     replicas_that_fit: int
     vm_gpu_memory_bytes: float
+    cache: CacheJson | None
 
 
 class PlanJson(TypedDict, total=False):

@@ -17,6 +17,7 @@ from ..units import format_bytes as fb
 from ..units import format_rate as fr
 from ._format import duration as fd
 from ._format import gpus, md_cell
+from ._render_cache import cache_block, cache_markdown
 from .result import CostPlan, Plan
 
 
@@ -247,6 +248,8 @@ def rich_report(plan: Plan) -> Group:
     links = _links_table(plan)
     if links:
         parts.append(links)
+    if plan.inference and plan.inference.cache:
+        parts.append(cache_block(plan.inference.cache))
     parts += [_recs_block(plan), _cost_table(plan)]
     if plan.calibration:
         parts.append(_calibration_table(plan))
@@ -301,6 +304,8 @@ def markdown(plan: Plan) -> str:
         if links_rows(plan):
             lines += ["", "| " + " | ".join(_LINKS_COLUMNS) + " |", "|---:|---|---:|---:|---:|"]
             lines += ["| " + " | ".join(row) + " |" for row in links_rows(plan)]
+    if plan.inference and plan.inference.cache:
+        lines += cache_markdown(plan.inference.cache)
     lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
     lines += [
         "| " + " | ".join(md_cell(c) for c in (r.need, r.choice, r.size, r.reason)) + " |"

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .facts import FabricLayout, Limit, ReadPattern
+
+if TYPE_CHECKING:
+    from .inference import CachePlan
 
 SCHEMA = "stoker.plan/1"
 
@@ -258,6 +261,7 @@ class InferencePlan:
     replicas_per_vm: int = 1  # they share the VM's frontend NIC and NVMe for a cold start
     replicas_that_fit: int = 0  # whose weights fit the VMs' GPU memory (weights alone)
     vm_gpu_memory_bytes: float = 0.0  # GPU memory of one VM
+    cache: CachePlan | None = None  # the shared model cache for these replicas (inference.py)
 
 
 @dataclass
