@@ -1,7 +1,7 @@
 """How often to checkpoint: the renewal model's optimum from the measured blocking time and an
-MTBF (the same function the plan uses, stoker.plan.optimal_interval: Daly 2006's exact form,
-which his series estimate drifts from once saves are a few percent of the MTBF), never more
-often than a save takes to finish."""
+MTBF (the same function the plan uses, stoker.plan.optimal_interval: the exact optimum that
+Daly's 2006 series approximates, and gives up on, returning the MTBF, once a save blocks for
+twice the MTBF or more), never more often than a save takes to finish."""
 
 from __future__ import annotations
 
