@@ -130,14 +130,32 @@ def test_dry_run_reads_what_provision_writes(tmp_path: Path, spec: str) -> None:
     assert all(
         got.index(("archive", n)) < got.index(("delete", n)) for a, n in got if a == "archive"
     )
-    costs = [r["tags"]["stoker-usd-per-hour"] for r in acted]
-    known = sum(float(c) for c in costs if c != "unknown")
+    # A deallocated scale set still pays its OS disks, so it saves its hour less those.
+    stopped = sum(_tag(r, "stoker-usd-per-hour-stopped") for r in acted)
+    known = sum(_tag(r, "stoker-usd-per-hour") for r in acted) - stopped
     assert report["saves_usd_per_hour"] == pytest.approx(known, abs=0.01)
     assert report["queried_azure"] is False
-    # What goes on being billed: the kept storage accounts' tags, the NAT gateway unknown.
-    kept = [r for r in template if r["type"] == "Microsoft.Storage/storageAccounts"]
-    stays = sum(float(r["tags"]["stoker-usd-per-hour"]) for r in kept)
+    # What goes on being billed: every priced resource teardown does not act on (the kept
+    # storage, the NAT gateway and public IPs it leaves alone) and the scale sets' OS disks.
+    kept = [r for r in template if r not in acted]
+    stays = sum(_tag(r, "stoker-usd-per-hour") for r in kept) + stopped
+    assert stays > sum(
+        _tag(r, "stoker-usd-per-hour") for r in kept if "storageAccounts" in r["type"]
+    )
     assert report["still_usd_per_hour"] == pytest.approx(stays, abs=0.01)
+    unpriced = [r["name"] for r in kept if _tags(r).get("stoker-usd-per-hour") == "unknown"]
+    assert set(unpriced) <= set(report["still_unknown"])
+
+
+def _tags(resource: dict) -> dict:
+    tags = resource.get("tags")
+    return tags if isinstance(tags, dict) else {}
+
+
+def _tag(resource: dict, key: str) -> float:
+    """A cost tag's dollars; 0 where it is absent or unknown (the report names those)."""
+    value = _tags(resource).get(key, "unknown")
+    return 0.0 if value == "unknown" else float(value)
 
 
 # ---------------------------------------------------------------------------------- ownership
