@@ -12,6 +12,7 @@ A dataset is a folder (or prefix) of shards plus ``index.json`` (see _index.py).
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 
@@ -50,7 +51,11 @@ class ShardReader:
     """One open shard: its tables in memory, each sample read with one ``pread`` of exactly its
     bytes. Exact reads matter: a memory map would let the kernel's read-ahead pull in far more
     than a shuffled reader needs, and a batch would pay for its neighbours' I/O. (A large sample
-    is mapped instead, and read ahead exactly: see ``_tensors.Mapped``.)"""
+    is mapped instead, and read ahead exactly: see ``_tensors.Mapped``.) Samples already in the
+    page cache are copied out of a map of the shard instead (``mapped``): no read-ahead can
+    happen there, and a copy from memory costs a fraction of a system call."""
+
+    _map: mmap.mmap | bool | None = None  # (made on first use; False: this file cannot map)
 
     def __init__(self, name: str, fd: int, size: int) -> None:
         self.name, self.fd = name, fd
@@ -109,7 +114,36 @@ class ShardReader:
             raise
 
     def close(self) -> None:
+        if self._map:
+            self._map.close()  # type: ignore[union-attr]
         os.close(self.fd)
+
+    def mapped(self) -> mmap.mmap | None:
+        """The shard mapped read-only, for samples in the page cache (``sample_mapped``); None
+        where it cannot be, or where the file is no longer as long as its table says. Truncated
+        since it was opened, it is read by ``pread`` instead, whose short read names the damage,
+        where a map's page past the end would kill the process (SIGBUS): hence the size asked
+        each time (one ``fstat``, for a group of samples)."""
+        if self._map is None:
+            try:
+                self._map = mmap.mmap(self.fd, 0, prot=mmap.PROT_READ) if self.fd >= 0 else False
+            except (OSError, ValueError):  # (a file system that cannot map)
+                self._map = False
+        if not self._map or os.fstat(self.fd).st_size < self._starts[-1]:
+            return None
+        return self._map  # type: ignore[return-value]
+
+    def sample_mapped(self, view: mmap.mmap, i: int) -> bytes:
+        """``sample(i)`` copied out of ``view`` (what ``mapped()`` returned), checked."""
+        start, end = self._starts[i], self._starts[i + 1]
+        blob = view[start:end]
+        if xxhash.xxh3_64_intdigest(blob) != self._checks[i]:
+            raise CorruptSample(self.name, i, start)
+        if self.compressed:
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompress(blob)
+        return blob
 
     def __len__(self) -> int:
         return len(self.checks)

@@ -6,7 +6,8 @@ pread, a checksum, a counter update under a lock shared by every process, advice
 about the next sample) left the disk with one request per worker and put all of it on the
 worker's one thread. Here a worker's samples are read a group at a time: the group's shard
 lookups are one vectorised search; a group in the page cache is read on the worker's own thread
-as it is handed over (a copy from memory: a hand-off to another thread cost more), and any other
+as it is handed over (a copy from memory: a hand-off to another thread cost more; in a
+DataLoader worker, out of a map of its shard, with no system call a sample), and any other
 group's reads and checksums run on the reader threads (pread and XXH3 release the GIL) while the
 worker hands over the previous group's samples; the shared counters are updated once per group,
 and the memory of samples the worker has handed over is reused for the next (_worker_memory.py).
@@ -61,19 +62,22 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
     groups = [ids[k : k + size] for k in range(0, len(ids), size)]
     if not groups:
         return
-    if torch.utils.data.get_worker_info() is not None:
+    # In a DataLoader worker, warm samples are copied out of maps of their shards (see
+    # _read_mapped); the training process's own reads keep pread.
+    in_worker = torch.utils.data.get_worker_info() is not None
+    if in_worker:
         keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
     access = reader.access()
     access.plan_prefetch(ids)
     where = located_runs(reader.locate_in_order, ids, size)
-    pending = _Group(reader, next(where))
+    pending = _Group(reader, next(where), mapped=in_worker)
     for k in range(len(groups)):
         samples = pending.result()
         # Whole-shard downloads start once the first group is read by range: started
         # earlier, they take the store's bandwidth from the samples the loop waits for.
         access.start_downloads()
         if k + 1 < len(groups):
-            pending = _Group(reader, next(where))
+            pending = _Group(reader, next(where), mapped=in_worker)
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
         yield from samples
@@ -84,8 +88,14 @@ class _Group:
     it is handed over when warm. ``places`` are (shard, index in it); a mixture's name a
     row of its shard table instead of a shard (any source's: see MixtureReader)."""
 
-    def __init__(self, reader: SampleReader | MixtureReader, places: list[tuple[int, int]]) -> None:
-        self.reader, self.access, self.places = reader, reader.access(), places
+    def __init__(
+        self,
+        reader: SampleReader | MixtureReader,
+        places: list[tuple[int, int]],
+        *,
+        mapped: bool = False,
+    ) -> None:
+        self.reader, self.access, self.places, self.mapped = reader, reader.access(), places, mapped
         self.readers = reader.group_readers(places)
         self.remote = []
         if any(isinstance(r, RemoteShard) for r in self.readers.values()):
@@ -118,7 +128,7 @@ class _Group:
     def read(self) -> tuple[list[tuple[int, int]], list[bytes]]:
         """The group's places and samples as read, less corrupt ones skipped."""
         if self.warm:
-            got, bad = _read_run(self.readers, self.places)
+            got, bad = (_read_mapped if self.mapped else _read_run)(self.readers, self.places)
         else:
             threads, bad = len(self.futures), []
             got = [None] * len(self.places)
@@ -132,6 +142,30 @@ class _Group:
             got[k] = self.reader.read_at(self.access, self.readers, s, i)  # type: ignore[arg-type]
         keep = [k for k, data in enumerate(got) if data is not None]
         return [self.places[k] for k in keep], [got[k] for k in keep]  # type: ignore[misc]
+
+
+def _read_mapped(
+    readers: dict[int, ShardReader], places: list[tuple[int, int]]
+) -> tuple[list[bytes | None], list[int]]:
+    """``_read_run`` of a group in the page cache, each sample copied out of its shard's map: a
+    pread a sample was half of a warm sample's CPU in ``one_by_one`` (3.0 us a sample, 2.3
+    mapped, 2 KiB records; a DataLoader worker's CPU 8 % less). A shard that cannot be mapped
+    (or is shorter than its table) is read by pread. DataLoader workers only: the pages a map
+    touched stay mapped while its shard is open (the kernel then keeps them against
+    ``POSIX_FADV_DONTNEED``, and they count in the process's RSS), and a worker lives for an
+    epoch; the training process's own reads keep pread."""
+    views = {s: r.mapped() for s, r in readers.items()}
+    if not all(views.values()):
+        return _read_run(readers, places)
+    out: list[bytes | None] = []
+    bad: list[int] = []
+    for shard, i in places:
+        try:
+            out.append(readers[shard].sample_mapped(views[shard], i))  # type: ignore[arg-type]
+        except CorruptSample:
+            bad.append(len(out))
+            out.append(None)
+    return out, bad
 
 
 def _read_run(
