@@ -9,6 +9,7 @@ from ..units import format_rate as fr
 from ._format import duration as fd
 from ._format import gpus
 from ._format import pct as _pct
+from .fabric import SOCKETS, ethernet_pace
 from .facts import FabricLayout, Network
 from .result import FabricOption, InterconnectPlan, Plan, Recommendation
 
@@ -46,8 +47,8 @@ def interconnect_advice(plan: Plan, vm: VmSize, cat: Catalog) -> Recommendation:
     )
     if ic.needs_infiniband and not vm.has_infiniband:
         rec.warnings.append(
-            f"multi-node job on a size without InfiniBand ({plan.vm_size}): "
-            f"gradients cross the {fr(vm.frontend_nic)} frontend NIC"
+            f"multi-node job on a size without InfiniBand ({plan.vm_size}): gradients cross "
+            f"the frontend Ethernet as NCCL over TCP sockets, {ethernet_pace(vm)}"
         )
     # Past one scale set (declared shapes included): the shapes the job could take. Without
     # InfiniBand the warning above says all.
@@ -111,8 +112,8 @@ def _past_the_fabric(plan: Plan, ic: InterconnectPlan) -> str:
 
 _PLANNED = {
     FabricLayout.FLAT_ETHERNET: (
-        "with InfiniBand off (the one shape that runs across scale sets undeclared; "
-        "`stoker provision` refuses it)"
+        f"with InfiniBand off ({SOCKETS}; the one shape that runs across scale sets "
+        "undeclared; `stoker provision` refuses it)"
     ),
     FabricLayout.INDEPENDENT_JOBS: "as independent jobs, one per scale set (cluster.fabric)",
     FabricLayout.INDEPENDENT_REPLICAS: (

@@ -13,11 +13,13 @@ most 300). Past that, the job runs as one of these, and the plan lays each out w
 - ``independent_replicas``: data-parallel replicas, one per scale set, that never exchange
   gradients across scale sets: k models, each trained on 1/k of the batch; planned as runnable
   only when the spec declares it (``cluster.fabric = "independent-replicas"``);
-- ``flat_ethernet``: one job with InfiniBand off (``NCCL_IB_DISABLE=1``): all of it at the
-  frontend NIC's pace;
+- ``flat_ethernet``: one job with InfiniBand off (``NCCL_NET=Socket``: on Azure's ND sizes
+  ``NCCL_IB_DISABLE=1`` alone leaves NCCL on InfiniBand through the RDMA plugin): all of it at
+  NCCL's TCP-socket rate, measured where the catalog has it (``ethernet_pace``);
 - ``microsoft_arranged``: one fabric past the limit, arranged with Microsoft (Azure's own
   1,344-VM MLPerf run was), planned as one fabric only when the spec declares it
-  (``cluster.fabric = "microsoft-arranged"``).
+  (``cluster.fabric = "microsoft-arranged"``); tests/test_plan_published.py holds its step and
+  run to that published run (tests/data/mlperf-v3.1-gpt3-1344vm.toml).
 
 The plan's own step and each option's come from one function (``exchange``), so the option that
 is the plan's shape has the plan's step, model-parallel traffic included.
@@ -28,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..catalog import Catalog
+from ..catalog import Catalog, VmSize
 from ..errors import SpecError
+from ..units import format_rate as fr
 from .facts import FabricLayout, Network
 from .interconnect import CollectiveEstimate, Level, allreduce, layout, levels
 from .parallel import model_parallel_plan
@@ -80,6 +83,27 @@ class Exchange:
     def step_s(self) -> float:
         """Compute plus exposed communication: the step before data stalls and checkpoints."""
         return self.compute_s + self.exposed_s + self.model_parallel.exposed_s
+
+
+# How to run NCCL over TCP on Azure's ND sizes (catalog [ethernet.ND96isr_H100_v5], its note).
+SOCKETS = (
+    "NCCL_NET=Socket; NCCL_IB_DISABLE=1 alone leaves NCCL on InfiniBand through Azure's RDMA plugin"
+)
+
+
+def ethernet_pace(vm: VmSize) -> str:
+    """How fast a VM's collectives move over Ethernet ("at ..."), and what it rests on: the measured
+    NCCL-socket busbw where the catalog (or ``--measured``) has one, else the frontend NIC's
+    line rate as an upper bound."""
+    if vm.ethernet_busbw:
+        return (
+            f"at the measured NCCL-socket busbw, {fr(vm.ethernet_busbw)} per VM "
+            f"({vm.source_of('ethernet_busbw')})"
+        )
+    return (
+        f"at most {fr(vm.frontend_nic)} per VM, the frontend NIC's line rate (an upper bound: no "
+        "measured socket rate in the catalog, and TCP sockets reach a fraction of it)"
+    )
 
 
 def gradient_bytes(spec: JobSpec) -> float:
@@ -249,7 +273,7 @@ def fabric_options(spec: JobSpec, cat: Catalog, s: Shape, compute_s: float) -> l
             s.nodes,
             sets,
             f"one job over {sets} scale sets with InfiniBand off for all of it "
-            "(NCCL_IB_DISABLE=1): every collective at the frontend NIC's pace",
+            f"({SOCKETS}): every collective {ethernet_pace(s.vm)}",
         )
     )
     out.append(
