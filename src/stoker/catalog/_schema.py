@@ -2,96 +2,47 @@
 
 Each entry names a default ``source`` and may ``cite`` another source for single fields. A figure
 left out (``None``) is one no public source gives; the plan says so instead of inventing it.
+The shared entry is ``_entry.py``; storage tiers and meters are ``_storage.py``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import types
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..quantities import Bytes, Duration, Rate
+from ._entry import Entry, Source
+from ._storage import (
+    HOURS_PER_MONTH,
+    BlobTier,
+    FilesTier,
+    LustreCommon,
+    LustreSku,
+    Meter,
+    NetAppLevel,
+)
 
-_BOOKKEEPING = {"source", "cite", "note", "name", "family", "retail"}
-# Azure's prices per month are per 730 hours: a GB-month or a disk-month spread over the hour.
-HOURS_PER_MONTH = 730.0
-
-
-def _plain_kinds(annotation: Any) -> set[Any]:
-    """The plain types a field takes (``int | None`` -> {int}); empty where a quantity's
-    parser reads the value (``Rate | None``), or the field is no plain type."""
-    if get_origin(annotation) is Annotated:
-        if any(isinstance(m, BeforeValidator) for m in get_args(annotation)[1:]):
-            return set()
-        return _plain_kinds(get_args(annotation)[0])
-    if get_origin(annotation) in (Union, types.UnionType):
-        parts = [_plain_kinds(a) for a in get_args(annotation) if a is not type(None)]
-        return set() if any(not p for p in parts) else set().union(*parts)
-    return {annotation} if annotation in (int, float, bool, str) else set()
-
-
-class Source(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: str
-    where: str
-    published: dt.date | None = None
-    retrieved: dt.date | None = None
-    verified: bool = True
-
-    @model_validator(mode="after")
-    def _dated(self) -> Source:
-        if self.published is None and self.retrieved is None:
-            raise ValueError("a source needs a 'published' or a 'retrieved' date")
-        return self
-
-    @property
-    def date(self) -> dt.date:
-        return self.published or self.retrieved  # type: ignore[return-value]
-
-
-class Entry(BaseModel):
-    """Fields shared by every catalog entry: where its figures come from."""
-
-    model_config = ConfigDict(extra="forbid")
-    source: str
-    cite: dict[str, str] = Field(default_factory=dict)
-    note: str | None = None
-
-    def source_of(self, field: str) -> str:
-        return self.cite.get(field, self.source)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _as_toml_types_it(cls, value: object, info: ValidationInfo) -> object:
-        # pydantic's lax mode reads an override's `price_per_hour = true` as $1/h and
-        # `gpus = "8"` as 8: a slip in an override file must not become a figure. Quantities
-        # ("400 Gb/s") read text, and refuse a boolean, in their own parser.
-        field = cls.model_fields[str(info.field_name)]
-        parsed = any(isinstance(m, BeforeValidator) for m in field.metadata)
-        kinds = set() if parsed else _plain_kinds(field.annotation)
-        if isinstance(value, bool) and kinds and bool not in kinds:
-            raise ValueError(f"{str(value).lower()} is a boolean; write a number here")
-        if isinstance(value, str) and kinds and kinds <= {int, float}:
-            raise ValueError(f"{value!r} is text; write the number without quotes")
-        return value
-
-    def figures(self) -> Iterator[tuple[str, object]]:
-        """(field, value) for each figure that is set, bookkeeping fields left out."""
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if name not in _BOOKKEEPING and value is not None:
-                yield name, value
+__all__ = [
+    "HOURS_PER_MONTH",
+    "BlobTier",
+    "Catalog",
+    "CatalogInfo",
+    "Entry",
+    "EthernetRate",
+    "Fabric",
+    "FilesTier",
+    "LustreCommon",
+    "LustreSku",
+    "Meter",
+    "NetAppLevel",
+    "Provisioning",
+    "Reliability",
+    "Source",
+    "VmSize",
+    "vm_size_name",
+]
 
 
 class VmSize(Entry):
@@ -178,107 +129,6 @@ class Fabric(Entry):
     net_ring_latency: Duration
     net_tree_latency: Duration
     nvlink_ring_latency: Duration
-
-
-class BlobTier(Entry):
-    name: str
-    ingress: Rate | None = None
-    egress: Rate | None = None
-    requests_per_s: int | None = None
-    per_blob_requests_per_s: int | None = None
-    max_block: Bytes | None = None
-    max_blocks: int | None = None
-    stream_write: Rate | None = None  # one writer process uploading one blob
-    price_hot_gb_month: float | None = Field(default=None, ge=0)
-    price_cool_gb_month: float | None = Field(default=None, ge=0)
-    price_cold_gb_month: float | None = Field(default=None, ge=0)
-    price_archive_gb_month: float | None = Field(default=None, ge=0)
-    price_region: str | None = None
-
-    @classmethod
-    def access_tiers(cls) -> tuple[str, ...]:
-        """The access tiers the catalog can price: ``("hot", "cool", "cold", "archive")``."""
-        return tuple(
-            name.removeprefix("price_").removesuffix("_gb_month")
-            for name in cls.model_fields
-            if name.startswith("price_") and name.endswith("_gb_month")
-        )
-
-
-class LustreSku(Entry):
-    name: str
-    throughput_per_tib: Rate  # the tier's label; the rated figure is per capacity step
-    min_size: Bytes
-    max_size: Bytes  # self-service
-    step: Bytes
-    # Nominal throughput of one capacity step (2,000 MB/s on every tier); None: size x per TiB.
-    throughput_per_step: Rate | None = None
-    max_size_on_request: Bytes | None = None  # the largest size Azure offers by request
-    price_per_tib_hour: float | None = Field(default=None, gt=0)
-    price_region: str | None = None
-
-
-class LustreCommon(Entry):
-    max_size_on_request: Bytes
-    delivered_fraction: float = Field(gt=0, le=1)
-    hsm_export_rate: Rate
-    # Published (nominal, delivered) pairs, nominal ascending: what file systems of that rated
-    # throughput delivered to reads (training) and to writes (checkpoints).
-    delivered_read: list[tuple[Rate, Rate]] = Field(default_factory=list)
-    delivered_write: list[tuple[Rate, Rate]] = Field(default_factory=list)
-    stream_write: Rate | None = None  # one writer process (one torch.save) to the file system
-
-    @model_validator(mode="after")
-    def _ascending(self) -> LustreCommon:
-        for name in ("delivered_read", "delivered_write"):
-            nominal = [n for n, _ in getattr(self, name)]
-            if nominal != sorted(nominal):
-                raise ValueError(f"{name}: list the (nominal, delivered) pairs by nominal, rising")
-        return self
-
-
-class FilesTier(Entry):
-    name: str
-    min_size: Bytes
-    max_size: Bytes
-    base_iops: int
-    iops_per_gib: float | None = None
-    max_iops: int
-    base_throughput: Rate
-    throughput_per_gib: Rate | None = None
-    max_throughput: Rate
-    per_file_throughput: Rate | None = None
-    price_per_gib_month: float | None = Field(default=None, gt=0)
-    price_region: str | None = None
-
-
-class NetAppLevel(Entry):
-    name: str
-    throughput_per_tib: Rate
-    max_throughput: Rate
-    min_size: Bytes
-    max_size: Bytes
-    price_per_tib_month: float | None = Field(default=None, gt=0)
-    price_region: str | None = None
-
-
-class Meter(Entry):
-    """A price that is no size's or tier's own: the NAT gateway's hour, a public IP's, an OS
-    disk's month, Blob operations per 10,000. ``price`` None: no public source stored (unknown).
-    ``retail`` names the Retail Prices API row that prices it (exact field values)."""
-
-    name: str
-    unit: Literal["hour", "month", "10k"]  # $ per hour, per month, per 10,000 operations
-    price: float | None = Field(default=None, ge=0)
-    price_region: str | None = None
-    retail: dict[str, str] | None = None
-
-    @property
-    def per_hour(self) -> float | None:
-        """The price per hour of one (a month is 730 hours); None for operations or unknown."""
-        if self.price is None or self.unit == "10k":
-            return None
-        return self.price if self.unit == "hour" else self.price / HOURS_PER_MONTH
 
 
 class Provisioning(Entry):
