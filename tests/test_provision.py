@@ -368,7 +368,7 @@ def test_mi300x_gets_the_rocm_image(tmp_path):
     image = _of(template, "Microsoft.Compute/virtualMachineScaleSets")[0]["properties"][
         "virtualMachineProfile"
     ]["storageProfile"]["imageReference"]
-    assert image["sku"] == "2204-rocm"
+    assert image["sku"] == "2404-rocm"
 
 
 def test_refuses_a_size_with_no_known_image(tmp_path):

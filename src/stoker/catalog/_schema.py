@@ -8,9 +8,10 @@ The shared entry is ``_entry.py``; storage tiers and meters are ``_storage.py``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..quantities import Bytes, Duration, Rate
 from ._entry import Entry, Source
@@ -140,12 +141,33 @@ class Provisioning(Entry):
     # VM size -> marketplace image URN (publisher:offer:sku:version); a size absent here
     # has no image stoker knows fits it (GB200 is Arm64) and provision refuses it.
     hpc_images: dict[str, str]
+    # Image (publisher:offer:sku) -> its python3, "major.minor": the node installs stoker with
+    # it, so provision refuses an image whose Python is older than stoker's or not listed.
+    image_python: dict[str, str] = Field(default_factory=dict)
     role_blob_data_contributor: str
     role_blob_data_reader: str
     role_account_contributor: str
     hpc_cache_rp_app_id: str  # "HPC Cache Resource Provider"; its object id differs per tenant
     ccws_release: str
     ccws_commit: str
+
+    @field_validator("image_python")
+    @classmethod
+    def _major_minor(cls, value: dict[str, str]) -> dict[str, str]:
+        for image, version in value.items():
+            if image.count(":") != 2:
+                raise ValueError(f"{image!r}: key an image as publisher:offer:sku")
+            if not re.fullmatch(r"\d+\.\d+", version):
+                raise ValueError(
+                    f"{image} = {version!r}: write the Python as major.minor, e.g. 3.12"
+                )
+        return value
+
+    def python_of(self, urn: str) -> tuple[int, int] | None:
+        """The python3 of the image ``urn`` (publisher:offer:sku:version) as (major, minor);
+        None where the catalog does not say."""
+        version = self.image_python.get(urn.rsplit(":", 1)[0])
+        return None if version is None else tuple(map(int, version.split(".")))  # type: ignore[return-value]
 
 
 class Reliability(Entry):

@@ -180,6 +180,29 @@ def check_image(spec: JobSpec, cat: Catalog) -> None:
             "Arm64); add one in a catalog override: [provision] hpc_images = "
             f'{{ {size} = "publisher:offer:sku:version" }}'
         )
+    check_image_python(size, cat)
+
+
+def check_image_python(size: str, cat: Catalog) -> None:
+    """Refuse an image whose python3 is older than stoker's Requires-Python, or unknown: the
+    node's set-up installs stoker with the image's own python3 and would fail on every node."""
+    from ._cloud_init import python_min  # _cloud_init imports the layout, which imports this
+
+    urn = cat.provision.hpc_images[size]
+    need = python_min()
+    have = cat.provision.python_of(urn)
+    where = f"catalog provision.hpc_images.{size}: {urn}"
+    if have is None:
+        raise ProvisionError(
+            f"{where}: the catalog does not say which Python the image has; stoker needs "
+            f"{need} or later on the nodes; add [provision] image_python = "
+            f'{{ "{urn.rsplit(":", 1)[0]}" = "3.12" }} in a catalog override'
+        )
+    if have < tuple(map(int, need.split("."))):
+        raise ProvisionError(
+            f"{where}: its python3 is {have[0]}.{have[1]} (provision.image_python) and stoker "
+            f"needs {need} or later on the nodes; pin an Ubuntu 24.04 HPC image (sku 2404)"
+        )
 
 
 def check_layout_inputs(plan: Plan, spec: JobSpec, cat: Catalog, boundary: int) -> None:
