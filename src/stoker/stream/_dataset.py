@@ -20,6 +20,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -155,7 +156,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         """Sample by sample, this rank's and worker's share of the epoch (torch's DataLoader
-        batches them; StreamingLoader reads whole batches instead, see _batcher.py)."""
+        batches them; StreamingLoader reads whole batches instead, see _batcher.py). Not a
+        generator: the iterator returned hands samples over without a Python frame of its own
+        per sample (see ``one_by_one``); what to read is worked out here, at ``iter()``."""
         worker, workers = this_worker()
         group = self.group
         batches = self.source.batches(group, self.batch_size, worker=worker, workers=workers)
@@ -164,10 +167,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             warnings.warn(message, StreamWarning, stacklevel=2)
         if 0 < self.reader.index.largest_sample < PIECE:
             # torch's DataLoader batches: samples are read a group at a time (_samples.py)
-            yield from one_by_one(self.reader, batches.reshape(-1))
-            return
-        for samples in read_batches(self.reader, batches, None):
-            yield from samples
+            return one_by_one(self.reader, batches.reshape(-1))
+        return chain.from_iterable(read_batches(self.reader, batches, None))
 
     def __getstate__(self) -> dict[str, Any]:
         # A worker started afresh (a fork server) has no process group: it takes this rank's

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,7 +54,14 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
     """The samples of the global ``ids``, in order, decoded (corrupt ones raised or skipped,
     as ``on_corrupt`` says). Group ``k + 1`` is read while group ``k`` is handed over. A
     mixture's group is the next samples of its order, across its sources, each sample read
-    through its own source (its tier, cache and checks)."""
+    through its own source (its tier, cache and checks). The samples are handed over by
+    ``itertools.chain``: a generator's ``yield from`` resumed a Python frame for every sample
+    (two, with the dataset's ``__iter__``); the chain enters Python once a group."""
+    return chain.from_iterable(_groups(reader, ids))
+
+
+def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[list[Any]]:
+    """``one_by_one``'s samples, a group (a list) at a time."""
     if isinstance(reader, MixtureReader):
         largest = max(r.index.largest_sample for r in reader.readers)
     else:
@@ -80,7 +88,7 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
             pending = _Group(reader, next(where), mapped=in_worker)
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
-        yield from samples
+        yield samples
 
 
 class _Group:
