@@ -85,8 +85,8 @@ demo: $(STAMP) $(CHECKOV)
 	rm -rf .demo/deploy
 	$(BIN)/stoker provision examples/llama3-405b-2048vm.toml --out .demo/deploy
 	$(BIN)/python examples/validate_deploy.py .demo/deploy
-	@echo "--- what that deployment's Managed Lustre costs left up over an idle weekend (from the catalog's price, or unknown until stoker catalog prices --refresh)"
-	$(BIN)/python -c "import json; from stoker.provision._cost import idle_weekend_text; print(idle_weekend_text(json.load(open('.demo/deploy/stoker-deployment.json'))))"
+	@echo "--- preflight, offline: what Azure would refuse (limits from the catalog; quota, SKUs, rights, terms and ARM's validation need credentials) and what its Managed Lustre costs left up over an idle weekend"
+	$(BIN)/stoker preflight .demo/deploy --offline
 	rm -rf .demo/aks && $(BIN)/stoker provision examples/inference-cache.toml --target aks --out .demo/aks --check
 	@echo "--- node set-up: the shipped stoker-node on loop devices (stand-in mdadm): scratch through 3 reboots, a missing Lustre keeps the node not ready (root only)"
 	$(BIN)/python examples/node_reboots.py .demo/node

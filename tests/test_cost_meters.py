@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+import stoker
 from stoker.catalog import HOURS_PER_MONTH, load_catalog
 from stoker.plan import load_spec, plan_job
 from stoker.plan.cost import (
@@ -287,3 +288,17 @@ def test_the_lifecycle_rule_takes_the_specs_version_days(priced, lustre_spec, tm
         if r["type"] == "Microsoft.Storage/storageAccounts/managementPolicies"
     }
     assert days == {3}
+
+
+def test_offline_preflight_prints_the_idle_weekend_of_its_lustre(deployed, priced):
+    """`make demo`'s line: the preflight of a written deployment prices its Lustre's weekend."""
+    from typer.testing import CliRunner
+
+    from stoker.cli import app
+
+    weekend = sum(0.5 * lu.capacity_tib for lu in deployed.layout.lustres) * 48
+    report = stoker.preflight(deployed.out, offline=True, catalog=priced)
+    assert f"${weekend:,.2f}" in report.idle_weekend and report.to_dict()["idle_weekend"]
+    out = CliRunner().invoke(app, ["preflight", str(deployed.out), "--offline"])
+    assert out.exit_code == 0, out.output
+    assert "over an idle weekend (48 h)" in out.stdout

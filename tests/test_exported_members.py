@@ -80,7 +80,7 @@ NOT_AT_THE_TOP = {
         "teardown_action",
         "webhook_action",
     },
-    "provision": {"money", "read_ssh_key"},
+    "provision": {"idle_weekend_text", "money", "read_ssh_key"},
     "report": {"ReportResult", "read_measured"},
     "stage": {"JsonReporter", "Reporter", "RichReporter", "StageOptions", "terminal_reporter"},
     "stream": {"DatasetIndex", "ShardInfo", "StallMetrics", "serve_metrics"},

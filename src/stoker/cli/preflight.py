@@ -88,6 +88,8 @@ def show(report: Any) -> None:
     )
     for c in report.checks:
         stdout.print(f"  {_MARK[c.status]} {c.line}", highlight=False, markup=False, soft_wrap=True)
+    if report.idle_weekend:
+        stdout.print(f"  $ {report.idle_weekend}", highlight=False, markup=False, soft_wrap=True)
     counts = {s: sum(1 for c in report.checks if c.status == s) for s in _MARK}
     verdict = (
         "NOT safe to deploy"

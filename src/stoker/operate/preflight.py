@@ -30,6 +30,7 @@ which checks it could not do; a check Azure could not answer is ``unchecked``, n
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +60,8 @@ class PreflightReport:
     queried_azure: bool
     checks: list[PreflightCheck] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # What its Managed Lustre bills left up over an idle weekend: the seed's warning, priced.
+    idle_weekend: str = ""
 
     @property
     def failed(self) -> list[PreflightCheck]:
@@ -85,6 +88,7 @@ class PreflightReport:
             "unchecked": len(self.unchecked),
             "checks": [c.to_dict() for c in self.checks],
             "elapsed_s": round(self.elapsed_s, 3),
+            "idle_weekend": self.idle_weekend,
         }
 
 
@@ -115,11 +119,12 @@ def preflight(
     cat = catalog if isinstance(catalog, Catalog) else load_catalog(_layers(catalog))
     with _folder(Path(deployment), cat, resource_group) as folder:
         needs = read_needs(folder, cat, parameters)
+        idle = _idle_weekend(folder)
     needs.folder = Path(deployment)
     needs.group = resource_group or needs.group
     sub = subscription or needs.subscription or subscription_from_env(None) or None
     report = PreflightReport(printable(str(deployment)), needs.region, sub, needs.group, False,
-                             offline_checks(needs, cat))  # fmt: skip
+                             offline_checks(needs, cat), idle_weekend=idle)  # fmt: skip
     why = ""
     if offline:
         why = "--offline"
@@ -202,6 +207,16 @@ def _live(live: Live, needs: Needs, cat: Catalog, say: Progress) -> list[Preflig
         out += found
         say({"event": "check", "kind": kind, "status": "done", "checks": found})
     return out
+
+
+def _idle_weekend(folder: Path) -> str:
+    from ..provision import idle_weekend_text
+
+    record = folder / "stoker-deployment.json"
+    try:
+        return idle_weekend_text(json.loads(record.read_text("utf-8")))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return ""  # an AKS folder or an older record: nothing to price here
 
 
 def _not_checked(kind: str, why: str) -> PreflightCheck:

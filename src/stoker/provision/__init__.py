@@ -12,10 +12,11 @@ parameters, a README of what it costs). Pure: plan in, files out; it never calls
 """
 
 from .._callable_package import make_callable
+from ._cost import idle_weekend_text
 from ._options import read_ssh_key
 from ._provision import Deployment, provision
 from ._readme import money
 
-__all__ = ["Deployment", "money", "provision", "read_ssh_key"]
+__all__ = ["Deployment", "idle_weekend_text", "money", "provision", "read_ssh_key"]
 
 make_callable(__name__, provision)
