@@ -210,8 +210,12 @@ def test_data_on_lustre_imports_the_source_prefix(tmp_path):
     assert ccws["additionalFilesystem"]["value"]["type"] == "aml-existing"
     assert ccws["gpu"]["value"] == {
         "sku": "Standard_ND96isr_H100_v5",
-        "osImage": "cycle.image.ubuntu22",
+        "osImage": "cycle.image.ubuntu24",
         "maxNodes": 64,
+    }
+    # Every node array on Ubuntu 24.04 (python3 3.12 runs stoker's set-up; 22.04's 3.10 does not).
+    assert {v["value"]["osImage"] for v in ccws.values() if "osImage" in str(v)} == {
+        "cycle.image.ubuntu24"
     }
 
 

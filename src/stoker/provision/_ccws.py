@@ -28,7 +28,9 @@ from .tags import TAG_AFTER, TAG_DEPLOYMENT, TAG_PLAN
 
 SUBSCRIPTION = "__SUBSCRIPTION_ID__"
 MGS = "__LUSTRE_MGS_ADDRESS__"
-OS_IMAGE = "cycle.image.ubuntu22"
+# Ubuntu 24.04 (a choice CCWS's portal form offers): cluster-init installs stoker with the
+# image's python3, 3.12 there; ubuntu22's is 3.10, older than stoker runs on.
+OS_IMAGE = "cycle.image.ubuntu24"
 SCHEDULER_SKU = "Standard_D4as_v5"
 LOGIN_SKU = "Standard_D2as_v5"
 # The resource types CCWS's getTags() reads tags for (its types.bicep, resource_tags_t); the
