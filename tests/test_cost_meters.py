@@ -150,9 +150,8 @@ def deployed(priced, tmp_path, lustre_spec):
     return provision(lustre_spec, tmp_path / "deploy", priced)
 
 
-def test_readme_idle_lines_are_the_sum_of_the_priced_resources(deployed, priced):
-    lay = deployed.layout
-    the_bill = bill(lay, network_lines(lay), priced)
+def _idle_hour(lay, the_bill) -> float:
+    """An idle hour counted meter by meter from the override's round prices."""
     vms = sum(s.vms for s in lay.scale_sets)
     disks = vms * 36.5 / HOURS_PER_MONTH
     lustre = sum(0.5 * lu.capacity_tib for lu in lay.lustres)
@@ -167,7 +166,59 @@ def test_readme_idle_lines_are_the_sum_of_the_priced_resources(deployed, priced)
         and line.resource
         not in ("storageAccount", "amlFilesystem", "publicIPAddress", "natGateway")
     )
-    expected = disks + lustre + storage + 0.05 + 0.01 * pips + others
+    return disks + lustre + storage + 0.05 + 0.01 * pips + others
+
+
+def test_the_deployments_readme_carries_the_idle_bill(deployed, priced):
+    readme = (deployed.out / "README.md").read_text("utf-8")
+    lay = deployed.layout
+    the_bill = bill(lay, network_lines(lay), priced)
+    hour = _idle_hour(lay, the_bill)
+    assert f"scale sets deallocated: ${hour:,.2f} an hour, ${hour * 24:,.2f} a day**" in readme
+    lustre = sum(0.5 * lu.capacity_tib for lu in lay.lustres)
+    assert lustre > 0 and f"idle weekend (48 h): ${lustre * 48:,.2f}**" in readme
+    after = f"(Lustre deleted; OS disks, Blob and network kept): ${(hour - lustre) * 24:,.2f} a day"
+    assert f"after teardown {after}**" in readme
+    for line in idle_lines(the_bill):  # every meter's line, with its catalog figure
+        assert line in readme.splitlines(), line
+    assert "storage only" not in readme
+    # the lifecycle rule: its default, what it deletes and how long a dropped checkpoint bills
+    rule = f"deletes previous versions {DEFAULT_VERSION_DAYS} days after they were made"
+    assert f"{rule} (`checkpoints.version_days`, default {DEFAULT_VERSION_DAYS})" in readme
+    assert f"at most {DEFAULT_VERSION_DAYS + SOFT_DELETE_DAYS} days" in readme
+    assert "never deletes a current blob" in readme
+
+
+def test_the_readme_states_a_version_days_the_spec_sets(tmp_path, lustre_spec, priced):
+    import tomllib
+
+    import tomli_w
+
+    spec = tomllib.loads(open(lustre_spec, "rb").read().decode())
+    spec["checkpoints"]["version_days"] = 3
+    path = tmp_path / "three.toml"
+    path.write_text(tomli_w.dumps(spec), "utf-8")
+    dep = provision(str(path), tmp_path / "three", priced)
+    readme = (dep.out / "README.md").read_text("utf-8")
+    setting = f"(`checkpoints.version_days` = 3; the default is {DEFAULT_VERSION_DAYS})"
+    assert f"deletes previous versions 3 days after they were made {setting}" in readme
+    assert f"at most {3 + SOFT_DELETE_DAYS} days" in readme
+    main = json.loads((dep.out / "main.json").read_text("utf-8"))
+    days = {
+        r["properties"]["policy"]["rules"][0]["definition"]["actions"]["version"]["delete"][
+            "daysAfterCreationGreaterThan"
+        ]
+        for r in main["resources"]
+        if r["type"].endswith("managementPolicies")
+    }
+    assert days == {3}
+
+
+def test_readme_idle_lines_are_the_sum_of_the_priced_resources(deployed, priced):
+    lay = deployed.layout
+    the_bill = bill(lay, network_lines(lay), priced)
+    lustre = sum(0.5 * lu.capacity_tib for lu in lay.lustres)
+    expected = _idle_hour(lay, the_bill)
     assert the_bill.idle_per_hour_usd == pytest.approx(expected)
     assert the_bill.idle_unknown == [
         line.name for line in the_bill.lines if line.while_idle and line.per_hour_usd is None

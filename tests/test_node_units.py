@@ -135,3 +135,20 @@ def test_units_pass_systemd_analyze_verify(cloud_init: Path, tmp_path: Path):
     result = verify(tmp_path, units)
     assert "Unknown key 'OnUnitInactiveSecs'" in result.stderr
     assert "Command /usr/local/sbin/stoker-node is not executable" in result.stderr
+
+
+def test_the_readme_names_the_units_cloud_init_writes_and_their_journal(cloud_init: Path):
+    readme = (cloud_init.parent / "README.md").read_text()
+    node = readme.split("## On the nodes", 1)[1].split("\n## ", 1)[0]
+    written = sorted(
+        Path(path).name
+        for path in files_of(cloud_init)
+        if path.startswith("/etc/systemd/system/") and path.endswith((".service", ".timer"))
+    )
+    assert written  # the units are what cloud-init writes, and the README names every one
+    for unit in written:
+        assert f"`{unit}`" in node, unit
+    assert "journalctl -b -u 'stoker-*'" in node
+    assert "/var/log/stoker-doctor.json" in node and "/lustre/data" in node
+    # the set-up is no longer a cloud-init script with a log of its own
+    assert "cloud-init.log" not in readme and "stoker-cloud-init" not in readme

@@ -1,5 +1,7 @@
 """``README.md`` of a deployment: what will be created, in order, with size and hourly cost,
-the totals per hour and per idle day, and the exact commands to deploy and to tear down."""
+the totals per hour, the idle bill (an idle hour and day, Lustre's idle weekend, after
+teardown) and the lifecycle rule, the node set-up, and the exact commands to deploy and to
+tear down."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import re
 
 from ..catalog import Provisioning
 from . import _readme_access
-from ._cloud_init import DOCTOR_JSON
+from ._cloud_init import DOCTOR_JSON, UNITS, python_min
 from ._cloud_init import render as render_cloud_init
-from ._cost import Bill
+from ._cost import Bill, idle_lines
 from ._layout import Layout
+from ._res_lifecycle import DEFAULT_VERSION_DAYS, RULE, longest_billed_days
+from ._res_storage import SOFT_DELETE_DAYS
 from ._text import sh
 from .tags import TAG_DEPLOYMENT
 
@@ -113,6 +117,52 @@ def _ccws_lustre_role(lay: Layout) -> str:
     return "data" if "data" in roles else roles[0]
 
 
+def _lifecycle_lines(lay: Layout) -> list[str]:
+    """What the storage accounts' lifecycle rule deletes, and after how long."""
+    days = lay.version_days
+    setting = (
+        f"`checkpoints.version_days`, default {days}"
+        if days == DEFAULT_VERSION_DAYS
+        else f"`checkpoints.version_days` = {days}; the default is {DEFAULT_VERSION_DAYS}"
+    )
+    return [
+        "Blob versioning keeps each overwritten or deleted blob (a checkpoint the retention "
+        "drops) as a previous version, billed like the blob. Each storage account's lifecycle "
+        f"rule `{RULE}` deletes previous versions {days} days after they were made ({setting}); "
+        f"soft delete keeps them {SOFT_DELETE_DAYS} more days, so a dropped checkpoint stays "
+        f"billed at most {longest_billed_days(days)} days. "
+        "The rule never deletes a current blob: data, checkpoints and archives stay until you "
+        "delete them."
+    ]
+
+
+def _node_lines(lay: Layout) -> list[str]:
+    """The node set-up: systemd units that run at every boot, their logs in the journal."""
+    mounts = ", ".join(
+        [f"Lustre at `{lu.mount_path}`" for lu in lay.lustres]
+        + [f"the {v.kind} volume at `{v.mount_path}`" for v in lay.volumes]
+    )
+    units = " ".join(f"`{u}`" for u in UNITS)
+    return [
+        "cloud-init only writes and enables stoker's systemd units; they run at every boot "
+        "(after a reboot or a deallocate-and-start too): `stoker-scratch` assembles (on new "
+        f"disks, creates) the local NVMe disks as RAID0 at `{lay.scratch_path}`, "
+        f"`stoker-mounts` mounts {mounts or 'no shared file system'}, `stoker-install` "
+        f"installs {_code(lay.install)} with the image's python3 (Python {python_min()} or "
+        "later; the pinned image's is checked before pip runs), `stoker-health` runs "
+        "azurehpc-health-checks and `stoker doctor --json` (the result in "
+        f"`{DOCTOR_JSON}`; again every hour by `stoker-health.timer`; a failing node drains "
+        "itself), and `stoker-node-ready` lets slurmd start only once all of them passed.",
+        "",
+        f"Units: {units}. Their logs are in the journal, not a file: "
+        "`journalctl -b -u 'stoker-*'` (one unit: `journalctl -u stoker-install`); "
+        "`systemctl list-units 'stoker-*'` shows which one failed.",
+        "",
+        f"The nodes run {_code('pip install ' + sh(lay.install))}: where your stoker comes from "
+        "elsewhere (a wheel in Blob, a private index), provision again with `--install`.",
+    ]
+
+
 def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
     out = [
         f"# Deployment for plan {_code(lay.plan_name)}",
@@ -146,8 +196,11 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""
         ),
         "",
-        f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**; with the "
-        f"scale sets deallocated (storage only): {money(bill.idle_per_hour_usd * 24)}.",
+        f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**",
+        "",
+        *idle_lines(bill),
+        "",
+        *_lifecycle_lines(lay),
         "",
     ]
     out += [
@@ -179,18 +232,7 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
     out += [
         "## On the nodes",
         "",
-        f"cloud-init assembles the local NVMe disks as RAID0 at `{lay.scratch_path}`, mounts "
-        + (
-            ", ".join(
-                [f"Lustre at `{lu.mount_path}`" for lu in lay.lustres]
-                + [f"the {v.kind} volume at `{v.mount_path}`" for v in lay.volumes]
-            )
-            or "no shared file system"
-        )
-        + f", installs {_code(lay.install)} and runs `stoker doctor --json` at boot; read the "
-        f"result in `{DOCTOR_JSON}` (the log is `/var/log/stoker-cloud-init.log`). The nodes run "
-        f"{_code('pip install ' + sh(lay.install))}: where your stoker comes from elsewhere "
-        "(a wheel in Blob, a private index), provision again with `--install`.",
+        *_node_lines(lay),
         "",
         "## Tear down",
         "",
