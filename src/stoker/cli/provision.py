@@ -161,8 +161,8 @@ def provision(
         unknown = f" (priced part; unpriced: {', '.join(d.bill.unknown)})" if d.bill.unknown else ""
         stdout.print(
             f"total per hour {money(d.per_hour_usd)}{unknown}; per idle day "
-            f"{money(d.per_hour_usd * 24)}; storage only {money(d.bill.idle_per_hour_usd * 24)}"
-            f" a day",
+            f"{money(d.per_hour_usd * 24)}; scale sets deallocated "
+            f"{money(d.bill.idle_per_hour_usd * 24)} a day",
             highlight=False,
         )
         stdout.print(
