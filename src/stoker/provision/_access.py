@@ -38,8 +38,8 @@ ENDPOINT_PREFIX = 28
 # 2 vCPU, 8 GiB, steady CPU for azcopy; a size in the published Compute schema's enum (newer
 # ones such as D2as_v5 are not, and the template keeps literals the schema can check).
 LOGIN_VM_SIZE = "Standard_D2s_v3"
-# The login VM's image: Ubuntu 22.04 LTS Gen2 from Canonical, pinned to a version as the GPU
-# image is (scale-outs and rebuilds get the same OS).
+# The login VM's image: Ubuntu 22.04 LTS Gen2 from Canonical at its latest version (one VM,
+# rebuilt rarely, running no stoker node set-up: the GPU nodes' image is the pinned one).
 LOGIN_IMAGE = ("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2")
 # Where the template takes the deployer's address when it was not given to provision.
 DEPLOYER_PARAM = "deployerIp"
