@@ -17,33 +17,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import tomli_w
 import yaml
 
 import stoker
 
 HERE = Path(__file__).resolve().parent
 FAKE_MDADM = HERE.parent / "tests" / "fake_mdadm"
-SPEC = """
-name = "node-demo"
-[cluster]
-vm_size = "ND96isr_H100_v5"
-nodes = 64
-[workload]
-kind = "pretrain"
-params = "70B"
-tokens_per_s_per_gpu = 1000
-seq_len = 4096
-global_batch = 512
-dataset_size = "200 TB"
-sharding = "fsdp"
-[data]
-source = "az://pretrain/tokens/v1"
-tier = "lustre"
-[run]
-length = "48 h"
-"""
 
 
 def sh(*args: str, env: dict[str, str] | None = None) -> str:
@@ -59,7 +42,10 @@ def main(work: Path) -> int:
         shutil.rmtree(work)
     (work / "bin").mkdir(parents=True)
     (work / "bin" / "mdadm").symlink_to(FAKE_MDADM)
-    (work / "job.toml").write_text(SPEC)
+    # The 64-VM example with its data on Managed Lustre: scratch, a Lustre mount and health units.
+    spec = tomllib.loads((HERE / "pretrain-64vm.toml").read_text("utf-8"))
+    spec["name"], spec["data"]["tier"] = "node-demo", "lustre"
+    (work / "job.toml").write_text(tomli_w.dumps(spec))
     stoker.provision(work / "job.toml", work / "deploy")
     files = yaml.safe_load((work / "deploy" / "cloud-init.yaml").read_text())["write_files"]
     script = work / "stoker-node"

@@ -14,27 +14,10 @@ import pytest
 import yaml
 
 import stoker
+from lustre_spec import lustre_data_spec
 
 SCRIPT = Path(stoker.__file__).parent / "provision" / "node" / "stoker-node.sh"
-SPEC = """
-name = "node-units"
-[cluster]
-vm_size = "ND96isr_H100_v5"
-nodes = 64
-[workload]
-kind = "pretrain"
-params = "70B"
-tokens_per_s_per_gpu = 1000
-seq_len = 4096
-global_batch = 512
-dataset_size = "200 TB"
-sharding = "fsdp"
-[data]
-source = "az://pretrain/tokens/v1"
-tier = "lustre"
-[run]
-length = "48 h"
-"""
+SPEC = lustre_data_spec("node-units")
 
 
 @pytest.fixture(scope="module")

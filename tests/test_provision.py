@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import stoker
+from lustre_spec import LUSTRE_DATA
 from stoker.catalog import load_catalog
 from stoker.cli import app
 from stoker.errors import ProvisionError
@@ -24,26 +25,6 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 SPECS = sorted(EXAMPLES.glob("*.toml"))
 BIG = EXAMPLES / "llama3-405b-2048vm.toml"
 NOW = dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC)
-
-LUSTRE_DATA = """
-name = "lustre-data"
-[cluster]
-vm_size = "ND96isr_H100_v5"
-nodes = 64
-[workload]
-kind = "pretrain"
-params = "70B"
-tokens_per_s_per_gpu = 1000
-seq_len = 4096
-global_batch = 512
-dataset_size = "200 TB"
-sharding = "fsdp"
-[data]
-source = "az://pretrain/tokens/v1"
-tier = "lustre"
-[run]
-length = "48 h"
-"""
 
 
 @pytest.fixture(scope="module")

@@ -18,31 +18,13 @@ import pytest
 import yaml
 
 import stoker
+from lustre_spec import LUSTRE_DATA
 from stoker.errors import ProvisionError
 from stoker.provision import _ccws, _ccws_init, _readme_access, validate
 from stoker.provision.tags import TAG_AFTER, TAG_DEPLOYMENT, TAG_PLAN
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 NOW = dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC)
-LUSTRE_DATA = """
-name = "lustre-data"
-[cluster]
-vm_size = "ND96isr_H100_v5"
-nodes = 64
-[workload]
-kind = "pretrain"
-params = "70B"
-tokens_per_s_per_gpu = 1000
-seq_len = 4096
-global_batch = 512
-dataset_size = "200 TB"
-sharding = "fsdp"
-[data]
-source = "az://pretrain/tokens/v1"
-tier = "lustre"
-[run]
-length = "48 h"
-"""
 
 
 @pytest.fixture(scope="module")

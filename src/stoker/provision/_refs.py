@@ -61,3 +61,13 @@ def with_skip(resource: dict[str, Any], *skips: tuple[str, str]) -> dict[str, An
     """checkov's inline skip for an ARM resource, each with its reason, next to the resource."""
     resource["metadata"] = {"checkov": [f"checkov:skip={cid}: {why}" for cid, why in skips]}
     return resource
+
+
+def ssh_key_login(lay: Layout) -> dict:
+    """Every VM stoker writes: the deployer's SSH key, no password."""
+    keys = f"/home/{lay.admin_username}/.ssh/authorized_keys"
+    return {
+        "disablePasswordAuthentication": True,
+        "provisionVMAgent": True,
+        "ssh": {"publicKeys": [{"path": keys, "keyData": "[parameters('sshPublicKey')]"}]},
+    }

@@ -21,7 +21,7 @@ from ._access import (
 )
 from ._cost import Line
 from ._layout import Layout
-from ._refs import account_name, api, rid, tags, with_skip
+from ._refs import account_name, api, rid, ssh_key_login, tags, with_skip
 
 OS_DISK_GB = 64
 
@@ -176,18 +176,7 @@ def login_vm(lay: Layout, facts: Provisioning, hourly: dict[str, str]) -> list[d
             "osProfile": {
                 "computerName": login_name(lay)[:64],
                 "adminUsername": lay.admin_username,
-                "linuxConfiguration": {
-                    "disablePasswordAuthentication": True,
-                    "provisionVMAgent": True,
-                    "ssh": {
-                        "publicKeys": [
-                            {
-                                "path": f"/home/{lay.admin_username}/.ssh/authorized_keys",
-                                "keyData": "[parameters('sshPublicKey')]",
-                            }
-                        ]
-                    },
-                },
+                "linuxConfiguration": ssh_key_login(lay),
             },
             "storageProfile": {
                 # One VM, rebuilt rarely: the newest patched Ubuntu is worth more here than

@@ -19,7 +19,7 @@ from ..catalog import Provisioning
 from ..errors import ProvisionError
 from ._cloud_init import nfs_placeholder, placeholder
 from ._layout import Layout, ScaleSet
-from ._refs import account_name, api, rid, tags, with_skip
+from ._refs import account_name, api, rid, ssh_key_login, tags, with_skip
 from ._res_network import nsg_name
 from ._res_storage import subnet_id
 from ._res_volumes import volume_id, volume_ids
@@ -222,18 +222,7 @@ def vmss(
                     "adminUsername": lay.admin_username,
                     "customData": custom_data(lay, facts),
                     "allowExtensionOperations": True,
-                    "linuxConfiguration": {
-                        "disablePasswordAuthentication": True,
-                        "provisionVMAgent": True,
-                        "ssh": {
-                            "publicKeys": [
-                                {
-                                    "path": f"/home/{lay.admin_username}/.ssh/authorized_keys",
-                                    "keyData": "[parameters('sshPublicKey')]",
-                                }
-                            ]
-                        },
-                    },
+                    "linuxConfiguration": ssh_key_login(lay),
                 },
                 "storageProfile": {
                     "imageReference": image(facts, s.vm_size),
