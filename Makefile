@@ -79,6 +79,10 @@ demo: $(STAMP) $(CHECKOV)
 	$(BIN)/python -m torch.distributed.run --nproc-per-node 4 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:0 \
 		examples/train_stream.py --source .demo/fast --mix .demo/cold-b --dp-size 2 --workers 1 \
 		--data .demo/shards --ckpt .demo/stream-ckpt --compute-ms 20 --record .demo/stream-ledger.json
+	@echo "--- provision: the 64-VM job fits one scale set (one InfiniBand partition): its deployment in .demo/deploy-64, checked offline"
+	rm -rf .demo/deploy-64
+	$(BIN)/stoker provision examples/pretrain-64vm.toml --out .demo/deploy-64
+	$(BIN)/python examples/validate_deploy.py .demo/deploy-64
 	@echo "--- provision refuses a job past one scale set whose shape is not declared: 128 VMs, scale sets of 100 (exit 2, the shapes named)"
 	-$(BIN)/stoker provision examples/moe-3d-parallel-128vm.toml --out .demo/refused --placement-group-limit 100
 	@echo "--- provision: the 2,048-VM plan, declared on a fabric arranged with Microsoft, as a deployment (ARM, cloud-init, CCWS) in .demo/deploy, validated offline"
