@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sim_jobs import seventy_b_job
 from stoker.catalog import load_catalog
 from stoker.errors import SpecError
 from stoker.plan import _renewal as rn
@@ -137,23 +138,7 @@ def test_a_job_that_never_reaches_a_save_is_refused_naming_the_field(cat):
 
 # 512 GPUs failing every 30 min (a 100,000-GPU job's MTBF) with 10 min restarts: the regime the
 # first-order form got wrong. 20 days hold ~900 failures a run, so 20 seeded runs pin the mean.
-SHORT = {
-    "name": "renewal-short-mtbf",
-    "cluster": {"vm_size": "ND96isr_H100_v5", "nodes": 64},
-    "workload": {
-        "kind": "pretrain",
-        "params": "70B",
-        "tokens_per_s_per_gpu": 1100,
-        "seq_len": 8192,
-        "global_batch": 1024,
-        "dataset_size": "60 TB",
-        "tp": 8,
-        "sharding": "fsdp",
-        "overlap": 0.8,
-    },
-    "reliability": {"gpu_mtbf": "256 h", "restart_time": "10 min"},
-    "run": {"length": "20 d"},
-}
+SHORT = seventy_b_job("renewal-short-mtbf", gpu_mtbf="256 h")
 
 
 @pytest.mark.parametrize(

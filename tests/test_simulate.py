@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sim_jobs import seventy_b_job
 from stoker.errors import SpecError
 from stoker.plan import plan_job
 from stoker.simulate import CLOSED_FORM, simulate
@@ -16,23 +17,7 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "llama3-405b-2048vm.toml"
 
 # 512 GPUs that fail every 3.9 hours (a short per-GPU MTBF): ~120 failures in 20 days, so a
 # few dozen runs pin the median.
-BASE = {
-    "name": "sim-test",
-    "cluster": {"vm_size": "ND96isr_H100_v5", "nodes": 64},
-    "workload": {
-        "kind": "pretrain",
-        "params": "70B",
-        "tokens_per_s_per_gpu": 1100,
-        "seq_len": 8192,
-        "global_batch": 1024,
-        "dataset_size": "60 TB",
-        "tp": 8,
-        "sharding": "fsdp",
-        "overlap": 0.8,
-    },
-    "reliability": {"gpu_mtbf": "2000 h", "restart_time": "10 min"},
-    "run": {"length": "20 d"},
-}
+BASE = seventy_b_job("sim-test", gpu_mtbf="2000 h")
 
 # An image job that reads 52 GB/s (MLPerf ResNet-50 scale) from whatever tier it is given.
 VISION = {
