@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.stoker-installed
 
-.PHONY: demo test chromium cloud-init bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
+.PHONY: demo test test-needs debian-tools chromium cloud-init bench bench-stage bench-stage-flags bench-checkpoint bench-stream bench-measure checkov lint clean
 
 # setup.py builds the one compiled part in place (src/stoker/_native): a changed source rebuilds it.
 NATIVE := setup.py $(wildcard src/stoker/_native/*.c src/stoker/_native/*.h)
@@ -35,17 +35,16 @@ AZURITE_NEXT := .bench/azurite-next/node_modules/.bin/azurite-blob
 $(AZURITE_NEXT):
 	-npm install --prefix .bench/azurite-next --no-audit --no-fund --loglevel=error azurite@3.37.0
 
-# Debian's Chromium, for the report's browser tests (tests/test_report_browser.py); installed
-# as root (CI is root) when missing. No browser is downloaded from anywhere else.
-chromium:
-	@command -v chromium > /dev/null || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; }
-
-# Debian's cloud-init, for its own schema check of cloud-init.yaml (tests/test_node_units.py);
-# installed as root (CI is root) when missing, as Chromium is.
-cloud-init:
-	@command -v cloud-init > /dev/null || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cloud-init > /dev/null; }
+# Debian's Chromium, for the report's browser tests (tests/test_report_browser.py), and Debian's
+# cloud-init, for its own schema check of cloud-init.yaml (tests/test_node_units.py): installed
+# as root (CI is root) when missing, in one apt-get (two at once would fight over dpkg's lock).
+# No browser is downloaded from anywhere else.
+DEBIAN_TOOLS := chromium cloud-init
+debian-tools:
+	@missing=""; for tool in $(DEBIAN_TOOLS); do command -v $$tool > /dev/null || missing="$$missing $$tool"; done; \
+	test -z "$$missing" || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing > /dev/null; }
+chromium cloud-init: debian-tools
 
 demo: $(STAMP) $(CHECKOV)
 	@# stoker's bytecode, as an installed package has it: under PYTHONDONTWRITEBYTECODE an
@@ -108,7 +107,11 @@ demo: $(STAMP) $(CHECKOV)
 # The suite runs in TEST_WORKERS processes (pytest-xdist): each has its own Azurite, ports and
 # folders. Most tests wait on subprocesses and sockets, so more workers than cores pays.
 TEST_WORKERS ?= 4
-test: $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) chromium cloud-init
+TEST_NEEDS := $(STAMP) $(CHECKOV) node_modules/.package-lock.json $(AZURITE_NEXT) debian-tools
+test-needs: $(TEST_NEEDS)
+# What the tests need is installed side by side (pip, npm and apt wait on different things).
+test:
+	$(MAKE) --no-print-directory -j5 test-needs
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # Each script saves bench/results/NAME.json and renders its section; `python bench/render.py
