@@ -21,6 +21,7 @@ import pytest
 import xxhash
 
 from azurite import Azurite, partials, read_tree
+from kill_mid_run import kill_when
 from stoker.errors import StageError
 from stoker.stage import StageOptions, _boot, stage
 from stoker.stage._manifest import Manifest
@@ -59,6 +60,26 @@ def recorded(dst: Path) -> dict[str, str | None]:
     (path,) = (dst / ".stoker").glob("stage-*.sqlite")
     with sqlite3.connect(path) as db:
         return dict(db.execute("SELECT key, hash FROM objects WHERE state = 1").fetchall())
+
+
+def interrupted(dst: Path, key: str, boot: str | None = None) -> Path:
+    """A whole staged file put back as an interrupted run leaves it: at its partial name, its
+    manifest row not complete, units 0 and 1 recorded (in ``boot`` if given, else this one).
+    Returns the partial file, for the test to spoil what it says was lost."""
+    partial = dst / f"{key}.stoker-partial"
+    (dst / key).rename(partial)
+    (path,) = (dst / ".stoker").glob("stage-*.sqlite")
+    manifest = Manifest(path)
+    try:
+        manifest.db.execute("UPDATE objects SET state = 0, hash = NULL")
+        etag = manifest.db.execute("SELECT etag FROM objects").fetchone()[0]
+        for i in (0, 1):
+            manifest.block_done(key, etag, i)
+        if boot is not None:
+            manifest.db.execute("UPDATE meta SET v = ? WHERE k = 'boot'", (boot,))
+    finally:
+        manifest.close()
+    return partial
 
 
 def _any_recorded(dst: Path) -> bool:
@@ -154,20 +175,10 @@ def test_a_resumed_file_reads_back_only_the_units_kept(
     whole_hash = recorded(dst)["x.bin"]
     assert first.ok and whole_hash == expected_hash(data)
     # As an interrupted run leaves it: units 0 and 1 written and recorded, the rest not.
-    partial = dst / "x.bin.stoker-partial"
-    (dst / "x.bin").rename(partial)
+    partial = interrupted(dst, "x.bin")
     with open(partial, "r+b") as f:
         f.seek(2 * UNIT)
         f.write(bytes(len(data) - 2 * UNIT))
-    (path,) = (dst / ".stoker").glob("stage-*.sqlite")
-    manifest = Manifest(path)
-    try:
-        manifest.db.execute("UPDATE objects SET state = 0, hash = NULL")
-        etag = manifest.db.execute("SELECT etag FROM objects").fetchone()[0]
-        for i in (0, 1):
-            manifest.block_done("x.bin", etag, i)
-    finally:
-        manifest.close()
     read_back: list[int] = []
     real = _unit_hasher.UnitHasher._read_back
 
@@ -185,21 +196,6 @@ def test_a_resumed_file_reads_back_only_the_units_kept(
 
 
 # ------------------------------------------------------------------------------ kill -9
-def _landed(root: Path) -> int:
-    """Bytes written under ``root`` (allocated blocks: partial files are sparse until written)."""
-    total = 0
-    for path in root.rglob("*"):
-        if ".stoker" in path.relative_to(root).parts[:1]:
-            continue
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            total += min(st.st_blocks * 512, st.st_size)
-    return total
-
-
 @pytest.mark.parametrize("durability", ["batch", "fsync", "none"])
 def test_kill_9_mid_run_then_resume_records_nothing_incomplete(
     blob_env: str, azurite: Azurite, tmp_path: Path, durability: str
@@ -223,24 +219,14 @@ def test_kill_9_mid_run_then_resume_records_nothing_incomplete(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    landed = 0
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if dst.exists():
-                landed = _landed(dst)
-                # (batch: once a sync point has named some, which waits on a shared disk)
-                if landed >= total * 6 // 10 and (durability != "batch" or _any_recorded(dst)):
-                    break
-            time.sleep(0.01)
-        alive = proc.poll() is None
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        out = proc.communicate(timeout=30)[0].decode(errors="replace")
-    assert alive, f"the copy ended before it could be killed (landed {landed} B): {out[-2000:]}"
-    assert proc.returncode == -signal.SIGKILL
+    # (batch: once a sync point has named some, which waits on a shared disk)
+    kill_when(
+        proc,
+        dst,
+        lambda landed: landed >= total * 6 // 10 and (durability != "batch" or _any_recorded(dst)),
+        timeout_s=60,
+        poll_s=0.01,
+    )
 
     done = recorded(dst)
     assert len(done) < len(files), "the kill should come before every file is recorded"
@@ -337,21 +323,9 @@ def test_a_partial_file_resumes_from_its_units_only_in_the_boot_that_wrote_them(
     upload_in_blocks(azurite.client(blob_env), {"b/y.bin": data})
     src, dst = f"{blob_env}/b", tmp_path / "dst"
     assert stage(src, str(dst), durability="none").ok  # (its manifest, stamped with this boot)
-    partial = dst / "y.bin.stoker-partial"
-    (dst / "y.bin").rename(partial)
+    partial = interrupted(dst, "y.bin", boot="an-earlier-boot" if rebooted else None)
     with open(partial, "r+b") as f:  # units 0 and 1 "recorded" but lost
         f.write(bytes(2 * UNIT))
-    (path,) = (dst / ".stoker").glob("stage-*.sqlite")
-    manifest = Manifest(path)
-    try:
-        manifest.db.execute("UPDATE objects SET state = 0, hash = NULL")
-        etag = manifest.db.execute("SELECT etag FROM objects").fetchone()[0]
-        for i in (0, 1):
-            manifest.block_done("y.bin", etag, i)
-        if rebooted:
-            manifest.db.execute("UPDATE meta SET v = 'an-earlier-boot' WHERE k = 'boot'")
-    finally:
-        manifest.close()
     again = stage(src, str(dst))
     assert again.ok, again.failed
     if rebooted:

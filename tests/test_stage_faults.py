@@ -7,7 +7,6 @@ import asyncio
 import errno
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from azurite import Azurite, blob_tree, partials, read_tree
+from kill_mid_run import kill_when
 from short_writes import ShortWrites
 from stoker.errors import StageError, StoreError
 from stoker.stage import _engine, stage
@@ -111,22 +111,6 @@ class OsProxy:
 
 
 # ------------------------------------------------------------------------------ kill -9
-def _landed(root: Path) -> int:
-    """Bytes on disk under ``root`` (allocated blocks: partial files are sparse until written),
-    stoker's state directory left out."""
-    total = 0
-    for path in root.rglob("*"):
-        if ".stoker" in path.relative_to(root).parts[:1]:
-            continue
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            continue
-        if path.is_file():
-            total += min(st.st_blocks * 512, st.st_size)
-    return total
-
-
 def _final_sizes(root: Path) -> dict[str, int]:
     """Sizes of the files at their final names (no partials, no state directory)."""
     out = {}
@@ -166,26 +150,14 @@ def test_resume_after_kill_9(
         stderr=subprocess.STDOUT,
     )
     sizes = {k.removeprefix("data/"): len(v) for k, v in files.items()}
-    landed = 0
-    try:
-        deadline = time.monotonic() + 45
-        while time.monotonic() < deadline and proc.poll() is None:
-            if dst.exists():
-                # Whatever sits at a final name is whole (size now, content after the kill).
-                for key, size in _final_sizes(dst).items():
-                    assert size == sizes[key], f"{key} visible before it was complete"
-                landed = _landed(dst)
-                if landed >= total // 2:
-                    break
-            time.sleep(0.005)
-        alive = proc.poll() is None
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        out = proc.communicate(timeout=30)[0].decode(errors="replace")
-    assert alive, f"the copy ended before it could be killed (landed {landed} B): {out[-2000:]}"
-    assert proc.returncode == -signal.SIGKILL
+
+    def enough(landed: int) -> bool:
+        # Whatever sits at a final name is whole (size now, content after the kill).
+        for key, size in _final_sizes(dst).items():
+            assert size == sizes[key], f"{key} visible before it was complete"
+        return landed >= total // 2
+
+    landed = kill_when(proc, dst, enough, timeout_s=45, poll_s=0.005)
     assert total // 2 <= landed < total
 
     before = read_tree(dst)
