@@ -142,6 +142,28 @@ def test_model_cache_is_a_rwm_files_share_sized_from_the_plan(serve) -> None:
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
 
 
+def test_readme_prices_the_idle_cluster_meter_by_meter(train) -> None:
+    """GPU pools at 0 leave the system pool, the cluster fee, Lustre and Blob billed: the
+    README says so line by line (the VM path's idle bill), not 'storage only'."""
+    d, out = train
+    text = (out / "README.md").read_text()
+    assert "storage only" not in text
+    idle = d.bill.idle_per_hour_usd
+    assert f"**Idle, GPU pools scaled to 0: ${idle:,.2f} an hour, ${idle * 24:,.2f} a day**" in text
+    # the system pool and the cluster run on, unpriced here: named, never counted as free
+    cluster = next(ln.name for ln in d.bill.lines if ln.resource == "managedCluster")
+    assert {cluster, f"{cluster}/system"} <= set(d.bill.idle_unknown)
+    assert f"(not priced: {', '.join(d.bill.idle_unknown)})" in text
+    kept = [ln for ln in d.bill.lines if ln.while_idle and ln.per_hour_usd]
+    assert any(ln.resource == "storageAccount" for ln in kept)
+    for ln in kept:  # each priced meter that stays up, by name
+        assert f"- `{ln.name}` {ln.resource}: ${ln.per_hour_usd:,.2f} an hour" in text
+    assert "idle weekend (48 h)" in text
+    assert "after teardown" not in text  # stoker teardown does not delete a cluster
+    gpu = [ln for ln in d.bill.lines if ln.resource == "agentPool" and ln.per_hour_usd]
+    assert gpu and not any(f"`{ln.name}`" in text.split("**Idle,")[1] for ln in gpu)
+
+
 def test_readme_states_the_cache_plan_and_the_command_order(serve) -> None:
     d, out = serve
     text = (out / "README.md").read_text()
@@ -194,12 +216,18 @@ def test_lustre_is_a_csi_volume_filled_from_the_arm_outputs(train) -> None:
     assert "s/__LUSTRE_MGS_DATA__/" in text and "lustreMgsAddress_data" in text
 
 
-def test_pytorchjob_checked_against_its_crd(tmp_path: Path) -> None:
-    spec = tmp_path / "t.toml"
-    spec.write_text(TRAIN)
+def _checked(tmp_path: Path, spec_text: str, **options: str) -> Path:
+    """``spec_text`` provisioned for AKS with ``options``; its folder, which the checks pass."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text)
     out = tmp_path / "out"
-    stoker.provision(spec, out, now=NOW, target="aks", trainer="pytorchjob")
+    stoker.provision(spec, out, now=NOW, target="aks", **options)
     assert check(out, checkov=False).errors == []
+    return out
+
+
+def test_pytorchjob_checked_against_its_crd(tmp_path: Path) -> None:
+    out = _checked(tmp_path, TRAIN, trainer="pytorchjob")
     (job,) = _docs(out, "training.yaml")
     replicas = job["spec"]["pytorchReplicaSpecs"]
     assert replicas["Master"]["replicas"] + replicas["Worker"]["replicas"] == 8
@@ -253,11 +281,7 @@ def test_hostile_names_stay_text(tmp_path: Path) -> None:
     source = "az://models/it's $(id)"
     spec = INFERENCE.read_text().replace('name = "serve-70b"', f"name = {json.dumps(name)}")
     spec = spec.replace('"az://models/llama-70b-instruct"', json.dumps(source))
-    path = tmp_path / "s.toml"
-    path.write_text(spec)
-    out = tmp_path / "out"
-    stoker.provision(path, out, now=NOW, target="aks", name="hostile")
-    assert check(out, checkov=False).errors == []
+    out = _checked(tmp_path, spec, name="hostile")
     (ns,) = _docs(out, "namespace.yaml")
     assert ns["metadata"]["annotations"]["stoker.io/stoker-plan"] == name
     (job,) = _docs(out, "cache-warmup.yaml")

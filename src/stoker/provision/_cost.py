@@ -147,10 +147,16 @@ def priced(lines: list[Line], lay: Layout, cat: Catalog) -> list[Line]:
     return out
 
 
-def idle_lines(bill: Bill, hours: float = IDLE_WEEKEND_HOURS) -> list[str]:
-    """Markdown lines for the deployment's README: an idle hour and day with the scale sets
-    deallocated (the sum of the priced meters, each named with its catalog source), a weekend
-    of Managed Lustre left up, and what teardown leaves billed."""
+def idle_lines(
+    bill: Bill,
+    hours: float = IDLE_WEEKEND_HOURS,
+    stopped: str = "scale sets deallocated",
+    teardown: bool = True,
+) -> list[str]:
+    """Markdown lines for the deployment's README: an idle hour and day with the GPUs
+    ``stopped`` (the sum of the priced meters, each named with its catalog source), a weekend
+    of Managed Lustre left up, and, where ``teardown`` removes the deployment, what it leaves
+    billed (AKS: stoker teardown does not delete a cluster, so there is no such line)."""
 
     def usd(value: float | None) -> str:
         return "unknown" if value is None else f"${value:,.2f}"
@@ -159,8 +165,7 @@ def idle_lines(bill: Bill, hours: float = IDLE_WEEKEND_HOURS) -> list[str]:
     unknown = bill.idle_unknown
     left = f" (not priced: {', '.join(unknown)})" if unknown else ""
     out = [
-        f"**Idle, scale sets deallocated: {usd(idle)} an hour, {usd(idle * 24)} a day**{left}, "
-        "the sum of:",
+        f"**Idle, {stopped}: {usd(idle)} an hour, {usd(idle * 24)} a day**{left}, the sum of:",
         "",
     ]
     for line in bill.lines:
@@ -177,6 +182,8 @@ def idle_lines(bill: Bill, hours: float = IDLE_WEEKEND_HOURS) -> list[str]:
             "",
             f"**Managed Lustre left up an idle weekend ({hours:,.0f} h): {usd(weekend)}**{why}",
         ]
+    if not teardown:
+        return out
     after, after_unknown = bill.after_teardown_per_hour_usd()
     out += [
         "",

@@ -103,6 +103,27 @@ def shell_lines(lay: Layout, facts: Provisioning) -> list[str]:
     ]
 
 
+def cost_table(bill: Bill, note: str = "") -> list[str]:
+    """What will be created, in order, with its price per hour and the total: the table both
+    READMEs (VMs and AKS) open with. ``note`` stands between the table and the total."""
+    out = [
+        "## What will be created, in order",
+        "",
+        "| # | resource | name | size | per hour |",
+        "|---|---|---|---|---|",
+    ]
+    for i, line in enumerate(bill.lines, 1):
+        out.append(
+            f"| {i} | {line.resource} | `{line.name}` | {line.size} | {money(line.per_hour_usd)} |"
+        )
+    out += ["", note, ""] if note else [""]
+    unknown = f" (priced part; not in the catalog: {', '.join(bill.unknown)})"
+    out.append(
+        f"**Total per hour: {money(bill.per_hour_usd)}**" + (unknown if bill.unknown else "")
+    )
+    return out
+
+
 def _code(text: str) -> str:
     """``text`` as Markdown inline code that no backtick in it can end early."""
     run = max((len(r) for r in re.findall(r"`+", text)), default=0)
@@ -171,17 +192,8 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
         f"`{lay.region}`, resource group {_code(lay.resource_group)}). Tagged `teardown-after` "
         f"{lay.teardown_after:%Y-%m-%d %H:%M} UTC.",
         "",
-        "## What will be created, in order",
-        "",
-        "| # | resource | name | size | per hour |",
-        "|---|---|---|---|---|",
     ]
-    for i, line in enumerate(bill.lines, 1):
-        out.append(
-            f"| {i} | {line.resource} | `{line.name}` | {line.size} | {money(line.per_hour_usd)} |"
-        )
-    out += [
-        "",
+    roles = (
         "Role assignments (free): the GPU VMs' identity gets Storage Blob Data Contributor on "
         "each account"
         + (
@@ -189,12 +201,10 @@ def render(lay: Layout, facts: Provisioning, bill: Bill) -> str:
             "Data Contributor on the Lustre-linked account."
             if lay.lustres
             else "."
-        ),
-        "",
-        f"**Total per hour: {money(bill.per_hour_usd)}**"
-        + (
-            f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""
-        ),
+        )
+    )
+    out += cost_table(bill, note=roles)
+    out += [
         "",
         f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**",
         "",

@@ -93,11 +93,12 @@ def aks_bill(lay: Layout, c: Cluster, cat: Catalog | None = None) -> Bill:
             c.name,
             f"AKS Standard tier, Kubernetes {c.kubernetes_version}",
             None,
-            False,
+            True,  # billed per cluster-hour, GPU pools at 0 or not
         )  # fmt: skip
     )
+    # The system pool runs on while the GPU pools are at 0: billed idle.
     lines.append(Line("agentPool", f"{c.name}/system", f"{SYSTEM_NODES} x {SYSTEM_VM_SIZE}",
-                      None, False))  # fmt: skip
+                      None, True))  # fmt: skip
     for p in c.pools:
         size = f"{p.nodes} x {p.vm_size} (VMs {p.first_vm}-{p.first_vm + p.nodes - 1})"
         lines.append(Line("agentPool", f"{c.name}/{p.name}", size, vmss_per_hour(lay, p.nodes),

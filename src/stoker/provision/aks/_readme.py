@@ -8,9 +8,9 @@ from __future__ import annotations
 from ...catalog import Provisioning
 from ...plan.inference import CachePlan
 from ...units import format_bytes, format_duration
-from .._cost import Bill
+from .._cost import Bill, idle_lines
 from .._layout import Layout
-from .._readme import _code, money
+from .._readme import _code, cost_table, money
 from .._text import sh
 from ..tags import TAG_DEPLOYMENT
 from ._manifests import TRAIN_SCRIPT, Trainer, mgs_placeholder, namespace_name
@@ -152,24 +152,13 @@ def render(
         f"{c.kubernetes_version}). Tagged `teardown-after` {lay.teardown_after:%Y-%m-%d %H:%M} "
         "UTC.",
         "",
-        "## What will be created, in order",
-        "",
-        "| # | resource | name | size | per hour |",
-        "|---|---|---|---|---|",
     ]
-    for i, line in enumerate(bill.lines, 1):
-        out.append(
-            f"| {i} | {line.resource} | `{line.name}` | {line.size} | {money(line.per_hour_usd)} |"
-        )
+    out += cost_table(bill)
     out += [
         "",
-        f"**Total per hour: {money(bill.per_hour_usd)}**"
-        + (
-            f" (priced part; not in the catalog: {', '.join(bill.unknown)})" if bill.unknown else ""
-        ),
+        f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**",
         "",
-        f"**Per idle day, everything left up: {money(bill.per_hour_usd * 24)}**; with the GPU "
-        f"pools scaled to 0 (storage only): {money(bill.idle_per_hour_usd * 24)}.",
+        *idle_lines(bill, stopped="GPU pools scaled to 0", teardown=False),
         "",
         f"GPU node pools hold at most {c.fabric_vms} VMs each: an AKS pool is one scale set, "
         "and InfiniBand connects VMs of one placement group only"
