@@ -11,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from arm_server import ArmServer
-from preflight_arm import CONTRIBUTOR, Azure, install
+from preflight_arm import CONTRIBUTOR
 from stoker.cli import app
 from stoker.operate._arm import ArmClients
-from test_preflight import CCWS_URN, TOKEN, FakeCredential, folders, group_of, required
+from test_preflight import CCWS_URN, TOKEN, FakeCredential, azure, folders, group_of, required
 
-__all__ = ["folders"]  # the module-scoped fixture, shared with test_preflight
+__all__ = ["azure", "folders"]  # test_preflight's fixtures: the loopback ARM, the deployments
 
 
 @pytest.fixture(autouse=True)
@@ -24,15 +24,6 @@ def fake_login(monkeypatch: pytest.MonkeyPatch) -> None:
     """What DefaultAzureCredential would find after `az login`, without Azure."""
     monkeypatch.setattr(ArmClients, "_credential", lambda self: FakeCredential())
     monkeypatch.delenv("AZURE_SUBSCRIPTION_ID", raising=False)
-
-
-@pytest.fixture
-def azure() -> tuple[ArmServer, Azure]:
-    with ArmServer() as arm:
-        az = Azure()
-        az.accepted[CCWS_URN] = True
-        install(arm, az)
-        yield arm, az
 
 
 def live(arm: ArmServer, folder: Path, *args: str) -> list[str]:

@@ -144,39 +144,20 @@ def _retry_after(headers: dict[str, str], default: float) -> float:
 
 def vm_skus(live: Live, needs: Needs) -> tuple[list[PreflightCheck], dict[str, Sku]]:
     """Each VM size offered in the region and its zones; its quota family and vCPUs."""
-    ans = live.call(
-        "GET",
-        f"{live.sub}/providers/Microsoft.Compute/skus",
-        SKUS_API,
-        **{"$filter": f"location eq '{needs.region}'"},
-    )
-    if ans.status != 200:
-        return [
-            PreflightCheck("sku", "unchecked", f"VM sizes in {needs.region}: {ans.error()}")
-        ], {}
-    skus = {
-        str(s.get("name", "")).lower(): s
-        for s in values(ans.body)
-        if str(s.get("resourceType", "")).lower() == "virtualmachines"
-    }
+    url = f"{live.sub}/providers/Microsoft.Compute/skus"
+    where = {"$filter": f"location eq '{needs.region}'"}
+    listed, error = _sku_list(live, needs, url, SKUS_API, "virtualMachines", **where)
+    if error:
+        return [PreflightCheck("sku", "unchecked", f"VM sizes in {needs.region}: {error}")], {}
     checks, families = [], {}
     for size in sorted({s.vm_size for s in needs.scale_sets}):
         arm_name = f"Standard_{size}"
         zones = sorted({z for s in needs.scale_sets if s.vm_size == size for z in s.zones})
-        sku = skus.get(arm_name.lower())
-        if sku is None:
-            checks.append(
-                PreflightCheck(
-                    "sku",
-                    "failed",
-                    f"{arm_name} is not offered in {needs.region} "
-                    "(Resource SKUs): pick another region or size",
-                    {"vm_size": size},
-                )
-            )
-            continue
-        families[size] = Sku(str(sku.get("family") or ""), _vcpus(sku))
-        checks.append(restricted("sku", arm_name, sku, needs.region, zones))
+        sku = listed.get(arm_name.lower())
+        hint = " (Resource SKUs): pick another region or size"
+        checks.append(_offered_in("sku", arm_name, sku, needs, zones, hint, {"vm_size": size}))
+        if sku is not None:
+            families[size] = Sku(str(sku.get("family") or ""), _vcpus(sku))
     return checks, families
 
 
@@ -212,28 +193,52 @@ def _offered(live: Live, needs: Needs, kind: str, label: str, url: str, api: str
     and not restricted there or in the zones (zones given are the ones the resource takes)."""
     if not wanted:
         return []
-    ans = live.call("GET", url, api)
+    listed, error = _sku_list(live, needs, url, api, rtype)
+    if error:
+        return [PreflightCheck(kind, "unchecked", f"{label} SKUs in {needs.region}: {error}")]
+    return [
+        _offered_in(
+            kind,
+            f"{label} {name}",
+            listed.get(name.lower()),
+            needs,
+            list(zones),
+            ": pick another region or SKU",
+            {"sku": name},
+            pinned=bool(zones),
+        )
+        for name, zones in dict.fromkeys((n, tuple(z)) for n, z in wanted)
+    ]
+
+
+def _sku_list(
+    live: Live, needs: Needs, url: str, api: str, rtype: str, **params: str
+) -> tuple[dict[str, dict[str, Any]], str]:
+    """A resource provider's SKU list for ``rtype``, by lower-case name (the region's entry
+    where a SKU is listed once per region), and ARM's error ("" when it answered)."""
+    ans = live.call("GET", url, api, **params)
     if ans.status != 200:
-        return [PreflightCheck(kind, "unchecked", f"{label} SKUs in {needs.region}: {ans.error()}")]
+        return {}, ans.error()
     region = needs.region.lower()
     listed: dict[str, dict[str, Any]] = {}
     for s in values(ans.body):
         if str(s.get("resourceType", "")).lower() != rtype.lower():
             continue
         here = region in _lower(s.get("locations"))
-        if here or str(s.get("name", "")).lower() not in listed:  # one entry per region
+        if here or str(s.get("name", "")).lower() not in listed:
             listed[str(s.get("name", "")).lower()] = s
-    checks = []
-    for name, zones in dict.fromkeys((n, tuple(z)) for n, z in wanted):
-        sku = listed.get(name.lower())
-        if sku is None or region not in _lower(sku.get("locations")):
-            checks.append(PreflightCheck(kind, "failed", f"{label} {name} is not offered in "
-                                         f"{needs.region}: pick another region or SKU",
-                                         {"sku": name}))  # fmt: skip
-            continue
-        checks.append(restricted(kind, f"{label} {name}", sku, needs.region, list(zones),
-                                 pinned=bool(zones)))  # fmt: skip
-    return checks
+    return listed, ""
+
+
+def _offered_in(kind: str, label: str, sku: dict[str, Any] | None, needs: Needs,
+                zones: list[str], hint: str, found: dict[str, Any],
+                pinned: bool | None = None) -> PreflightCheck:  # fmt: skip
+    """One SKU (None: not in the list) offered in the region and not restricted there or in
+    ``zones``; ``hint`` ends the line of one that is not offered."""
+    if sku is None or needs.region.lower() not in _lower(sku.get("locations")):
+        return PreflightCheck(kind, "failed", f"{label} is not offered in {needs.region}{hint}",
+                              found)  # fmt: skip
+    return restricted(kind, label, sku, needs.region, zones, pinned)
 
 
 def restricted(
