@@ -15,6 +15,7 @@ import yaml
 
 import stoker
 from lustre_spec import lustre_data_spec
+from stoker.provision._cloud_init import UNITS
 
 SCRIPT = Path(stoker.__file__).parent / "provision" / "node" / "stoker-node.sh"
 SPEC = lustre_data_spec("node-units")
@@ -100,15 +101,7 @@ def verify(root: Path, units: list[str]) -> subprocess.CompletedProcess[str]:
 
 def test_units_pass_systemd_analyze_verify(cloud_init: Path, tmp_path: Path):
     units = node_root(cloud_init, tmp_path)
-    assert set(units) >= {
-        "stoker-scratch.service",
-        "stoker-mounts.service",
-        "stoker-install.service",
-        "stoker-health.service",
-        "stoker-health.timer",
-        "stoker-node-ready.service",
-        "slurmd.service",
-    }
+    assert len(UNITS) == 6 and set(units) >= {*UNITS, "slurmd.service"}  # every unit written
     result = verify(tmp_path, units)
     assert (result.returncode, result.stderr) == (0, "")
     # The check has teeth: a misspelt key and a missing program are both reported.
