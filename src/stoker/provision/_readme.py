@@ -23,9 +23,8 @@ def money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
-def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
-    """The deploy lines; every word stoker did not write itself is one quoted shell word."""
-    rg = sh(lay.resource_group)
+def group_create(lay: Layout) -> str:
+    """``az group create`` with the ownership tags (the VM and AKS paths both start with it)."""
     tags = " ".join(
         sh(f"{k}={v}")
         for k, v in (
@@ -34,24 +33,38 @@ def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
             ("teardown-after", lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ")),
         )
     )
+    where = f"--name {sh(lay.resource_group)} --location {sh(lay.region)}"
+    return f"az group create {where} --tags {tags}"
+
+
+def amlfs_principal(lay: Layout, facts: Provisioning) -> str:
+    """The deploy's ``amlfsPrincipalId`` argument where there is Lustre: the HPC Cache resource
+    provider's object id differs per tenant, so the deployer's own tenant is asked."""
+    if not lay.lustres:
+        return ""
+    return (
+        f' amlfsPrincipalId="$(az ad sp show --id {sh(facts.hpc_cache_rp_app_id)} '
+        '--query id -o tsv)"'
+    )
+
+
+def deploy_commands(lay: Layout, facts: Provisioning) -> list[str]:
+    """The deploy lines; every word stoker did not write itself is one quoted shell word."""
+    rg = sh(lay.resource_group)
     extra = ""
     if not lay.ssh_public_key:
         extra += ' sshPublicKey="$(cat ~/.ssh/id_ed25519.pub)"'
-    if lay.lustres:
-        extra += (
-            f' amlfsPrincipalId="$(az ad sp show --id {sh(facts.hpc_cache_rp_app_id)} '
-            '--query id -o tsv)"'
-        )
+    extra += amlfs_principal(lay, facts)
     extra += _readme_access.deploy_args(lay)  # the deployer's address, for the way in
     deploy = (
         f"az deployment group create --resource-group {rg} --name stoker "
         f"--template-file main.json --parameters @main.parameters.json{extra}"
     )
     if not lay.lustres:
-        return [f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}", deploy]
+        return [group_create(lay), deploy]
     # Lustre's roles first, the file system (and the nodes that mount it) once they propagated.
     return [
-        f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}",
+        group_create(lay),
         f"{deploy} deployLustre=false   # 1: network, storage, role assignments",
         "sleep 300   # the roles reach the Lustre resource provider within five minutes",
         f"{deploy} deployLustre=true   # 2: Managed Lustre and the scale sets",

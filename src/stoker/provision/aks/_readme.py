@@ -10,9 +10,8 @@ from ...plan.inference import CachePlan
 from ...units import format_bytes, format_duration
 from .._cost import Bill, idle_lines
 from .._layout import Layout
-from .._readme import _code, cost_table, money
+from .._readme import _code, amlfs_principal, cost_table, group_create, money
 from .._text import sh
-from ..tags import TAG_DEPLOYMENT
 from ._manifests import TRAIN_SCRIPT, Trainer, mgs_placeholder, namespace_name
 from ._pools import Cluster
 
@@ -45,27 +44,14 @@ def apply_command(lay: Layout) -> str:
 def commands(lay: Layout, c: Cluster, facts: Provisioning, trainer: Trainer) -> list[str]:
     """Every command line, in order (tests run each through bash -n)."""
     rg, ns = sh(lay.resource_group), sh(namespace_name(lay))
-    tags = " ".join(
-        sh(f"{k}={v}")
-        for k, v in (
-            (TAG_DEPLOYMENT, lay.deployment_id),
-            ("stoker-plan", lay.plan_name),
-            ("teardown-after", lay.teardown_after.strftime("%Y-%m-%dT%H:%M:%SZ")),
-        )
-    )
-    extra = ""
-    if lay.lustres:
-        extra = (
-            f' amlfsPrincipalId="$(az ad sp show --id {sh(facts.hpc_cache_rp_app_id)} '
-            '--query id -o tsv)"'
-        )
+    extra = amlfs_principal(lay, facts)
     out = []
     if any(p.infiniband for p in c.pools):
         out.append(
             "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
         )
     out += [
-        f"az group create --name {rg} --location {sh(lay.region)} --tags {tags}",
+        group_create(lay),
         f"az deployment group create --resource-group {rg} --name stoker "
         f"--template-file main.json --parameters @main.parameters.json{extra}",
         f"az aks get-credentials --resource-group {rg} --name {sh(c.name)}",
