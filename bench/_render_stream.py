@@ -110,7 +110,7 @@ def render(doc: dict) -> str:
 
 def _shape_lines(shape: str, r: dict) -> list[str]:
     s, labels = r["summary"], r["labels"]
-    ceilings = [name for name in ("memory", "page_cache") if name in r["runs"]]
+    ceilings = [n for n in ("memory", "page_cache", "memory_peer_torch") if n in r["runs"]]
     rows = [_row(labels[name], r["runs"][name]) for name in r["runs"] if name not in ceilings]
     mem = s["memory_ceiling_samples_s"]
     cached = s.get("page_cache_ceiling_samples_s")
@@ -126,12 +126,14 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
         *rows,
         *[_row(labels[name], r["runs"][name]) for name in ceilings],
         "",
-        "Ceilings of the drop-in path, on stoker's own torch (the peers run on theirs): torch's "
+        "Ceilings of the drop-in path, on stoker's own torch (as the map-style Dataset; the other "
+        "peers run on theirs): torch's "
         "DataLoader fed from memory (the same DataLoader, collate and consumer, records already "
         f"in memory): {_n(mem)} samples/s; "
         + (
-            f"the same DataLoader over one `os.pread` a sample of stoker's shards in the page "
-            f"cache (no lookup, no check: the least a loader reading files does): {_n(cached)} "
+            f"the same DataLoader over one copy a sample out of maps of stoker's shards in the "
+            "page cache (no lookup, no check, no system call: the least a loader reading files "
+            f"does): {_n(cached)} "
             "samples/s, the warm ceiling where it is the lower; "
             if cached
             else ""
@@ -163,6 +165,15 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
             f"CPU second | {mine / theirs:.2f}x ({_n(mine)} vs {_n(theirs)}) | (on a machine "
             "whose CPU is taken by others, the rate a loader gets follows this) | |"
         )
+    for kind in ("cold", "warm"):
+        own = s.get(f"stoker_vs_peer_{kind}_of_own_ceiling")
+        if own is not None:
+            lines.append(
+                f"| {kind}: the same, each as a share of its own torch's memory ceiling "
+                f"({_n(s['memory_ceiling_samples_s'])} samples/s on stoker's, "
+                f"{_n(s['memory_ceiling_peer_torch_samples_s'])} on the peers') | {own:.2f}x | "
+                "(torch's version set aside) | |"
+            )
     for kind in ("cold", "warm"):
         lines.append(
             f"| {kind}: stoker's fastest path / fastest peer | "

@@ -51,6 +51,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,21 +178,29 @@ def litdata(spec: dict) -> Any:
     )
 
 
-class InMemory(Dataset):
+def _my_share(n: int) -> list[int]:
+    """This DataLoader worker's share of a shuffled order of ``n`` samples (every worker its
+    own, none twice), as an iterable dataset's own order is split."""
+    info = torch.utils.data.get_worker_info()
+    worker, workers = (info.id, info.num_workers) if info else (0, 1)
+    return np.random.default_rng(0).permutation(n)[worker::workers].tolist()
+
+
+class InMemory(torch.utils.data.IterableDataset):
     """The ceiling of the per-sample path: samples already in memory (``distinct`` records
     read before the clock; sample ``i`` is record ``i % distinct``, so ids repeat and are not
-    checked), so a run measures torch's DataLoader alone: sampling, ``__getitem__``, collate
-    into shared memory, the hand-over to the training process."""
+    checked), so a run measures torch's DataLoader alone: each worker's samples, collate into
+    shared memory, the hand-over to the training process. Iterable, as the drop-in path is (a
+    map-style dataset's sampler and index queue would cost the training process more than
+    stoker's path pays), and handed over by ``map``, with no Python frame a sample."""
 
     def __init__(self, paths: list[str], n: int) -> None:
         self.records = [memoryview(Files(paths)[i]) for i in range(len(paths))]
         self.n = n
 
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> memoryview:
-        return self.records[i % len(self.records)]
+    def __iter__(self) -> Iterator[memoryview]:
+        distinct = len(self.records)
+        return map(self.records.__getitem__, [i % distinct for i in _my_share(self.n)])
 
 
 def memory(spec: dict) -> tuple[Any, None]:
@@ -199,30 +208,35 @@ def memory(spec: dict) -> tuple[Any, None]:
     return InMemory(paths, spec["n"]), None
 
 
-class PageCache(Dataset):
-    """The ceiling of the per-sample path reading files: one ``os.pread`` per sample of its
-    bytes in stoker's shards, with nothing else (no lookup, no check, no open, no counter), the
-    shards' places read before the clock. Any loader that reads samples from files in the
-    page cache pays at least this copy; the memory ceiling pays none."""
+class PageCache(torch.utils.data.IterableDataset):
+    """The ceiling of the per-sample path reading files: each sample copied out of a map of
+    stoker's shards in the page cache, with nothing else (no lookup, no check, no system call,
+    no counter), the shards' places read before the clock. Any loader that reads samples from
+    files in the page cache pays at least this copy; the memory ceiling pays none. (One
+    ``os.pread`` a sample was this ceiling until stoker's workers read warm samples out of maps
+    too: a system call a sample is no longer the least.) Iterable, as ``InMemory``."""
 
     def __init__(self, root: str) -> None:
+        import mmap
+
         from stoker.stream._format import ShardReader
 
-        self.fds, places = [], []
+        self.maps, places = [], []
         for path in sorted(Path(root).glob("*.stk")):
             fd = os.open(path, os.O_RDONLY)
             reader = ShardReader(path.name, fd, os.fstat(fd).st_size)
+            view = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
             offsets = reader.offsets.tolist()
-            places += [(fd, a, b - a) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-            self.fds.append(fd)
+            places += [(view, a, b) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+            self.maps.append(view)
+            os.close(fd)
         self.places = places
 
-    def __len__(self) -> int:
-        return len(self.places)
-
-    def __getitem__(self, i: int) -> bytes:
-        fd, offset, size = self.places[i]
-        return os.pread(fd, size, offset)
+    def __iter__(self) -> Iterator[bytes]:
+        places = self.places
+        for i in _my_share(len(places)):
+            view, start, end = places[i]
+            yield view[start:end]
 
 
 def page_cache(spec: dict) -> tuple[Any, None]:
@@ -232,7 +246,7 @@ def page_cache(spec: dict) -> tuple[Any, None]:
 DATASETS = {"memory": memory, "page_cache": page_cache, "files": files, "stoker": stoker}
 OWN_WAY = {"wds": wds, "mosaic": mosaic, "litdata": litdata}  # each peer's loader, its way
 CEILINGS = ("memory", "page_cache")
-MAP_STYLE = ("files", "memory", "page_cache")
+MAP_STYLE = ("files",)
 # What each loader imports, then the names it takes from it: stoker.stream loads a name's
 # module on its first use, which would otherwise fall inside the clock (~45 ms).
 LIBRARIES = {

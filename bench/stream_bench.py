@@ -24,11 +24,14 @@ missing beyond the partial batches dropped).
   (the data-parallel groups' code, world 1: its overhead), stoker's fastest path
   (``StreamingDataset(dtype=torch.uint8)`` + ``StreamingLoader(num_workers=0)``: reader
   threads into the batch), and the four peers.
+* the map-style Dataset runs on stoker's own torch (it needs nothing else), so that it and
+  stoker differ by the loader alone; the other peers on theirs (.bench/stream-venv).
 * ceilings of the drop-in path, run on stoker's own torch (the peers' newer torch fed from
   memory ran 1.17x faster): torch's DataLoader fed from memory (the same DataLoader, collate and
-  consumer over records already in memory: no storage at all); the same DataLoader over one
-  ``os.pread`` a sample of stoker's shards in the page cache (the least any loader reading
-  files does: no lookup, no check); ``dd iflag=direct`` over a 1 GiB file (one stream and 4 at
+  consumer over records already in memory: no storage at all); the same DataLoader over one copy
+  a sample out of maps of stoker's shards in the page cache (the least any loader reading
+  files does: no lookup, no check, no system call); the memory ceiling again on the peers'
+  torch (each loader's share of its own torch's ceiling sets torch's version aside); ``dd iflag=direct`` over a 1 GiB file (one stream and 4 at
   once), one core's memory copy.
 
 Rounds alternate the loaders' order (rotated each round, reversed every other one), both
@@ -85,13 +88,21 @@ LOADERS: dict[str, tuple[str, str, dict]] = {
     "wds": ("WebDataset (batched in workers, WebLoader)", "wds", {"dataset": "wds"}),
 }
 PEERS = ("files", "mosaic", "litdata", "wds")
+SAME_TORCH = ("files",)  # peers that need nothing but torch: run on stoker's
 MEMORY = ("torch DataLoader from memory (ceiling)", "files", {"dataset": "memory"})
 PAGE_CACHE = (
-    "torch DataLoader, one pread a sample from the page cache (ceiling)",
+    "torch DataLoader, one copy a sample out of a map in the page cache (ceiling)",
     "stoker",
     {"dataset": "page_cache"},
 )
-CEILINGS = {"memory": MEMORY, "page_cache": PAGE_CACHE}
+# The memory ceiling again on the peers' torch (2.14.1 there, 2.13.0 stoker's): each loader's
+# share of its own torch's ceiling is the figure that does not depend on torch's version.
+MEMORY_PEER_TORCH = (
+    "torch DataLoader from memory, on the peers' torch (ceiling)",
+    "files",
+    {"dataset": "memory"},
+)
+CEILINGS = {"memory": MEMORY, "page_cache": PAGE_CACHE, "memory_peer_torch": MEMORY_PEER_TORCH}
 PUBLISHED_REPS = 3  # fewer rounds, or a scaled dataset, is a look, not a result to publish
 
 
@@ -192,7 +203,10 @@ def measure_round(shape: str, samples: int, formats: dict, order: list[str], got
         spec = spec_for(name, formats, samples)
         # The ceilings run on stoker's own torch: its DataLoader is what they bound (the
         # peers' torch 2.14.1 fed from memory ran 1.17x torch 2.13.0, 6 interleaved pairs).
-        ours = name.startswith("stoker") or name in CEILINGS
+        # So does the map-style Dataset (torch alone, no library): beside stoker on the same
+        # torch, the loaders are compared, not torch's versions.
+        ours = name.startswith("stoker") or name in SAME_TORCH
+        ours = ours or (name in CEILINGS and name != "memory_peer_torch")
         python = sys.executable if ours else str(sp.ensure_venv())
         kinds = ("warm",) if name in CEILINGS else ("cold", "warm")
         if name == "page_cache":  # its files warm, as they are for every warm run
@@ -204,7 +218,8 @@ def measure_round(shape: str, samples: int, formats: dict, order: list[str], got
             resident[name] = max(resident.get(name, 0), data.resident_bytes(files) or 0)
         for kind in kinds:
             out = run_one(python, spec, record, logs / f"{shape}-{name}.log")
-            if name != "memory":  # (its records repeat: see _stream_peers.InMemory)
+            if name not in ("memory", "memory_peer_torch"):
+                # (the memory ceilings' records repeat: see _stream_peers.InMemory)
                 check(name, kind, out, samples, got["problems"])
             got["runs"][name][kind].append(out)
             print(
@@ -231,6 +246,14 @@ def summary(measured: dict, disk4_mb_s: list[float]) -> dict:
         out[f"fastest_vs_peer_{kind}"] = med["stoker-fastest"][kind] / med[best][kind]
         out[f"dp_vs_stoker_{kind}"] = med["stoker-dp"][kind] / med["stoker"][kind]
     out["memory_ceiling_samples_s"] = med["memory"]["warm"]
+    peer_ceiling = med["memory_peer_torch"]["warm"]
+    out["memory_ceiling_peer_torch_samples_s"] = peer_ceiling
+    for kind in ("cold", "warm"):  # each of its own torch's ceiling
+        best = out[f"fastest_peer_{kind}"]
+        theirs = med[best][kind] / (med["memory"]["warm"] if best in SAME_TORCH else peer_ceiling)
+        out[f"stoker_vs_peer_{kind}_of_own_ceiling"] = (
+            med["stoker"][kind] / med["memory"]["warm"] / theirs
+        )
     out["page_cache_ceiling_samples_s"] = med["page_cache"]["warm"]
     record = measured["record_bytes"]
     out["disk_ceiling_samples_s"] = statistics.median(disk4_mb_s) * 1e6 / record
