@@ -15,7 +15,7 @@ import torch.utils.data
 
 from stoker.stream import ShardWriter, StreamingDataset
 from stoker.stream._format import CorruptSample, ShardReader
-from stoker.stream._samples import _Group, _read_mapped, _read_run, one_by_one
+from stoker.stream._samples import MAP_BELOW, _Group, _read_mapped, _read_run, one_by_one
 
 N = 400
 
@@ -121,3 +121,21 @@ def test_dataloader_workers_read_warm_samples_through_maps(tmp_path: Path) -> No
     # The training process's own reads keep pread: none of its shards is mapped.
     assert sorted(one_by_one(ds.reader, np.arange(N))) == sorted(got)
     assert not any(r._map for r in ds.reader.access().open.values())
+
+
+def test_larger_samples_keep_pread_in_workers_too(tmp_path: Path) -> None:
+    """Each page a worker maps is a first touch (a fault): samples of ``MAP_BELOW`` or more
+    cost more CPU copied out of a map than read."""
+    n = 40
+    with ShardWriter(tmp_path / "ds", shard_size="256KiB", codec="bytes") as w:
+        for i in range(n):
+            w.write(i.to_bytes(4, "little") + bytes([i]) * MAP_BELOW)
+    ds = StreamingDataset(tmp_path / "ds", seed=1)
+
+    def collate(batch: list[bytes]) -> tuple[list[bytes], bool]:
+        return batch, any(r._map for r in ds.reader.access().open.values())
+
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=collate)
+    got = [(batch, mapped) for batch, mapped in loader]
+    assert sorted(int.from_bytes(s[:4], "little") for b, _ in got for s in b) == list(range(n))
+    assert not any(mapped for _, mapped in got)

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 
 GROUP_SAMPLES = 64  # samples read ahead at once: a DataLoader batch's worth
 GROUP_BYTES = 16 << 20  # ...and at most this many bytes of them (two groups are in memory)
+# Samples below this are copied out of maps in a worker. A worker reads each sample once an
+# epoch, so every page it maps is a first touch (a fault for each 64 KiB the kernel maps
+# around it): 2 KiB samples share one fault among ~32 and cost a worker 8 % less CPU than by
+# pread; 112 KiB ones fault twice each and cost 8 % more.
+MAP_BELOW = 16 << 10
 
 
 def group_size(largest_sample: int) -> int:
@@ -70,22 +75,23 @@ def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[l
     groups = [ids[k : k + size] for k in range(0, len(ids), size)]
     if not groups:
         return
-    # In a DataLoader worker, warm samples are copied out of maps of their shards (see
-    # _read_mapped); the training process's own reads keep pread.
     in_worker = torch.utils.data.get_worker_info() is not None
     if in_worker:
         keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
+    # In a DataLoader worker, warm small samples are copied out of maps of their shards (see
+    # _read_mapped); the training process's own reads, and larger samples, keep pread.
+    mapped = in_worker and largest < MAP_BELOW
     access = reader.access()
     access.plan_prefetch(ids)
     where = located_runs(reader.locate_in_order, ids, size)
-    pending = _Group(reader, next(where), mapped=in_worker)
+    pending = _Group(reader, next(where), mapped=mapped)
     for k in range(len(groups)):
         samples = pending.result()
         # Whole-shard downloads start once the first group is read by range: started
         # earlier, they take the store's bandwidth from the samples the loop waits for.
         access.start_downloads()
         if k + 1 < len(groups):
-            pending = _Group(reader, next(where), mapped=in_worker)
+            pending = _Group(reader, next(where), mapped=mapped)
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
         yield samples
@@ -158,7 +164,8 @@ def _read_mapped(
     """``_read_run`` of a group in the page cache, each sample copied out of its shard's map: a
     pread a sample was half of a warm sample's CPU in ``one_by_one`` (3.0 us a sample, 2.3
     mapped, 2 KiB records; a DataLoader worker's CPU 8 % less). A shard that cannot be mapped
-    (or is shorter than its table) is read by pread. DataLoader workers only: the pages a map
+    (or is shorter than its table) is read by pread. Samples below ``MAP_BELOW``
+    in DataLoader workers only: the pages a map
     touched stay mapped while its shard is open (the kernel then keeps them against
     ``POSIX_FADV_DONTNEED``, and they count in the process's RSS), and a worker lives for an
     epoch; the training process's own reads keep pread."""
