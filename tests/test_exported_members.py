@@ -65,11 +65,13 @@ NOT_AT_THE_TOP = {
     },
     "operate": {
         "Expired",
+        "IdleCost",
         "Metrics",
         "NodeReading",
         "Verdict",
         "command_action",
         "decide",
+        "idle_cost",
         "evidence",
         "node_health",
         "nvml_gpus",

@@ -253,3 +253,50 @@ def test_valid_idle_evidence_acts_with_its_readings(
         assert sent["span"]["count"] == len(sent["samples"]) >= 3
         assert sent["samples"][-1]["util_pct"] == {"n1/0": 0.0, "n1/1": 2.0}
         assert sent["span"]["span_s"] >= 0.6 and sent["span"]["max_gap_s"] <= 0.45
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory) -> Path:
+    """A provision folder for the 64-VM example: its record is the bill guard prices idling by."""
+    import stoker
+
+    out = tmp_path_factory.mktemp("guard-cost") / "deploy"
+    stoker.provision("examples/pretrain-64vm.toml", out)
+    return out
+
+
+def test_evidence_prices_the_idle_time_from_the_deployments_bill(
+    endpoint, webhook, tmp_path: Path, deployed: Path
+) -> None:
+    hook, posts = webhook
+    bill = json.loads((deployed / "stoker-deployment.json").read_text("utf-8"))
+    args = guard_args(endpoint(lambda n: OK), "webhook", tmp_path / "m", hook, [])
+    result = CliRunner().invoke(app, [*args, "--deployment", str(deployed), "--timeout", "10s"])
+    assert result.exit_code == 0, result.output
+    sent = posts[0]
+    cost, hour = sent["cost"], bill["cost_per_hour_usd"]
+    assert cost["per_hour_usd"] == hour > 0
+    assert cost["idle_so_far_usd"] == pytest.approx(hour * sent["idle_s"] / 3600, abs=0.01)
+    saved = hour - bill["storage_only_per_hour_usd"]
+    assert cost["saved_per_hour_by_deallocating_usd"] == pytest.approx(saved, abs=0.01)
+    assert cost["unpriced"] == bill["unpriced"]  # the priced part is said to be one
+    assert cost["sources"] and all(" from " in s for s in cost["sources"])
+    assert re.search(r"\$[\d,.]+ idle so far at \$[\d,.]+/h", result.stdout)
+
+
+def test_no_deployment_no_cost_and_a_damaged_bill_is_one_line(
+    endpoint, tmp_path: Path, deployed: Path
+) -> None:
+    args = ["guard", "--metrics", endpoint(lambda n: OK), *FAST, "--timeout", "10s", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[-1])["cost"] == {}
+    damaged = tmp_path / "deploy"
+    damaged.mkdir()
+    record = json.loads((deployed / "stoker-deployment.json").read_text("utf-8"))
+    (damaged / "stoker-deployment.json").write_text(json.dumps(record | {"cost_per_hour_usd": "9"}))
+    marker = tmp_path / "acted"
+    args = guard_args(endpoint(lambda n: OK), "command", marker, "", ["--deployment", str(damaged)])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and not marker.exists()
+    assert "stoker-deployment.json: cost_per_hour_usd must be a price in USD" in result.output

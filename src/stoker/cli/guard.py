@@ -44,7 +44,11 @@ def guard(
     ] = None,
     webhook: Annotated[str | None, typer.Option(help="URL to POST the evidence to.")] = None,
     deployment: Annotated[
-        str | None, typer.Option(help="For --action teardown: as for stoker teardown.")
+        str | None,
+        typer.Option(
+            help="A provision folder: its bill prices the idle time in the evidence; for "
+            "--action teardown, what to tear down (as for stoker teardown)."
+        ),
     ] = None,
     resource_group: Annotated[str | None, typer.Option("--resource-group", "-g")] = None,
     subscription: Annotated[str | None, typer.Option()] = None,
@@ -109,7 +113,9 @@ def guard(
     else:
         act = acts.print_action(emit)
     shown = _Changes(json_out)
-    g = Guard(policy, gpus=gpus, steps=steps, action=act, on_verdict=shown, clock=time.time)
+    cost = acts.idle_cost(deployment) if deployment else None
+    g = Guard(policy, gpus=gpus, steps=steps, action=act, on_verdict=shown, clock=time.time,
+              cost=cost)  # fmt: skip
     what = [] if no_gpus else [f"the GPUs stay under {util_below:g} %"]
     what += ["no training step is recorded"] if steps else []
     stderr.print(f"guard: {action} once {' or '.join(what)} for {idle_for}", highlight=False)
@@ -160,6 +166,12 @@ def _evidence_text(e: dict[str, Any]) -> str:
     if e.get("last_step") is not None:
         age = e.get("last_step_age_s") or 0
         parts.append(f"last step {e['last_step']} ({format_duration(age)} ago)")
+    cost = e.get("cost") or {}
+    if cost.get("idle_so_far_usd") is not None:
+        parts.append(
+            f"${cost['idle_so_far_usd']:,.2f} idle so far at ${cost['per_hour_usd']:,.2f}/h"
+            + (" (priced part)" if cost.get("unpriced") else "")
+        )
     span = e.get("span") or {}
     if span.get("count"):
         parts.append(

@@ -36,7 +36,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .._arg_types import NUMBER, check_args
@@ -118,6 +118,7 @@ class Verdict:
     samples: list[dict[str, Any]] = field(default_factory=list)  # what an idle verdict rests on
     span: dict[str, Any] = field(default_factory=dict)  # their count, first/last time, max gap
     node_unhealthy: str = ""  # the node set-up's reason, while it marks this node unhealthy
+    cost: dict[str, Any] = field(default_factory=dict)  # the idle time's cost, from the bill
 
     @property
     def idle(self) -> bool:
@@ -301,6 +302,7 @@ class Guard:
         on_verdict: Callable[[Verdict], None] | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        cost: Any = None,
     ) -> None:
         if policy.watch_gpus and gpus is None:
             raise StokerError("the guard watches GPUs but has no GPU source")
@@ -308,6 +310,7 @@ class Guard:
         self.node = node or node_health()
         self.on_verdict = on_verdict or (lambda v: None)
         self.clock, self.sleep = clock, sleep
+        self.cost = cost  # an IdleCost (_guard_cost.py): an idle verdict says what it costs
         keep = int(policy.idle_for_s / policy.interval_s) + 8
         self.gpu_log: deque[GpuReading] = deque(maxlen=keep)
         self.step_log: deque[StepReading] = deque(maxlen=keep)
@@ -325,6 +328,8 @@ class Guard:
         verdict = decide(
             list(self.gpu_log), list(self.step_log), self.policy, now, list(self.node_log)
         )
+        if verdict.idle and self.cost is not None:
+            verdict = replace(verdict, cost=self.cost.of(verdict.idle_s))
         self.on_verdict(verdict)
         return verdict
 
