@@ -21,3 +21,8 @@ def gpus(count: int) -> str:
 def md_cell(text: str) -> str:
     """A Markdown table cell: a '|' in the text would end the cell."""
     return text.replace("|", "\\|")
+
+
+def usd(value: float | None) -> str:
+    """Whole dollars, or "unknown" where a price is missing (never $0)."""
+    return "unknown" if value is None else f"${value:,.0f}"

@@ -13,16 +13,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ..units import format_bytes as fb
 from ..units import format_rate as fr
 from ._format import duration as fd
-from ._format import gpus, md_cell
+from ._format import gpus, md_cell, usd
 from ._render_cache import cache_block, cache_markdown
+from ._render_links import links_markdown, links_table
 from .result import CostPlan, Plan
-
-
-def _usd(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.0f}"
 
 
 def stall_unknown(plan: Plan) -> bool:
@@ -74,16 +70,16 @@ def headline(plan: Plan) -> list[tuple[str, str]]:
     cost = plan.cost
     total = (
         (
-            f"at least {_usd(cost.total_usd)} (the data stall is unknown)"
+            f"at least {usd(cost.total_usd)} (the data stall is unknown)"
             if wall_is_lower_bound(plan)
-            else _usd(cost.total_usd)
+            else usd(cost.total_usd)
         )
         if cost.total_usd is not None
         else (f"at least ${cost.known_total_usd:,.0f} (unknown: {', '.join(cost.unknown)})")
     )
     rows.append(("cost", total))
     if cost.idle_gpu_usd is not None:
-        rows.append(("idle GPU time", _usd(cost.idle_gpu_usd)))
+        rows.append(("idle GPU time", usd(cost.idle_gpu_usd)))
     return rows
 
 
@@ -107,57 +103,6 @@ def _split_table(plan: Plan) -> Table | None:
         fd(st.total_s),
         f"{100 * st.gpu_utilization:.1f} %",
     )
-    return table
-
-
-def links_caption(plan: Plan) -> str:
-    """What the inter-VM links carry per step, and the job with InfiniBand off; "" if nothing."""
-    ic = plan.interconnect
-    b, e = (ic.bandwidth, ic.ethernet) if ic else (None, None)
-    out = []
-    if b:
-        out.append(
-            f"{b.network} per VM per step: {fb(b.bytes_per_vm)} sent in {fd(b.busy_s)} of a "
-            f"{fd(b.step_s)} step: {100 * b.average_use:.0f} % of {fr(b.capacity_bps)} on "
-            f"average, {100 * b.peak_use:.0f} % while the exchange runs"
-        )
-    if e:
-        rate = "measured" if e.measured else "line rate: an upper bound"
-        out.append(
-            f"InfiniBand off (NCCL sockets at {fr(e.busbw_bps)}, {rate}): step {fd(e.step_s)}, "
-            f"{e.ratio:.1f}x the step with InfiniBand"
-        )
-    return "; ".join(out)
-
-
-def links_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
-    """(links per VM, SHARP, exposed comm, step, cost) for each what-if row; the plan's marked."""
-    b = plan.interconnect.bandwidth if plan.interconnect else None
-    return [
-        (
-            f"{o.links_per_vm}" + (" (plan)" if o.planned else ""),
-            "on" if o.sharp else "off",
-            fd(o.exposed_s),
-            fd(o.step_s),
-            _usd(o.cost_usd),
-        )
-        for o in (b.options if b else [])
-    ]
-
-
-_LINKS_COLUMNS = ("IB links per VM", "SHARP", "exposed comm", "step", "cost")
-
-
-def _links_table(plan: Plan) -> Table | None:
-    caption = links_caption(plan)
-    if not caption:
-        return None
-    table = Table(title="The links a step uses", title_justify="left", caption=caption)
-    table.caption_justify = "left"
-    for col in _LINKS_COLUMNS:
-        table.add_column(col, justify="right")
-    for row in links_rows(plan):
-        table.add_row(*row)
     return table
 
 
@@ -185,13 +130,13 @@ def _cost_table(plan: Plan) -> Table:
 
 def cost_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
     """(item, hours, cost, note) rows, the fast tier's idle weekend last when it has a price."""
-    rows = [(i.item, f"{i.hours:,.0f}", _usd(i.usd), i.note) for i in plan.cost.items]
+    rows = [(i.item, f"{i.hours:,.0f}", usd(i.usd), i.note) for i in plan.cost.items]
     if plan.cost.idle_storage_weekend_usd is not None:
         rows.append(
             (
                 "fast tier left up unused (e.g. over a weekend)",
                 f"{plan.cost.idle_storage_hours:,.0f}",
-                _usd(plan.cost.idle_storage_weekend_usd),
+                usd(plan.cost.idle_storage_weekend_usd),
                 "not included in the total",
             )
         )
@@ -208,7 +153,7 @@ def idle_and_purchase_rows(cost: CostPlan) -> list[tuple[str, str, str, str]]:
         cents = [f"{i.item} {'unknown' if i.usd is None else f'${i.usd:,.2f}'}/h ({i.note})"
                  for i in cost.idle_meters]  # fmt: skip
         per_hour = cost.idle_per_hour_usd
-        day = _usd(per_hour * 24) if per_hour is not None else f">= {_usd(known * 24)}"
+        day = usd(per_hour * 24) if per_hour is not None else f">= {usd(known * 24)}"
         rows.append(
             (
                 "idle day, GPU VMs deallocated",
@@ -222,16 +167,16 @@ def idle_and_purchase_rows(cost: CostPlan) -> list[tuple[str, str, str, str]]:
             (
                 "a day after teardown (Lustre deleted)",
                 "24",
-                _usd(None if after is None else after * 24),
+                usd(None if after is None else after * 24),
                 "OS disks, Blob and network stay billed",
             )
         )
     for option in cost.purchase:
         best = " (cheapest)" if option.item == cost.cheapest_purchase else ""
-        rows.append((f"buy: {option.item}{best}", f"{option.hours:,.0f}", _usd(option.usd),
+        rows.append((f"buy: {option.item}{best}", f"{option.hours:,.0f}", usd(option.usd),
                      option.note))  # fmt: skip
     if cost.right_size:
-        rows.append(("right-size", "", _usd(cost.right_size_saving_usd), cost.right_size))
+        rows.append(("right-size", "", usd(cost.right_size_saving_usd), cost.right_size))
     return rows
 
 
@@ -245,7 +190,7 @@ def rich_report(plan: Plan) -> Group:
     split = _split_table(plan)
     if split:
         parts.append(split)
-    links = _links_table(plan)
+    links = links_table(plan)
     if links:
         parts.append(links)
     if plan.inference and plan.inference.cache:
@@ -298,12 +243,7 @@ def markdown(plan: Plan) -> str:
             f"| {fd(st.compute_s)} | {fd(st.exposed_comm_s)} | {_stall(st.data_stall_s)} | "
             f"{fd(st.checkpoint_s)} | {fd(st.total_s)} | {100 * st.gpu_utilization:.1f} % |",
         ]
-    caption = links_caption(plan)
-    if caption:
-        lines += ["", "## The links a step uses", "", md_cell(caption)]
-        if links_rows(plan):
-            lines += ["", "| " + " | ".join(_LINKS_COLUMNS) + " |", "|---:|---|---:|---:|---:|"]
-            lines += ["| " + " | ".join(row) + " |" for row in links_rows(plan)]
+    lines += links_markdown(plan)
     if plan.inference and plan.inference.cache:
         lines += cache_markdown(plan.inference.cache)
     lines += ["", "## Recommendations", "", "| need | choice | size | why |", "|---|---|---|---|"]
@@ -373,12 +313,12 @@ COMPARE_ROWS: list[tuple[str, Callable[[Plan], str]]] = [
     (
         "cost",
         lambda p: (
-            _at_least(wall_is_lower_bound(p), _usd(p.cost.total_usd))
+            _at_least(wall_is_lower_bound(p), usd(p.cost.total_usd))
             if p.cost.total_usd is not None
             else f">= ${p.cost.known_total_usd:,.0f}"
         ),
     ),
-    ("idle GPU cost", lambda p: _at_least(wall_is_lower_bound(p), _usd(p.cost.idle_gpu_usd))),
+    ("idle GPU cost", lambda p: _at_least(wall_is_lower_bound(p), usd(p.cost.idle_gpu_usd))),
     ("warnings", lambda p: str(len(p.warnings))),
 ]
 
