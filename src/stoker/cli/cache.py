@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ._interrupt import interruptible
 from ._output import command, emit_json, stdout
-from .stage import interruptible
 
 app = typer.Typer(help="A shared model cache for inference cold starts.", no_args_is_help=True)
 

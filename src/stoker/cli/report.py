@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from ._bars import steps_bar
+from ._interrupt import interruptible
 from ._output import command, emit_json, stdout
-from .stage import interruptible
 
 
 @command
