@@ -155,7 +155,9 @@ def main() -> None:
     parser.add_argument("--weights", default="0.7,0.3", help="the two sources' shares")
     parser.add_argument("--dp-size", type=int, default=None, help="data-parallel groups")
     parser.add_argument(
-        "--record", type=Path, default=None,
+        "--record",
+        type=Path,
+        default=None,
         help="save each run's step ledger for stoker report: PATH, and PATH's stem + -resumed",
     )
     args = parser.parse_args()
@@ -311,8 +313,10 @@ def main() -> None:
         print(f"where each step's time went, {name} (step ledger, first step left out):")
         ledger.report()
         if args.record:  # stoker report --measured reads these
-            path = args.record if name == "first run" else args.record.with_stem(
-                args.record.stem + "-resumed"
+            path = (
+                args.record
+                if name == "first run"
+                else args.record.with_stem(args.record.stem + "-resumed")
             )
             print(f"step ledger saved: {ledger.save_json(path, f'train_stream, {name}')}")
     if not ok:
