@@ -352,3 +352,15 @@ def test_twins_name_the_argument_of_the_wrong_type(call: object, names: str) -> 
         call()  # type: ignore[operator]
     assert names in str(info.value) and "\n" not in str(info.value)
     assert not Path("x").exists()
+
+
+@pytest.mark.parametrize("sub", ["../x", "x/../y", "s?api-version=1", "x;rm -rf /", "\x1b[31m"])
+def test_a_subscription_that_is_not_a_guid_is_one_line_before_any_call(sub: str) -> None:
+    """It goes into every ARM request's path: a '/' or '..' there would address another one."""
+    with ArmServer() as arm:
+        for verb in (["teardown", "rg-train"], ["preflight", "examples/pretrain-64vm.toml"]):
+            args = [*verb, "--subscription", sub, "--resource-group", "rg-train"]
+            result = runner.invoke(app, [*args, "--arm-endpoint", arm.url])
+            line = _one_line(result, "not a subscription id")
+            assert "\x1b" not in line
+        assert arm.state.log == []  # nothing reached the server

@@ -290,13 +290,16 @@ def test_expired_lists_only_groups_past_their_tag() -> None:
     assert found[1].resources == ["amlFilesystems/fs"] and found[1].usd_per_hour == 21.5
 
 
+SUB = "00000000-0000-0000-0000-00000000000b"
+
+
 def test_plain_http_only_to_loopback() -> None:
     with pytest.raises(TeardownError, match="clear"):
-        ArmClients("sub", base_url="http://management.example.com")
+        ArmClients(SUB, base_url="http://management.example.com")
     with pytest.raises(TeardownError, match="AZURE_SUBSCRIPTION_ID"):
         ArmClients("")
-    assert ArmClients("sub", base_url="http://127.0.0.1:1").call == {"enforce_https": False}
-    assert "enforce_https" not in ArmClients("sub", base_url="https://management.azure.com").call
+    assert ArmClients(SUB, base_url="http://127.0.0.1:1").call == {"enforce_https": False}
+    assert "enforce_https" not in ArmClients(SUB, base_url="https://management.azure.com").call
 
 
 # ---------------------------------------------------------------------------------- waiting

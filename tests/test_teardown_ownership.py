@@ -225,7 +225,9 @@ def test_an_offline_dry_run_says_it_could_not_check(tmp_path: Path) -> None:
 
             raise ClientAuthenticationError("no az login")
 
-    deploy = write_template(tmp_path / "deploy", group="rg-train", sub="sub-1")
+    deploy = write_template(
+        tmp_path / "deploy", group="rg-train", sub="00000000-0000-0000-0000-00000000000a"
+    )
     with ArmServer() as arm:
         report = teardown(deploy, credential=NoLogin(), base_url=arm.url)
         assert not report.queried_azure and report.group == "rg-train"

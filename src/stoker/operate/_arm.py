@@ -17,10 +17,12 @@ localhost), for which each request opts out of azure-core's https check with its
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._redact import printable
 from ..errors import TeardownError
 from ._urls import check_url
 
@@ -49,6 +51,9 @@ def check_endpoint(url: Any) -> None:
     check_url(url, "--arm-endpoint", TeardownError, sends="the bearer token", base_only=True)
 
 
+_GUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
 @dataclass
 class ArmClients:
     """Lazily built SDK clients for one subscription. ``call`` holds the keyword arguments every
@@ -73,6 +78,12 @@ class ArmClients:
             check_endpoint(self.base_url)
             if urlsplit(self.base_url).scheme == "http":
                 self.call["enforce_https"] = False
+        # It goes into every request's path: '/', '..' or '?' there would address another one.
+        if not _GUID.fullmatch(self.subscription_id):
+            raise TeardownError(
+                f"subscription {printable(self.subscription_id)[:80]!r}: not a subscription id "
+                "(a GUID: `az account show --query id -o tsv` prints yours)"
+            )
         self.compute_call = {**self.call, "api_version": api_version("Microsoft.Compute")}
 
     def _credential(self) -> Any:
