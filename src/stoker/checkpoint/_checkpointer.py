@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._arg_types import NUMBER, PATH, check_args
@@ -33,29 +32,12 @@ from ._pipeline import SavePipeline
 from ._preempt import PreemptionWatcher
 from ._replicated import Replicated, normalise, plan
 from ._retention import check_retention
+from ._save_reports import PruneReport, SaveStats
 from ._shardfile import Snapshot, reserve_snapshot, take_snapshot
+from ._step_order import StepOrder
 from ._tier import Tier
 
 UPLOADS_BEHIND = 1  # unfinished uploads a save may leave behind it (besides its own)
-
-
-@dataclass
-class SaveStats:
-    step: int
-    bytes: int = 0
-    blocking_s: float = 0.0  # how long save() held the training loop
-    fast_s: float | None = None  # save() call -> committed on the fast tier
-    durable_s: float | None = None  # save() call -> committed on the durable tier
-    started: float = field(default_factory=time.perf_counter, repr=False)
-
-
-class PruneReport(dict[str, list[int]]):
-    """Tier name -> steps deleted (or, dry, to delete); ``damaged``: tier name -> {step: why}
-    for the steps that do not load and were kept for inspection (or deleted, when asked)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.damaged: dict[str, dict[int, str]] = {}
 
 
 class Checkpointer:
@@ -134,7 +116,7 @@ class Checkpointer:
             durable_keep_last=durable_keep_last or keep_last,
         )
         self._closed = False
-        self._newest: int | None = None  # the highest step on the fast tier or saved here
+        self._order = StepOrder(self.fast)  # save steps only grow (_step_order.py)
         close_at_exit(self)
         if reserve_like is not None:  # the first save then copies into ready memory
             self.reserve(reserve_like)
@@ -158,7 +140,7 @@ class Checkpointer:
         if replicated is not None and replicated is not False:  # before the step is taken
             self._pipeline.refuse_split_without_durable(step)
         self._lock.take()
-        self._check_step_grows(step)
+        self._order.check(step)
         stats = SaveStats(step)
         try:
             self._check(wait_for_writes=True)  # the buffer is about to be reused
@@ -199,28 +181,6 @@ class Checkpointer:
         self._snapshot = reserve_snapshot(like, reuse=self._snapshot)
         self._pipeline._writer.submit(int)  # start the writer thread now, not in the first save
 
-    def _check_step_grows(self, step: int) -> None:
-        """Refuse a step below one already saved: retention and resume go by step number, so
-        after a rollback the abandoned later steps would be kept and resumed from, and the new
-        ones pruned. The caller drops them first, on purpose (``discard_after``). The same step
-        twice is refused too: its files would be rewritten under a committed manifest."""
-        if self._newest is None:  # once, before any write of ours: no prune runs meanwhile
-            committed = [s for s, listing in self.fast.steps().items() if listing.committed]
-            self._newest = max(committed, default=-1)
-        newest = self._newest if self._newest >= 0 else None
-        if newest is not None and step == newest:
-            raise CheckpointError(
-                f"step {step} is already saved in {self.fast}: give each save a new step (a "
-                "committed step rewritten in place could be left unloadable by a crash)"
-            )
-        if newest is not None and step < newest:
-            raise CheckpointError(
-                f"step {step} is before step {newest}, already saved in {self.fast}: a resume "
-                f"would take {newest} and pruning would drop the new steps. After going back "
-                "to an earlier step, call discard_after(that step) first"
-            )
-        self._newest = step
-
     def discard_after(self, step: int) -> list[int]:
         """Delete every checkpoint after ``step`` on every tier (the branch a rollback to
         ``step`` abandoned); returns the steps deleted."""
@@ -229,7 +189,7 @@ class Checkpointer:
         gone = self._pipeline.delete_after(step)
         if self.last_save and self.last_save.step > step:
             self.last_save = None
-        self._newest = None
+        self._order.forget()
         return gone
 
     @property
@@ -280,7 +240,7 @@ class Checkpointer:
         try:
             self._pipeline.check(wait_for_writes=wait_for_writes, wait_for_uploads=wait_for_uploads)
         except CheckpointError:
-            self._newest = None  # a failed step may be saved again: look at the tier anew
+            self._order.forget()  # a failed step may be saved again
             raise
 
     # ------------------------------------------------------------------ DCP

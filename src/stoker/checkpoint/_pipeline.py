@@ -23,7 +23,7 @@ from ._shardfile import Snapshot, tensor_hashes, write_snapshot
 from ._tier import Tier
 
 if TYPE_CHECKING:
-    from ._checkpointer import SaveStats
+    from ._save_reports import SaveStats
 
 log = logging.getLogger("stoker.checkpoint")
 

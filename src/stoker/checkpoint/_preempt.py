@@ -38,7 +38,8 @@ from ..measure import ImdsUnreachable
 from ._scheduled_events import IMDS, EventsClient, ScheduledEvent
 
 if TYPE_CHECKING:
-    from ._checkpointer import Checkpointer, SaveStats
+    from ._checkpointer import Checkpointer
+    from ._save_reports import SaveStats
 
 log = logging.getLogger("stoker.checkpoint")
 
