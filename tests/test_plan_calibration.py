@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from stoker.catalog import load_catalog
 from stoker.cli import app
 from stoker.errors import SpecError
 from stoker.plan import plan_job
@@ -174,8 +175,10 @@ def test_a_one_job_write_is_one_checkpoint_stream(tmp_path: Path) -> None:
     ]
     spec = tomllib.loads(SPEC.read_text())
     spec.setdefault("checkpoints", {}).update(tier="nvme", writers="single")
-    before = plan_job(spec).checkpoints
-    after = plan_job(spec, measured=_file(tmp_path, {"nvme": rows}))
+    # The raw stream alone: without the catalog's published torch.save rate, which binds first.
+    cat = load_catalog(defaults=False).model_copy(update={"writers": None})
+    before = plan_job(spec, cat).checkpoints
+    after = plan_job(spec, cat, measured=_file(tmp_path, {"nvme": rows}))
     got = {c.figure: c.measured_bps for c in after.calibration}
     assert got == {"nvme_write": 7000e6, "nvme_stream_write": 2000e6}
     ck = after.checkpoints
@@ -183,5 +186,5 @@ def test_a_one_job_write_is_one_checkpoint_stream(tmp_path: Path) -> None:
     # (stoker.measure.single_writer, tests/test_plan_writers.py).
     assert before.unknown and ck.unknown == [TORCH_SAVE_UNKNOWN]
     assert ck.stream_write_bps == 2e9 and ck.write_bps == 2e9 and ck.write_limit == "streams"
-    also = plan_job(spec, measured=_file(tmp_path, {"nvme": {"stream_write": "1 GB/s"}}))
+    also = plan_job(spec, cat, measured=_file(tmp_path, {"nvme": {"stream_write": "1 GB/s"}}))
     assert also.checkpoints.write_bps == 1e9

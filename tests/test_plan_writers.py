@@ -1,5 +1,6 @@
 """Checkpoint writers by what they do: a lone torch.save serialises (pickle, one stream, the page
-cache) and is held to its own measured rate; raw-buffer writers (DCP, stoker's format) are not.
+cache) and is held to its own rate, measured or else published; raw-buffer writers (DCP, stoker's
+format) are not.
 The single-writer bench times both on a real folder and its record feeds `--measured`."""
 
 from __future__ import annotations
@@ -80,16 +81,21 @@ def job(writers: str, tier: str = "lustre") -> dict:
 
 def test_a_lone_torch_save_is_held_to_its_measured_rate(cat, tmp_path):
     raw = cat.lustre_common.stream_write  # MLPerf's raw-buffer writers: 1.79 GB/s a stream
+    published = cat.writers.torch_save_write  # one torch.save (tests/test_plan_published_writer)
     before = plan_job(job("single"), cat).checkpoints
-    assert before.write_bps == pytest.approx(raw)
-    assert TORCH_SAVE_UNKNOWN in before.unknown  # the catalog's figure is not a torch.save's
+    assert published < raw and before.write_bps == pytest.approx(published)
+    assert TORCH_SAVE_UNKNOWN not in before.unknown
+    # Without the published figure, the raw-buffer stream is all the plan has, and it says so.
+    bare = plan_job(job("single"), cat.model_copy(update={"writers": None})).checkpoints
+    assert bare.write_bps == pytest.approx(raw) and TORCH_SAVE_UNKNOWN in bare.unknown
     p = plan_job(job("single"), cat, measured=record(tmp_path, 0.6e9))
     ck = p.checkpoints
     assert ck.write_bps == pytest.approx(0.6e9) and ck.write_limit == "streams"
     assert ck.write_s == pytest.approx(ck.size_bytes / 0.6e9)
     assert ck.stream_write_bps == pytest.approx(0.6e9)
     assert TORCH_SAVE_UNKNOWN not in ck.unknown
-    assert [(c.figure, c.measured_bps) for c in p.calibration] == [("torch_save_write", 0.6e9)]
+    rows = [(c.figure, c.catalog_bps, c.measured_bps) for c in p.calibration]
+    assert rows == [("torch_save_write", published, 0.6e9)]  # beside the published figure
     # A faster torch.save than the raw stream is still held to the raw stream.
     fast = plan_job(job("single"), cat, measured=record(tmp_path, 5e9)).checkpoints
     assert fast.write_bps == pytest.approx(raw)

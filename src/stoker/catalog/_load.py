@@ -27,7 +27,7 @@ from ..errors import CatalogError
 from ._schema import Catalog, vm_size_name
 
 _KEYED_SECTIONS = ("vm", "blob", "lustre", "files", "netapp", "meter", "ethernet", "sources")
-_SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "provision", "catalog")
+_SINGLE_SECTIONS = ("fabric", "lustre_common", "reliability", "provision", "writers", "catalog")
 _BOOKKEEPING = {"source", "cite", "note"}
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Reliability",
     "Source",
     "VmSize",
+    "Writers",
     "vm_size_name",
 ]
 
@@ -68,7 +69,7 @@ class VmSize(Entry):
     nvme_write: Rate | None = None
     nvme_stream_write: Rate | None = None  # one writer process (one torch.save) to the NVMe
     # One torch.save stream (serialising through the page cache), whatever the tier: set by
-    # `--measured` from stoker.measure.single_writer's record; no source publishes it.
+    # `--measured` from stoker.measure.single_writer's record; else [writers]' published one.
     torch_save_write: Rate | None = None
     frontend_nic: Rate
     # NCCL over TCP sockets between VMs (InfiniBand off): an all-reduce's busbw, per VM. Set
@@ -170,6 +171,13 @@ class Provisioning(Entry):
         return None if version is None else tuple(map(int, version.split(".")))  # type: ignore[return-value]
 
 
+class Writers(Entry):
+    """Checkpoint writers' own limits, whatever the tier: one ``torch.save`` stream pickles,
+    zips and copies through the page cache on one core, far under the disks it writes to."""
+
+    torch_save_write: Rate | None = None  # a VM's measured ``torch_save_write`` wins
+
+
 class Reliability(Entry):
     gpu_mtbf: Duration = Field(gt=0)
     effective_training_fraction: float = Field(gt=0, le=1)
@@ -209,6 +217,7 @@ class Catalog(BaseModel):
     ethernet: dict[str, EthernetRate] = Field(default_factory=dict)  # keyed by VM size
     reliability: Reliability
     provision: Provisioning
+    writers: Writers | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -231,8 +240,9 @@ class Catalog(BaseModel):
         for section in ("vm", "blob", "lustre", "files", "netapp", "meter", "ethernet"):
             for key, entry in getattr(self, section).items():
                 yield f"{section}.{key}", entry
-        for section in ("fabric", "lustre_common", "reliability", "provision"):
-            yield section, getattr(self, section)
+        for section in ("fabric", "lustre_common", "reliability", "provision", "writers"):
+            if getattr(self, section) is not None:
+                yield section, getattr(self, section)
 
     def closest_entries(self, name: str, n: int = 3) -> list[str]:
         """The entries spelt most like ``name`` (any case), for an error that names them."""

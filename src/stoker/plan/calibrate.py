@@ -255,10 +255,12 @@ def calibrate(
         "scaleup_busbw_measured": "allreduce_busbw_measured",
         "ib_busbw_measured": "ib_per_vm",
     }
+    # A VM's torch.save stream is unpublished; the catalog's is the writers' (any VM).
+    published = {"torch_save_write": catalog.writers.torch_save_write if catalog.writers else None}
     rows = [
         Calibration(
             name,
-            getattr(vm, counterpart.get(name, name)),
+            getattr(vm, counterpart.get(name, name)) or published.get(name),
             value,
             f"{Path(path).name}: {name}",
             warnings.get(name),

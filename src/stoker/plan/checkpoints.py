@@ -7,6 +7,8 @@ A checkpoint is written by some number of writer processes (``checkpoints.writer
 ``torch.save``, one per VM, or one per GPU that holds state), and each stream has its own limit:
 the write rate is the least of the tier's rate, the writing VMs' NICs or NVMe, and streams x
 one stream's rate from the catalog (where a source publishes one; otherwise the plan says so).
+A lone torch.save is also held to one serialising stream's rate: measured on the VM, else the
+catalog's published one.
 """
 
 from __future__ import annotations
@@ -79,16 +81,22 @@ TORCH_SAVE_UNKNOWN = (
 )
 
 
+def torch_save_rate(cat: Catalog, s: Shape) -> float | None:
+    """One torch.save stream: the VM's measured rate (``--measured``), else the published one
+    ([writers] in the catalog); None where neither is known."""
+    return s.vm.torch_save_write or (cat.writers.torch_save_write if cat.writers else None)
+
+
 def stream_rates(spec: JobSpec, cat: Catalog, s: Shape) -> dict[str, float | None]:
     """One writer stream's limit on each tier: the raw-buffer rate a source publishes, and for
-    a lone torch.save also its serialising rate (the VM's ``torch_save_write``, measured)."""
+    a lone torch.save also its serialising rate (``torch_save_rate``)."""
     raw = {
         "nvme": s.vm.nvme_stream_write,
         "lustre": cat.lustre_common.stream_write,
         "netapp": None,
         "blob": cat.blob[spec.data.blob_tier].stream_write,
     }
-    cap = s.vm.torch_save_write if _serialising(spec) else None
+    cap = torch_save_rate(cat, s) if _serialising(spec) else None
     if cap is None:
         return raw
     return {tier: cap if per is None else min(per, cap) for tier, per in raw.items()}
@@ -129,7 +137,8 @@ def checkpoint_plan(
         "blob": f"one writer's rate to {blob.name} (published: a block blob up to the account's)",
     }
 
-    serialising = [TORCH_SAVE_UNKNOWN] if _serialising(spec) and not s.vm.torch_save_write else []
+    no_save_rate = _serialising(spec) and torch_save_rate(cat, s) is None
+    serialising = [TORCH_SAVE_UNKNOWN] if no_save_rate else []
 
     def rate(tier: str, caps: list[dpth.Cap]) -> tuple[float | None, Limit, list[str]]:
         per = stream[tier]
