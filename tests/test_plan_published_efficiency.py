@@ -4,7 +4,7 @@ figures, issue 54. The intervals are held in tests/test_plan_published.py (Daly 
 
 Source: A. Kokolis, M. Kuchnik, J. Hoffman et al. (Meta), "Revisiting Reliability in
 Large-Scale Machine Learning Research Clusters", HPCA 2025, https://arxiv.org/abs/2410.21680
-(v1 2024-10-29), section "Quantifying ETTR at scale" and Insight 10. What it states in text:
+(v1 2024-10-29), its section on estimating ETTR and Insight 10. What it states in text:
 - RSC-1 fails 6.50 times per thousand node-days (8 A100s a node); the projected job MTTF at
   16,384 GPUs is 1.8 h.
 - A single 16k-GPU job on RSC-1 has an expected ETTR of 0.7 with a 60 min checkpoint interval;
@@ -45,7 +45,7 @@ from stoker.catalog import load_catalog
 
 MIN, HOUR = 60.0, 3600.0
 TOLERANCE = 0.02  # efficiency points
-KOKOLIS_2024 = "arxiv.org/abs/2410.21680 (Meta, HPCA 2025), Quantifying ETTR at scale"
+KOKOLIS_2024 = "arxiv.org/abs/2410.21680 (Meta, HPCA 2025), expected ETTR, Insight 10"
 RSC1, RSC2 = 6.50e-3, 2.34e-3  # failures per node-day
 GPUS_PER_NODE = 8
 
