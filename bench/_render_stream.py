@@ -134,7 +134,8 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
             f"the same DataLoader over one copy a sample out of maps of stoker's shards in the "
             "page cache (no lookup, no check, no system call: the least a loader reading files "
             f"does): {_n(cached)} "
-            "samples/s, the warm ceiling where it is the lower; "
+            "samples/s, the warm ceiling where it is the lower, and the cold one where the "
+            "disk is faster (a cold loader also copies each sample out of the page cache); "
             if cached
             else ""
         )
@@ -145,7 +146,7 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
     ]
     for kind in ("cold", "warm"):
         ratio, peer = s[f"stoker_vs_peer_{kind}"], labels[s[f"fastest_peer_{kind}"]]
-        ceiling = warm_ceiling if kind == "warm" else min(mem, disk)
+        ceiling = warm_ceiling if kind == "warm" else min(warm_ceiling, disk)
         best_peer = s["median_samples_s"][s[f"fastest_peer_{kind}"]][kind]
         above = TARGET * best_peer > ceiling
         of_ceiling = s[f"stoker_vs_ceiling_{kind}"]
