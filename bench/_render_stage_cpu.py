@@ -8,6 +8,11 @@ import statistics
 
 MiB = 1 << 20
 NAMES = {"rclone": "rclone's", "rclone-defaults": "rclone's with its defaults"}
+FLOORS = {
+    "floor-obstore": "obstore's ranged streams, each piece written at its offset",
+    "floor-httpclient": "http.client's readinto into one reused buffer, then pwrite",
+}
+PEERS_AND_FLOORS = ("rclone", "floor-")
 
 
 def render(doc: dict) -> str:
@@ -30,10 +35,27 @@ def render(doc: dict) -> str:
         f"(target <= 1.00x: {'yes' if med(tool, 'cpu') <= med(peer, 'cpu') else '**no**'}), "
         f"MB/s {med(peer, 'wall') / med(tool, 'wall'):.2f}x {NAMES[peer]}"
         for tool in runs
-        if not tool.startswith("rclone")
+        if not tool.startswith(PEERS_AND_FLOORS)
         for peer in NAMES
         if peer in runs
     ]
+    floors = [
+        f"- {tool} ({FLOORS[tool]}): CPU per GiB {med(tool, 'cpu') / med(peer, 'cpu'):.2f}x "
+        f"{NAMES[peer]}"
+        for tool in runs
+        if tool in FLOORS
+        for peer in NAMES
+        if peer in runs
+    ]
+    floor_note = (
+        "\nThe floors of a Python import (`--floors`, bench/_stage_floors.py): the same blobs "
+        "into files by a program that does nothing stoker adds (no listing, no journal, no "
+        "hash, no sync, no progress), as the least any Python data path pays here:\n\n"
+        + "\n".join(floors)
+        + "\n"
+        if floors
+        else ""
+    )
     pairs = _pairs(runs) + _with_kernel_threads(runs, gib)
     variants = "; ".join(f"{k}: `{v}`" for k, v in r["variants"].items())
     load = r["load"]
@@ -69,12 +91,12 @@ counted there too), so MB/s is noisy; CPU seconds per GiB much less so.
 {chr(10).join(rows)}
 
 {chr(10).join(ratios)}
-{pairs}"""
+{floor_note}{pairs}"""
 
 
 def _pairs(runs: dict[str, list[dict]]) -> str:
     """Round by round, each variant's CPU against the first variant's (an A/B in pairs)."""
-    stokers = [t for t in runs if not t.startswith("rclone")]
+    stokers = [t for t in runs if not t.startswith(PEERS_AND_FLOORS)]
     if len(stokers) < 2:
         return ""
     base = stokers[0]
@@ -107,7 +129,7 @@ def _with_kernel_threads(runs: dict[str, list[dict]], gib: float) -> str:
         f"- {tool} with the kernel's threads against rclone with them: "
         f"{both[tool] / both['rclone']:.2f}x"
         for tool in runs
-        if not tool.startswith("rclone") and "rclone" in runs
+        if not tool.startswith(PEERS_AND_FLOORS) and "rclone" in runs
     ]
     return (
         "\nWho writes the pages back (rclone leaves them to the kernel's flusher threads, on no "

@@ -7,11 +7,13 @@ folder, and takes the child's own CPU (user + sys, from wait4's rusage) and its 
 so two versions of stoker can be compared in one run on the same data:
 
     .venv/bin/python bench/stage_cpu.py [--variant NAME=SRC_DIR[,VAR=VALUE...] ...] [--reps 3]
-        [--no-rclone] [--no-md5] [--rclone-defaults] [--wrap "PROFILER ... {out} --"]
+        [--no-rclone] [--no-md5] [--rclone-defaults] [--floors] [--wrap "PROFILER ... {out} --"]
         [--write BENCHMARKS.md]
 
 ``--no-md5`` leaves the large blobs as the SDK's block upload does, with no Content-MD5 (as most
-multi-GiB files in real accounts are: issue 55); ``--rclone-defaults`` adds rclone untuned.
+multi-GiB files in real accounts are: issue 55); ``--rclone-defaults`` adds rclone untuned;
+``--floors`` adds the least CPU a Python program spends on the same blobs, with nothing stoker
+adds (bench/_stage_floors.py: obstore alone, and the standard library's http.client alone).
 
 Without ``--variant`` it measures this checkout's ``src`` as "stoker"; ``VAR=VALUE`` after a
 variant's folder sets its environment (malloc settings, say). ``--wrap`` runs each stoker run
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -50,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = _peers.BENCH / "stage-cpu-runs"  # (not under runs/: stage_bench.py clears that)
 MiB = 1 << 20
 CONTAINER = "cpu"
+FLOORS = ("obstore", "httpclient")  # bench/_stage_floors.py
 STREAMS = 16  # rclone's --transfers / --multi-thread-streams, as bench/stage_bench.py runs it
 
 STOKER = r"""
@@ -131,7 +135,40 @@ def run(argv: list[str], env: dict[str, str], log: Path) -> dict:
     }
 
 
-def commands(az: Azurite, variants: dict[str, str], rclone_defaults: bool = False) -> dict:
+def floor_job(az: Azurite, md5s: dict[str, str], large_mib: int) -> Path:
+    """The floors' job (bench/_stage_floors.py): where the blobs are, a read SAS made here
+    (outside the clock) and every blob's name and size (the listing, also made here)."""
+    import datetime as dt
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    sas = generate_container_sas(
+        ACCOUNT,
+        CONTAINER,
+        account_key=_peers.KEY,
+        permission=ContainerSasPermissions(read=True),
+        expiry=dt.datetime.now(dt.UTC) + dt.timedelta(days=1),
+    )
+    sizes = {"large": large_mib * MiB, "small": MiB}
+    job = {
+        "endpoint": az.endpoint,
+        "account": ACCOUNT,
+        "container": CONTAINER,
+        "key": _peers.KEY,
+        "sas": sas,
+        "blobs": [{"name": n, "size": sizes[n.split("/")[0]]} for n in md5s],
+    }
+    path = RUNS / "floor-job.json"
+    path.write_text(json.dumps(job))
+    return path
+
+
+def commands(
+    az: Azurite,
+    variants: dict[str, str],
+    rclone_defaults: bool = False,
+    floor_job: Path | None = None,
+) -> dict:
     conf = RUNS / "rclone.conf"
     conf.touch()
     rclone_env = dict(
@@ -155,6 +192,13 @@ def commands(az: Azurite, variants: dict[str, str], rclone_defaults: bool = Fals
             [rclone, "copy", f":azureblob:{CONTAINER}", str(d), "-q"],
             rclone_env,
         )
+    if floor_job:
+        floors = str(Path(__file__).with_name("_stage_floors.py"))
+        for how in FLOORS:
+            out[f"floor-{how}"] = lambda d, how=how: (
+                [sys.executable, floors, how, str(floor_job), str(d)],
+                dict(os.environ),
+            )
     for name, spec in variants.items():
         # NAME=SRC_DIR[,VAR=VALUE...]: extra environment for that variant (malloc tuning...)
         src, *extra = str(spec).split(",")
@@ -188,6 +232,11 @@ def main() -> None:
     ap.add_argument("--no-md5", action="store_true", help="large blobs without Content-MD5")
     ap.add_argument("--rclone-defaults", action="store_true", help="rclone untuned too")
     ap.add_argument(
+        "--floors",
+        action="store_true",
+        help="the least CPU a Python program spends on the same blobs (bench/_stage_floors.py)",
+    )
+    ap.add_argument(
         "--prime-gib",
         type=float,
         default=PRIME_GIB,
@@ -211,7 +260,8 @@ def main() -> None:
     mark = cpu_mark()
     with Azurite() as az:
         md5s = seed(az, args.large, args.large_mib, args.small, not args.no_md5)
-        cmds = commands(az, variants, args.rclone_defaults)
+        job = floor_job(az, md5s, args.large_mib) if args.floors else None
+        cmds = commands(az, variants, args.rclone_defaults, job)
         if args.no_rclone:
             del cmds["rclone"]
         tools = list(cmds)
@@ -221,7 +271,7 @@ def main() -> None:
                 dest = RUNS / f"{tool}-{rep}"
                 shutil.rmtree(RUNS / "state", ignore_errors=True)
                 argv, env = cmds[tool](dest)
-                if args.wrap and not tool.startswith("rclone"):
+                if args.wrap and not tool.startswith(("rclone", "floor-")):
                     out = RUNS.parent / f"stage-cpu-{tool}-{rep}.prof"
                     argv = [*args.wrap.format(out=out).split(), *argv]
                 prime_memory(args.prime_gib)

@@ -25,6 +25,7 @@ from stoker.errors import StageError, StoreError
 from stoker.stage import _engine, stage
 from stoker.store import _copy_down, _posix
 from stoker.store._azure import STREAM_CHUNK, BlobStore
+from stoker.store._direct_get import DirectGets
 
 MiB = 1 << 20
 BLOCK = MiB
@@ -53,6 +54,9 @@ def patch_reads(
     function that replaces the range's first piece); returns the log of ranges fetched."""
     real_chunks, real_range = BlobStore.read_chunks, BlobStore.read_range
     fetched: list[Read] = []
+    # The faults go into obstore's path (async, on the loop); the threads' path (_direct_get)
+    # meets its faults from a loopback service in tests/test_direct_get.py.
+    monkeypatch.setattr(BlobStore, "direct_gets", lambda self: None)
 
     async def read_chunks(
         self: BlobStore, key: str, start: int, end: int, etag: str | None = None
@@ -435,10 +439,17 @@ def test_files_up_to_4_mib_come_whole_checked_and_few_held_at_once(
         async for chunk in real_chunks(self, key, start, end, etag):
             yield chunk
 
+    real_direct = DirectGets.read
+
+    def direct(self: DirectGets, what: str, key: str, *args: Any) -> int:  # (a thread's GET)
+        streamed.add(key)
+        return real_direct(self, what, key, *args)
+
     dst = tmp_path / "dst"
     with monkeypatch.context() as patch:
         patch.setattr(BlobStore, "read_range", read_range)
         patch.setattr(BlobStore, "read_chunks", read_chunks)
+        patch.setattr(DirectGets, "read", direct)
         summary = stage(blob_env, str(dst), concurrency=8)
     assert sorted(whole) == sorted(k for k in files if k.startswith("mid/"))  # one read each
     assert streamed == {"big.bin"}

@@ -16,6 +16,7 @@ from azurite import ACCOUNT, Azurite, blob_tree
 from stoker.stage import stage, verify
 from stoker.store import open_store
 from stoker.store._azure import BlobStore
+from stoker.store._direct_get import DirectGets
 
 BLOCK = 1 << 20
 FILES = {
@@ -37,6 +38,7 @@ def _no_reads(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(BlobStore, "read_range", refuse)
     monkeypatch.setattr(BlobStore, "read_chunks", refuse)
+    monkeypatch.setattr(DirectGets, "read", refuse)
 
 
 def test_one_account_is_copied_by_the_service(

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import AccessDeniedError, NoContainerError, SourceChangedError, StoreError
 from ._azure_errors import DENIED_HINT, quiet_identity_logs, translate, translated
@@ -75,9 +76,29 @@ class BlobStore(Store):
         self._container: Any = None
         self._lister: Any = None  # where List Blobs and Create Container go (_blob_control)
         self._aad: Any = None  # the listing's Azure AD credential, checked once before use
+        self._direct: Any = None  # ranged GETs on threads (_direct_get), made on first use
 
     def __str__(self) -> str:
         return str(self.loc)
+
+    def direct_gets(self) -> Any:
+        """Ranged GETs through ``http.client`` on threads (_direct_get), where it can send
+        them itself: an account key or a SAS, no proxy, no ``--bwlimit`` (which takes each piece
+        on the loop). Azure AD and proxies keep obstore's streams."""
+        from ._reach import _through_proxy
+
+        parts = urlsplit(self.auth.endpoint)
+        if self.auth.uses_aad or self.limiter is not None:
+            return None
+        if _through_proxy(parts.scheme, parts.hostname or ""):
+            return None
+        if self._direct is None:
+            from ._direct_get import DirectGets, pool_size
+
+            self._direct = DirectGets(
+                self.auth, self.loc.bucket, self.loc.prefix, pool_size(self.concurrency)
+            )
+        return self._direct
 
     def _credential(self) -> Any:
         if self.auth.key:
@@ -343,6 +364,9 @@ class BlobStore(Store):
             raise translate(exc, f"deleting {self}/{key}") from exc
 
     async def close(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
         if self._lister is not None:
             await self._lister.close()
             self._lister = None

@@ -55,6 +55,11 @@ class Store(abc.ABC):
         """The folder on this machine this store is (a POSIX store's root), else None."""
         return None
 
+    def direct_gets(self) -> Any:
+        """A reader of ranges into a sink on its own threads (``_direct_get.DirectGets``), where
+        this store has one for its credentials; else None (``read_chunks`` serves)."""
+        return None
+
     def local_path(self, key: str) -> Path | None:
         """The file on this machine holding ``key`` (checked: never outside the root), or
         None for a store whose objects are not files here."""

@@ -25,6 +25,7 @@ import contextlib
 import os
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import Any
 
 from ._base import Store
 from ._posix import write_all
@@ -89,15 +90,31 @@ async def fetch_ranges(
             async with ordered, gate:
                 if failed:  # a sibling failed: the caller will fetch again
                     return
-                pos, n = first, 0
-                async for piece in store.read_chunks(key, first, last, etag):
+                if direct is not None and first < last:
+                    n = await _on_thread(
+                        direct,
+                        f"{store}/{key}",
+                        key,
+                        first,
+                        last,
+                        etag,
+                        sink,
+                        [span(i)[1] for i in ids],
+                        lambda n: finish(ids[n], started),
+                        lambda: failed,
+                    )
                     if failed:
                         return
-                    sink(pos, piece)
-                    pos += len(piece)
-                    while n < len(ids) and pos >= span(ids[n])[1]:
-                        finish(ids[n], started)
-                        n += 1
+                else:
+                    pos, n = first, 0
+                    async for piece in store.read_chunks(key, first, last, etag):
+                        if failed:
+                            return
+                        sink(pos, piece)
+                        pos += len(piece)
+                        while n < len(ids) and pos >= span(ids[n])[1]:
+                            finish(ids[n], started)
+                            n += 1
             for i in ids[n:]:  # (an empty object's one empty range)
                 finish(i, started)
         except BaseException:
@@ -112,6 +129,7 @@ async def fetch_ranges(
                 failed = True
                 raise outcome
 
+    direct = store.direct_gets()  # (each request on its threads, where the store has them)
     ranges = max(1, -(-(end - start) // range_size))  # (nothing to read is one empty range)
     outcomes = await asyncio.gather(
         *(one(ids) for ids in requests_for(ranges, skip, per_request)), return_exceptions=True
@@ -119,6 +137,47 @@ async def fetch_ranges(
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
+
+
+async def _on_thread(
+    direct: Any,
+    what: str,
+    key: str,
+    first: int,
+    last: int,
+    etag: str | None,
+    sink: Callable[[int, bytes | memoryview], None],
+    ends: list[int],
+    finish: Callable[[int], None],
+    failed: Callable[[], bool],
+) -> int:
+    """One request read on ``direct``'s threads (_direct_get): the sink takes each piece there,
+    and ``finish(n)`` runs on the loop as the read passes ``ends[n]``; returns how many ranges
+    it finished. Cancelled, it stops the thread at its next piece and waits for it: nothing of
+    the request writes after this returns."""
+    from ._direct_get import Ticket
+
+    loop = asyncio.get_running_loop()
+    ticket = Ticket(failed)
+    passed = 0
+
+    def on_pos(pos: int) -> None:  # (on the thread)
+        nonlocal passed
+        while passed < len(ends) and pos >= ends[passed]:
+            loop.call_soon_threadsafe(finish, passed)
+            passed += 1
+
+    work = loop.run_in_executor(
+        direct.pool, direct.read, what, key, first, last, etag, sink, on_pos, ticket
+    )
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        ticket.stop()
+        await asyncio.wait([work])
+        raise
+    await asyncio.sleep(0)  # (the finishes it scheduled run before the caller goes on)
+    return passed
 
 
 async def download(
