@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 
 REQUEST = 32 << 20
 STREAMS = 16
-PIECE = 1 << 20
+PIECE = 256 << 10  # (as stoker.store._direct_get: the copies stay in the cache)
 
 
 def ranges(blobs: list[dict]) -> list[tuple[str, int, int, int]]:

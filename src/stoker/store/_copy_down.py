@@ -7,8 +7,10 @@ run's journal (its manifest) as the stream passes it, so ``kill -9`` costs at mo
 request in flight. With a Content-MD5, each unit is also hashed in file order (see
 _file_hasher) and the MD5 checked before the file is published under its name; without one,
 each unit is hashed as it streams past and the file's hash is the list of them (_unit_hasher),
-nothing read back. Where the file is synced before it is named (``fsync`` durability, or
-``batch``'s sync point), the writeback of each 32 MiB span is started once all of it has landed;
+nothing read back. Then, where the store reads on its own threads (_direct_get) and the folder
+is on a local disk, the pieces are written past the page cache (_direct_write). Where the file
+is synced before it is named (``fsync`` durability, or ``batch``'s sync point) and it went
+through the page cache, the writeback of each 32 MiB span is started once all of it has landed;
 under ``batch`` the file waits under its partial name for the engine's next sync point (see
 _durable).
 """
@@ -24,9 +26,11 @@ from typing import TYPE_CHECKING
 from .._many_md5 import new_md5
 from ..errors import ChecksumError
 from ._base import Store
+from ._direct_write import PIECE as DIRECT_PIECE
+from ._direct_write import DirectWriter
 from ._download import fetch_ranges
 from ._file_hasher import FileHasher
-from ._posix import PosixStore, disk_error, start_writeback, write_all
+from ._posix import PosixStore, disk_error, start_writeback, syncs_as_a_whole, write_all
 from ._small import SMALL, Job, from_bytes
 from ._unit_hasher import UnitHasher
 
@@ -72,6 +76,12 @@ class WritebackSpans:
         return first, min(self.size, first + self.per * self.unit) - first
 
 
+def local_disk(dst: PosixStore) -> bool:
+    """Whether ``dst`` is on a local file system (where a direct write costs no round trip)."""
+    root = dst.local_root
+    return root is not None and syncs_as_a_whole(root)
+
+
 def resume_unit(block_size: int) -> int:
     """The unit in which a download's progress is recorded (the manifest's block size)."""
     return min(block_size, UNIT)
@@ -109,6 +119,7 @@ async def download(
     unit = resume_unit(run.block_size)
     fd, had_partial = await asyncio.to_thread(dst.open_partial, key, size)
     hasher: FileHasher | None = None
+    writer: DirectWriter | None = None
     try:
         units = max(1, -(-size // unit))
         resumable = units > 1 and run.record_blocks
@@ -133,13 +144,25 @@ async def download(
         # (fsync, or batch's sync point): the disk writes while the network reads, and the sync
         # finds little left (batch without it: the whole file waited for the sync point, ~30 %
         # slower end to end for ~5 % more CPU). Under ``none`` the kernel's flusher writes it.
+        # Past the page cache where the store's threads read it and nothing reads it back
+        # while it is written, into a local file system (see _direct_write).
+        writer = (
+            DirectWriter(dst.partial(key), fd)
+            if hasher is None and src.direct_gets() is not None and local_disk(dst)
+            else None
+        )
+        bypassing = writer is not None and writer.bypassing
         spans = WritebackSpans(size, unit, done) if run.durability != "none" else None
+        spans = None if bypassing else spans  # (nothing dirty to start writing back)
 
         def write(pos: int, chunk: bytes | memoryview) -> None:
-            # Each piece is written (and hashed, where it is hashed as it comes) on the loop
-            # thread as it arrives, while it is in the CPU cache.
+            # Each piece is written (and hashed, where it is hashed as it comes) as it arrives,
+            # while it is in the CPU cache: on the loop, or on the store's reading thread.
             try:
-                write_all(fd, chunk, pos)
+                if writer is not None:
+                    writer.write(pos, chunk)
+                else:
+                    write_all(fd, chunk, pos)
             except OSError as exc:
                 raise disk_error(exc, dst.partial(key)) from exc
             if listed:
@@ -174,6 +197,7 @@ async def download(
             etag=etag,
             skip=done,
             range_done=finished,
+            piece=DIRECT_PIECE if bypassing else None,
         )
         digest = hasher.hexdigest() if hasher else listed.hexdigest() if listed else None
         if md5 and digest and digest != md5:
@@ -195,6 +219,8 @@ async def download(
         run.published(key)
         return digest
     finally:
+        if writer is not None:
+            writer.close()
         if hasher:
             hasher.close()
         if fd >= 0:

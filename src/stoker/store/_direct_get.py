@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import mmap
 import os
 import random
 import socket
@@ -36,7 +37,10 @@ from ._blob_list import API_VERSION, shared_key_header
 from ._credentials import AzureAuth
 from ._retry import _backoff, retry_after_value
 
-PIECE = 1 << 20  # what one readinto asks for, and the reused buffer's size
+# What one readinto asks for, and the reused buffer's size: small enough that the bytes the
+# socket copied in are still in the CPU's cache when pwrite copies them out (1 MiB pieces cost
+# about twice the system time a GiB of 256 KiB ones, 4 threads on 2 cores).
+PIECE = 256 << 10
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 TIMEOUT_S = 120.0  # a connect, or one read, that takes longer is tried again
 
@@ -106,11 +110,15 @@ class DirectGets:
             conn.close()
             self._local.conn = None
 
-    def _buffer(self) -> memoryview:
-        buf = getattr(self._local, "buf", None)
-        if buf is None:
-            buf = self._local.buf = memoryview(bytearray(PIECE))
-        return buf
+    def _buffer(self, size: int) -> memoryview:
+        """This thread's buffer of ``size`` bytes: page-aligned (an anonymous map), so that a
+        piece can go to a file opened with O_DIRECT (see _direct_write)."""
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is None:
+            buffers = self._local.buffers = {}
+        if size not in buffers:
+            buffers[size] = memoryview(mmap.mmap(-1, size))
+        return buffers[size]
 
     def _request(self, key: str, start: int, end: int) -> http.client.HTTPResponse:
         target = self.base + quote(self.prefix + key, safe="/")
@@ -140,14 +148,17 @@ class DirectGets:
         sink: Callable[[int, memoryview], None],
         passed: Callable[[int], None],
         ticket: Ticket,
+        piece: int = PIECE,
     ) -> int:
         """Bytes ``[start, end)`` of ``key`` into ``sink(pos, piece)`` (on this thread; the
         piece's memory is reused once it returns), ``passed(pos)`` after each; returns where it
-        stopped (``end``, or earlier if the ``ticket`` was stopped). ``what`` names the object in
-        errors (never the URL: a SAS is in it). Only the network's errors are retried; the
-        sink's (a full disk) are the caller's."""
+        stopped (``end``, or earlier if the ``ticket`` was stopped). Every piece is ``piece``
+        bytes (page-aligned memory) but the range's last: a piece cut short by the network is
+        not handed over but asked for again. ``what`` names the object in errors (never the
+        URL: a SAS is in it). Only the network's errors are retried; the sink's (a full disk)
+        are the caller's."""
         retry = _Retry(what)
-        buf, pos = self._buffer(), start
+        buf, pos = self._buffer(piece), start
         while pos < end:
             if ticket.stopped():
                 return pos
@@ -168,10 +179,13 @@ class DirectGets:
                 if ticket.stopped():
                     self._drop_connection()  # (the rest of the body is not read)
                     return pos
+                want, n = min(piece, end - pos), 0
                 try:
-                    n = response.readinto(buf[: min(PIECE, end - pos)])
-                    if not n:
-                        raise http.client.IncompleteRead(b"", end - pos)
+                    while n < want:
+                        got = response.readinto(buf[n:want])
+                        if not got:
+                            raise http.client.IncompleteRead(b"", end - pos - n)
+                        n += got
                 except (OSError, http.client.HTTPException) as exc:
                     self._drop_connection()
                     if ticket.stopped():  # (its socket was shut by stop())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,12 @@ async def fetch_ranges(
     range_done: Callable[[int, int, int], Awaitable[None] | None] | None = None,
     per_request: int = 1,
     window: int | None = None,
+    piece: int | None = None,
 ) -> None:
     """Fetch ``key``'s bytes ``[start, end)`` by ranges into ``sink(pos, piece)``, ``pos`` the
     piece's offset in the object; range ``i`` is ``[start + i * range_size, ...)`` (see the
-    module doc)."""
+    module doc). ``piece``: the size of the pieces a store's threads hand over (see
+    _direct_get; whole pieces but each request's last)."""
     gate = gate or asyncio.Semaphore(in_flight)
     # (asyncio's semaphores wake their waiters first come, first served: the requests are
     # created in range order, so they start in it)
@@ -98,20 +101,21 @@ async def fetch_ranges(
                         first,
                         last,
                         etag,
-                        sink,
+                        sink_locked,
                         [span(i)[1] for i in ids],
                         lambda n: finish(ids[n], started),
                         lambda: failed,
+                        piece,
                     )
                     if failed:
                         return
                 else:
                     pos, n = first, 0
-                    async for piece in store.read_chunks(key, first, last, etag):
+                    async for chunk in store.read_chunks(key, first, last, etag):
                         if failed:
                             return
-                        sink(pos, piece)
-                        pos += len(piece)
+                        sink(pos, chunk)
+                        pos += len(chunk)
                         while n < len(ids) and pos >= span(ids[n])[1]:
                             finish(ids[n], started)
                             n += 1
@@ -130,6 +134,15 @@ async def fetch_ranges(
                 raise outcome
 
     direct = store.direct_gets()  # (each request on its threads, where the store has them)
+    # One thread at a time in the sink: buffered writes to one file take its inode lock, and
+    # threads that wait for it spun on the CPU (2-4x the system time of an import); the sink's
+    # own state (a unit's hash) is then one thread's at a time too.
+    one_at_a_time = threading.Lock()
+
+    def sink_locked(pos: int, piece: bytes | memoryview) -> None:
+        with one_at_a_time:
+            sink(pos, piece)
+
     ranges = max(1, -(-(end - start) // range_size))  # (nothing to read is one empty range)
     outcomes = await asyncio.gather(
         *(one(ids) for ids in requests_for(ranges, skip, per_request)), return_exceptions=True
@@ -150,6 +163,7 @@ async def _on_thread(
     ends: list[int],
     finish: Callable[[int], None],
     failed: Callable[[], bool],
+    piece: int | None = None,
 ) -> int:
     """One request read on ``direct``'s threads (_direct_get): the sink takes each piece there,
     and ``finish(n)`` runs on the loop as the read passes ``ends[n]``; returns how many ranges
@@ -167,9 +181,8 @@ async def _on_thread(
             loop.call_soon_threadsafe(finish, passed)
             passed += 1
 
-    work = loop.run_in_executor(
-        direct.pool, direct.read, what, key, first, last, etag, sink, on_pos, ticket
-    )
+    args = (what, key, first, last, etag, sink, on_pos, ticket) + ((piece,) if piece else ())
+    work = loop.run_in_executor(direct.pool, direct.read, *args)
     try:
         await asyncio.shield(work)
     except asyncio.CancelledError:
