@@ -21,7 +21,10 @@ from pathlib import Path
 from ._posix import write_all
 
 ALIGN = 4096  # the alignment O_DIRECT asks for on every local file system here (or less)
-PIECE = 1 << 20  # a direct write a piece: no copy to keep in the cache, so larger is cheaper
+# A direct write a piece, and each is a request to the disk (on a VM, a notification that exits
+# to the host): 1 MiB pieces cost ~15 % more CPU an import than 4 MiB ones, with no copy to keep
+# in the CPU's cache in return. The reader threads hold one such buffer each.
+PIECE = 4 << 20
 
 
 class DirectWriter:
