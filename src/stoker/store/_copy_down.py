@@ -165,7 +165,7 @@ async def download(
                     write_all(fd, chunk, pos)
             except OSError as exc:
                 raise disk_error(exc, dst.partial(key)) from exc
-            if listed:
+            if listed and not bypassing:  # (bypassing: hashed as it landed, the tap below)
                 listed.chunk(pos, chunk)
 
         async def finished(i: int, start: int, end: int) -> None:
@@ -198,6 +198,7 @@ async def download(
             skip=done,
             range_done=finished,
             piece=DIRECT_PIECE if bypassing else None,
+            tap=listed.chunk if listed and bypassing else None,
         )
         digest = hasher.hexdigest() if hasher else listed.hexdigest() if listed else None
         if md5 and digest and digest != md5:

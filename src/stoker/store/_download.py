@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Collection
@@ -65,11 +66,13 @@ async def fetch_ranges(
     per_request: int = 1,
     window: int | None = None,
     piece: int | None = None,
+    tap: Callable[[int, memoryview], None] | None = None,
 ) -> None:
     """Fetch ``key``'s bytes ``[start, end)`` by ranges into ``sink(pos, piece)``, ``pos`` the
     piece's offset in the object; range ``i`` is ``[start + i * range_size, ...)`` (see the
     module doc). ``piece``: the size of the pieces a store's threads hand over (see
-    _direct_get; whole pieces but each request's last)."""
+    _direct_get; whole pieces but each request's last). ``tap(pos, part)`` sees the bytes as
+    they land, before the sink has their piece (a hash taken while they are in the cache)."""
     gate = gate or asyncio.Semaphore(in_flight)
     # (asyncio's semaphores wake their waiters first come, first served: the requests are
     # created in range order, so they start in it)
@@ -106,6 +109,7 @@ async def fetch_ranges(
                         lambda n: finish(ids[n], started),
                         lambda: failed,
                         piece,
+                        tap,
                     )
                     if failed:
                         return
@@ -114,6 +118,8 @@ async def fetch_ranges(
                     async for chunk in store.read_chunks(key, first, last, etag):
                         if failed:
                             return
+                        if tap is not None:
+                            tap(pos, chunk)
                         sink(pos, chunk)
                         pos += len(chunk)
                         while n < len(ids) and pos >= span(ids[n])[1]:
@@ -164,6 +170,7 @@ async def _on_thread(
     finish: Callable[[int], None],
     failed: Callable[[], bool],
     piece: int | None = None,
+    tap: Callable[[int, memoryview], None] | None = None,
 ) -> int:
     """One request read on ``direct``'s threads (_direct_get): the sink takes each piece there,
     and ``finish(n)`` runs on the loop as the read passes ``ends[n]``; returns how many ranges
@@ -181,8 +188,9 @@ async def _on_thread(
             loop.call_soon_threadsafe(finish, passed)
             passed += 1
 
-    args = (what, key, first, last, etag, sink, on_pos, ticket) + ((piece,) if piece else ())
-    work = loop.run_in_executor(direct.pool, direct.read, *args)
+    read = functools.partial(direct.read, piece=piece, tap=tap) if piece else direct.read
+    args = (what, key, first, last, etag, sink, on_pos, ticket)
+    work = loop.run_in_executor(direct.pool, read, *args)
     try:
         await asyncio.shield(work)
     except asyncio.CancelledError:
