@@ -299,3 +299,70 @@ def test_names_that_are_url_syntax_are_read_by_key_signed_requests(
 
 
 NAMES = ["a b.bin", "100%25 off.bin", "q?x=1.bin", "hash#1.bin", "plus+sign.bin", "ünï çødé.bin"]
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (the test's own authority: trusted through
+    SSL_CERT_FILE, as a user with a private CA does)."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_over_tls_the_threads_read_it_whole_and_check_the_certificate(
+    blobs: Blobs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blob is HTTPS: the threads' connections speak TLS, verify the service's certificate
+    against the trusted authorities (here the test's own, through SSL_CERT_FILE), and read
+    the body through it; an untrusted certificate is one line that says what to do."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    blobs.socket = context.wrap_socket(blobs.socket, server_side=True)
+    data = blobs.data["x.bin"] = os.urandom(5 * MiB + 3)
+    url = f"https://127.0.0.1:{blobs.server_address[1]}/acct/cont?{SAS}"
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    got, done = fetch(open_store(url), "x.bin", len(data), etag="0x1")
+    assert got == data and sorted(done) == [0, 1, 2, 3, 4, 5]
+
+    monkeypatch.delenv("SSL_CERT_FILE")  # the test's authority is no longer trusted
+    with pytest.raises(StoreError, match="certificate") as caught:
+        fetch(open_store(url), "x.bin", len(data))
+    assert "\n" not in str(caught.value) and "sig=" not in str(caught.value)

@@ -33,6 +33,7 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import AccessDeniedError, SourceChangedError, StoreError
 from ._azure_errors import DENIED_HINT
+from ._blob_control import refusal
 from ._blob_list import API_VERSION, shared_key_header
 from ._credentials import AzureAuth
 from ._retry import _backoff, retry_after_value
@@ -186,6 +187,9 @@ class DirectGets:
                 self._drop_connection()
                 if ticket.stopped():
                     return pos
+                refused = refusal(self.auth.endpoint, exc)  # (TLS: no retry mends it)
+                if refused:
+                    raise StoreError(f"{what}: {refused}") from None
                 retry.wait(exc)
                 continue
             while pos < end:
