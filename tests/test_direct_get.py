@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from azurite import Azurite
+from self_signed import self_signed
 from stoker.errors import AccessDeniedError, SourceChangedError, StoreError
 from stoker.store import download, fetch_ranges, list_digest, open_store
 from stoker.store._direct_get import SLICE
@@ -301,48 +302,6 @@ def test_names_that_are_url_syntax_are_read_by_key_signed_requests(
 NAMES = ["a b.bin", "100%25 off.bin", "q?x=1.bin", "hash#1.bin", "plus+sign.bin", "ünï çødé.bin"]
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (the test's own authority: trusted through
-    SSL_CERT_FILE, as a user with a private CA does)."""
-    import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 def test_over_tls_the_threads_read_it_whole_and_check_the_certificate(
     blobs: Blobs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -351,7 +310,7 @@ def test_over_tls_the_threads_read_it_whole_and_check_the_certificate(
     the body through it; an untrusted certificate is one line that says what to do."""
     import ssl
 
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     blobs.socket = context.wrap_socket(blobs.socket, server_side=True)

@@ -41,6 +41,24 @@ def aligned(data: bytes) -> memoryview:
     return memoryview(buf)
 
 
+def write_in_pieces(writer: DirectWriter, data: bytes) -> None:
+    """``data`` through ``writer`` in 1 MiB aligned pieces, in order."""
+    for pos in range(0, len(data), MiB):
+        writer.write(pos, aligned(data[pos : pos + MiB]))
+
+
+def pwrite_fails(monkeypatch: pytest.MonkeyPatch, err: int, on: int | None = None) -> None:
+    """The writes' ``pwrite`` fails with ``err`` (on descriptor ``on`` only, if given)."""
+    real = os.pwrite
+
+    def failing(fd: int, piece: Any, pos: int) -> int:
+        if on is None or fd == on:
+            raise OSError(err, os.strerror(err))
+        return real(fd, piece, pos)
+
+    monkeypatch.setattr(_direct_write.write_all.__globals__["os"], "pwrite", failing)
+
+
 def fresh(tmp_path: Path, size: int) -> tuple[Path, int]:
     path = tmp_path / "f.bin"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -54,8 +72,7 @@ def test_whole_aligned_pieces_skip_the_page_cache_and_the_tail_does_not(tmp_path
     writer = DirectWriter(path, fd)
     if not writer.bypassing:
         pytest.fail(f"{tmp_path} refused O_DIRECT: this test needs a local disk (ext4, XFS)")
-    for pos in range(0, len(data), MiB):
-        writer.write(pos, aligned(data[pos : pos + MiB]))
+    write_in_pieces(writer, data)
     writer.close()
     os.close(fd)
     assert resident(path) <= ALIGN  # only the tail (1,000 bytes: one page) went through it
@@ -90,8 +107,7 @@ def test_a_file_system_that_refuses_it_gets_the_page_cache(
     monkeypatch.setattr(_direct_write.os, "open", refusing)
     writer = DirectWriter(path, fd)
     assert not writer.bypassing
-    writer.write(0, aligned(data[:MiB]))
-    writer.write(MiB, aligned(data[MiB:]))
+    write_in_pieces(writer, data)
     writer.close()
     os.close(fd)
     assert path.read_bytes() == data
@@ -103,18 +119,10 @@ def test_a_write_refused_for_its_alignment_is_written_through_the_page_cache(
     data = os.urandom(2 * MiB)
     path, fd = fresh(tmp_path, len(data))
     writer = DirectWriter(path, fd)
-    direct = writer.direct
-    real_pwrite = os.pwrite
-
-    def picky(f: int, piece: Any, pos: int) -> int:
-        if f == direct:  # (a device whose logical blocks are larger than ALIGN)
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_pwrite(f, piece, pos)
-
-    monkeypatch.setattr(_direct_write.write_all.__globals__["os"], "pwrite", picky)
-    writer.write(0, aligned(data[:MiB]))
-    assert not writer.bypassing  # ...and the rest of the file goes the same way
-    writer.write(MiB, aligned(data[MiB:]))
+    # (a device whose logical blocks are larger than ALIGN refuses the direct descriptor's write)
+    pwrite_fails(monkeypatch, errno.EINVAL, on=writer.direct)
+    write_in_pieces(writer, data)  # the first refused, then the file goes the same way
+    assert not writer.bypassing
     monkeypatch.undo()
     os.close(fd)
     assert path.read_bytes() == data
@@ -125,11 +133,7 @@ def test_a_full_disk_is_a_disk_error_not_a_fallback(
 ) -> None:
     path, fd = fresh(tmp_path, 2 * MiB)
     writer = DirectWriter(path, fd)
-
-    def full(*_: Any) -> int:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(_direct_write.write_all.__globals__["os"], "pwrite", full)
+    pwrite_fails(monkeypatch, errno.ENOSPC)
     with pytest.raises(OSError, match="No space"):
         writer.write(0, aligned(os.urandom(MiB)))
     monkeypatch.undo()
