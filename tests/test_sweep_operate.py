@@ -295,8 +295,14 @@ def test_ctrl_c_while_writing_leaves_the_new_folder_whole(
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(_out, "write_whole", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        provision(SPEC, deploy, teardown_after="2031-01-01T00:00:00Z")
+    # Ctrl-C as a terminal delivers it: to Python's own handler (an earlier test in the same
+    # worker may have left another in place; the full suite failed here twice that way).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            provision(SPEC, deploy, teardown_after="2031-01-01T00:00:00Z")
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert len(calls) == 6
     assert _whole(deploy)["teardown_after"] == "2031-01-01T00:00:00Z"
 
