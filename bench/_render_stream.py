@@ -110,12 +110,14 @@ def render(doc: dict) -> str:
 
 def _shape_lines(shape: str, r: dict) -> list[str]:
     s, labels = r["summary"], r["labels"]
-    ceilings = [n for n in ("memory", "page_cache", "memory_peer_torch") if n in r["runs"]]
+    names = ("memory", "page_cache", "pread_cache", "memory_peer_torch")
+    ceilings = [n for n in names if n in r["runs"]]
     rows = [_row(labels[name], r["runs"][name]) for name in r["runs"] if name not in ceilings]
     mem = s["memory_ceiling_samples_s"]
     cached = s.get("page_cache_ceiling_samples_s")
-    warm_ceiling = min(mem, cached) if cached else mem
     disk = s["disk_ceiling_samples_s"]
+    warm_ceiling = s.get("warm_ceiling_samples_s") or (min(mem, cached) if cached else mem)
+    reading = s.get("reading_ceilings_samples_s") or {"page_cache": cached}
     lines = [
         f"### {shape}: {r['samples']:,} records of {r['record_bytes']:,} B",
         "",
@@ -130,15 +132,7 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
         "peers run on theirs): torch's "
         "DataLoader fed from memory (the same DataLoader, collate and consumer, records already "
         f"in memory): {_n(mem)} samples/s; "
-        + (
-            f"the same DataLoader over one copy a sample out of maps of stoker's shards in the "
-            "page cache (no lookup, no check, no system call: the least a loader reading files "
-            f"does): {_n(cached)} "
-            "samples/s, the warm ceiling where it is the lower, and the cold one where the "
-            "disk is faster (a cold loader also copies each sample out of the page cache); "
-            if cached
-            else ""
-        )
+        + (_reading_sentence(reading, s) if cached else "")
         + f"the disk: {_n(disk)} samples/s.",
         "",
         "| target | measured | wanted | |",
@@ -146,7 +140,9 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
     ]
     for kind in ("cold", "warm"):
         ratio, peer = s[f"stoker_vs_peer_{kind}"], labels[s[f"fastest_peer_{kind}"]]
-        ceiling = warm_ceiling if kind == "warm" else min(warm_ceiling, disk)
+        ceiling = s.get(f"{kind}_ceiling_samples_s") or (
+            warm_ceiling if kind == "warm" else min(warm_ceiling, disk)
+        )
         best_peer = s["median_samples_s"][s[f"fastest_peer_{kind}"]][kind]
         above = TARGET * best_peer > ceiling
         of_ceiling = s[f"stoker_vs_ceiling_{kind}"]
@@ -189,6 +185,29 @@ def _shape_lines(shape: str, r: dict) -> list[str]:
     if r["problems"]:
         lines += ["", "Problems found in the runs:", *[f"- {p}" for p in r["problems"]]]
     return lines
+
+
+def _reading_sentence(reading: dict, s: dict) -> str:
+    """What the least reads of a sample from the page cache ran at, and which ceiling holds."""
+    ways = {
+        "page_cache": "one copy a sample out of maps of stoker's shards",
+        "pread_cache": "one pread a sample from stoker's open shards",
+    }
+    said = "; ".join(f"{ways[n]}: {_n(v)} samples/s" for n, v in reading.items() if v)
+    text = (
+        "the same DataLoader reading each sample from the page cache the least way a loader "
+        f"reading files can (no lookup, no check, no counter): {said}; the faster of them is the "
+        "warm ceiling where it is below memory's, and the cold one where the disk is faster (a "
+        "cold loader also copies each sample out of the page cache); "
+    )
+    taken = s.get("warm_ceiling_from")
+    if taken and taken != "least reads":
+        text += (
+            f"this run's fastest peer read the same samples warm at {_n(s['warm_ceiling_samples_s'])}"
+            " samples/s, above both: that is taken as the warm ceiling (the higher, so the harder"
+            " for stoker); "
+        )
+    return text
 
 
 def _spread_note(r: dict, kind: str) -> str:
