@@ -160,3 +160,41 @@ def test_a_corrupt_sample_is_caught_on_the_callers_thread_too(tmp_path: Path) ->
     with pytest.raises(CorruptSample, match=r"shard shard-000002.stk"):
         list(one_by_one(ds.reader, np.arange(N)))
     assert ds.reader.access()._read_pool is None
+
+
+def _write_large(root: Path, n: int = 40, size: int = 20 << 10) -> Path:
+    with ShardWriter(root, shard_size="256KiB", codec="bytes") as w:
+        for i in range(n):
+            w.write(i.to_bytes(4, "little") + bytes([i % 251]) * (size - 4))
+    return root
+
+
+def test_warm_large_samples_are_read_as_each_is_handed_over(tmp_path: Path) -> None:
+    """A group of large samples in the page cache is read a sample at a time as the loader
+    takes them (each still in the CPU's cache when collate copies it): a sample damaged after
+    the group began, but before it was taken, is caught; one taken before is already whole."""
+    root = _write_large(tmp_path / "ds")  # just written: in the page cache
+    ds = StreamingDataset(root, shuffle=False, on_corrupt="skip")
+    assert ds.index.largest_sample >= 16 << 10 and group_size(ds.index.largest_sample) > 30
+    samples = one_by_one(ds.reader, np.arange(40))
+    assert _id(next(samples)) == 0
+    shard = root / ds.index.shards[0].name
+    start, _ = ds.reader.group_readers([(0, 5)])[0].span(5)
+    with open(shard, "r+b") as f:  # sample 5 of the group being handed over, damaged now
+        f.seek(start + 100)
+        f.write(b"\xff")
+    rest = [_id(s) for s in samples]
+    assert rest == [i for i in range(1, 40) if i != 5]
+    stats = ds.stats()
+    assert (stats["samples"], stats["skipped"]) == (39, 1)
+    assert stats["bytes_read"] == 39 * (20 << 10)
+    assert ds.reader.access()._read_pool is None  # warm: all on the caller's thread
+
+
+def test_a_group_left_half_way_still_counts_what_it_handed_over(tmp_path: Path) -> None:
+    ds = StreamingDataset(_write_large(tmp_path / "ds"), shuffle=False)
+    samples = one_by_one(ds.reader, np.arange(40))
+    assert [_id(next(samples)) for _ in range(7)] == list(range(7))
+    del samples  # (a loader shut down mid-epoch)
+    gc.collect()
+    assert ds.stats()["samples"] == 7 and ds.stats()["bytes_read"] == 7 * (20 << 10)

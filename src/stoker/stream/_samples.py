@@ -15,13 +15,15 @@ A group is one pass over its samples: a corrupt one is noted where it falls as i
 looked for afterwards. A mixture's group is read the same way, in the mixture's order: each
 sample is located by a row of one table of every source's shards, read through that source's
 open shards and decoded by it, rather than split by source and put back in order, which cost
-more CPU a sample (docs/stream.md, "Mixtures"). Large samples (``PIECE`` or more) keep the
+more CPU a sample (docs/stream.md, "Mixtures"). A warm group of samples of ``MAP_BELOW`` or
+more is read a sample at a time as each is taken (_read_as_handed), so that collate copies
+bytes still in the CPU's cache. Large samples (``PIECE`` or more) keep the
 reader of whole batches, which reads each in pieces on every thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -65,7 +67,7 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
     return chain.from_iterable(_groups(reader, ids))
 
 
-def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[list[Any]]:
+def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[Iterable[Any]]:
     """``one_by_one``'s samples, a group (a list) at a time."""
     if isinstance(reader, MixtureReader):
         largest = max(r.index.largest_sample for r in reader.readers)
@@ -81,17 +83,20 @@ def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[l
     # In a DataLoader worker, warm small samples are copied out of maps of their shards (see
     # _read_mapped); the training process's own reads, and larger samples, keep pread.
     mapped = in_worker and largest < MAP_BELOW
+    # Warm large samples are read as each is handed over, not a group at a time (see
+    # _read_as_handed); a mixture's group keeps its one pass through the sources.
+    as_handed = largest >= MAP_BELOW and not isinstance(reader, MixtureReader)
     access = reader.access()
     access.plan_prefetch(ids)
     where = located_runs(reader.locate_in_order, ids, size)
-    pending = _Group(reader, next(where), mapped=mapped)
+    pending = _Group(reader, next(where), mapped=mapped, as_handed=as_handed)
     for k in range(len(groups)):
         samples = pending.result()
         # Whole-shard downloads start once the first group is read by range: started
         # earlier, they take the store's bandwidth from the samples the loop waits for.
         access.start_downloads()
         if k + 1 < len(groups):
-            pending = _Group(reader, next(where), mapped=mapped)
+            pending = _Group(reader, next(where), mapped=mapped, as_handed=as_handed)
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
         yield samples
@@ -108,8 +113,10 @@ class _Group:
         places: list[tuple[int, int]],
         *,
         mapped: bool = False,
+        as_handed: bool = False,
     ) -> None:
         self.reader, self.access, self.places, self.mapped = reader, reader.access(), places, mapped
+        self.as_handed = as_handed
         self.readers = reader.group_readers(places)
         self.remote = []
         if any(isinstance(r, RemoteShard) for r in self.readers.values()):
@@ -131,7 +138,9 @@ class _Group:
         readers = self.readers
         return [(readers[s].fd, *readers[s].span(i)) for s, i in spread(self.places, WARM_PROBES)]
 
-    def result(self) -> list[Any]:
+    def result(self) -> Iterable[Any]:
+        if self.warm and self.as_handed:
+            return _read_as_handed(self)
         places, data = self.read()
         reader = self.reader
         skipped = len(self.places) - len(data)  # (the shared counters: once a group)
@@ -156,6 +165,30 @@ class _Group:
             got[k] = self.reader.read_at(self.access, self.readers, s, i)  # type: ignore[arg-type]
         keep = [k for k, data in enumerate(got) if data is not None]
         return [self.places[k] for k in keep], [got[k] for k in keep]  # type: ignore[misc]
+
+
+def _read_as_handed(group: _Group) -> Iterator[Any]:
+    """A warm group of large samples, each read (a pread, its check) as it is handed over.
+    Read a group at a time, 64 samples of 112 KiB (7 MiB) had left the core's 2 MiB cache by
+    the time collate copied each into the batch: the drop-in path ran 0.88x of a loader that
+    reads each sample as it is asked; read last, a sample is copied while its bytes are still
+    in the cache. The counters are told once, when the group ends (or is left)."""
+    reader, readers, access = group.reader, group.readers, group.access
+    decode = None if reader.as_stored else reader.decode
+    handed = nbytes = skipped = 0
+    try:
+        for shard, i in group.places:
+            try:
+                data = readers[shard].sample(i)
+            except CorruptSample:  # fetched again, then raised or skipped as ``on_corrupt`` says
+                data = reader.read_at(access, readers, shard, i)
+                if data is None:
+                    skipped += 1
+                    continue
+            handed, nbytes = handed + 1, nbytes + len(data)
+            yield data if decode is None else decode(data)
+    finally:
+        reader.counters.add(bytes_read=nbytes, samples=handed, skipped=skipped)
 
 
 def _read_mapped(
