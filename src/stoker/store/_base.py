@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import StoreError
+
 LIST_BATCH = 5000
 
 AccessTier = Literal["Hot", "Cool", "Cold", "Archive"]
@@ -130,9 +132,17 @@ class Store(abc.ABC):
         raise NotImplementedError(f"{self} cannot create an object only where none is")
 
     async def read_all(self, key: str) -> bytes | None:
-        """A small object's bytes, or None when it does not exist."""
+        """A small object's bytes, or None when it does not exist, including when another
+        process deletes it between the two requests (a record a peer rank removes once done)."""
         info = await self.head(key)
-        return None if info is None else bytes(await self.read_range(key, 0, info.size))
+        if info is None:
+            return None
+        try:
+            return bytes(await self.read_range(key, 0, info.size))
+        except (FileNotFoundError, StoreError):
+            if await self.head(key) is None:
+                return None
+            raise
 
     def copies_from(self, src: Store) -> bool:
         """Whether this store's service can copy ``src``'s objects here itself (server-side),
