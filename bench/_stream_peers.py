@@ -212,9 +212,8 @@ class PageCache(torch.utils.data.IterableDataset):
     """The ceiling of the per-sample path reading files: each sample copied out of a map of
     stoker's shards in the page cache, with nothing else (no lookup, no check, no system call,
     no counter), the shards' places read before the clock. Any loader that reads samples from
-    files in the page cache pays at least this copy; the memory ceiling pays none. (One
-    ``os.pread`` a sample was this ceiling until stoker's workers read warm samples out of maps
-    too: a system call a sample is no longer the least.) Iterable, as ``InMemory``."""
+    files in the page cache pays at least this copy (or a pread: ``PreadCache``); the memory
+    ceiling pays none. Iterable, as ``InMemory``."""
 
     def __init__(self, root: str) -> None:
         import mmap

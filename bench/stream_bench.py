@@ -29,8 +29,10 @@ missing beyond the partial batches dropped).
 * ceilings of the drop-in path, run on stoker's own torch (the peers' newer torch fed from
   memory ran 1.17x faster): torch's DataLoader fed from memory (the same DataLoader, collate and
   consumer over records already in memory: no storage at all); the same DataLoader over one copy
-  a sample out of maps of stoker's shards in the page cache (the least any loader reading
-  files does: no lookup, no check, no system call); the memory ceiling again on the peers'
+  a sample out of maps of stoker's shards in the page cache, and over one ``os.pread`` a
+  sample of them (the two least ways a loader reading files can take a sample: no lookup, no
+  check, no counter; the faster is the page-cache ceiling, unless a peer reading the same
+  files ran faster still, whose rate is then the ceiling); the memory ceiling again on the peers'
   torch (each loader's share of its own torch's ceiling sets torch's version aside); ``dd iflag=direct`` over a 1 GiB file (one stream and 4 at
   once), one core's memory copy.
 
