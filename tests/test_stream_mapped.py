@@ -79,7 +79,7 @@ def test_a_mapped_groups_corrupt_sample_is_raised_or_skipped(
     data[-3] ^= 0x01
     shard.write_bytes(bytes(data))
     ids = np.arange(ds.index.shards[0].samples)
-    group = _Group(ds.reader, ds.reader.locate_in_order(ids, len(ids))[0], mapped=True)
+    group = _Group(ds.reader, ds.reader.locate_in_order(ids, len(ids))[0], warm_way="mapped")
     assert group.warm  # (just written: in the page cache, so read through the map)
     if on_corrupt == "raise":
         with pytest.raises(CorruptSample, match=r"shard shard-000000.stk"):

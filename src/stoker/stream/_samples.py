@@ -68,7 +68,7 @@ def one_by_one(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterato
 
 
 def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[Iterable[Any]]:
-    """``one_by_one``'s samples, a group (a list) at a time."""
+    """``one_by_one``'s samples, a group at a time."""
     if isinstance(reader, MixtureReader):
         largest = max(r.index.largest_sample for r in reader.readers)
     else:
@@ -80,23 +80,24 @@ def _groups(reader: SampleReader | MixtureReader, ids: np.ndarray) -> Iterator[I
     in_worker = torch.utils.data.get_worker_info() is not None
     if in_worker:
         keep_freed_memory()  # the samples' memory is reused, not faulted in afresh
-    # In a DataLoader worker, warm small samples are copied out of maps of their shards (see
-    # _read_mapped); the training process's own reads, and larger samples, keep pread.
-    mapped = in_worker and largest < MAP_BELOW
-    # Warm large samples are read as each is handed over, not a group at a time (see
-    # _read_as_handed); a mixture's group keeps its one pass through the sources.
-    as_handed = largest >= MAP_BELOW and not isinstance(reader, MixtureReader)
+    # How a warm group is read. In a DataLoader worker, small samples are copied out of maps
+    # of their shards (_read_mapped); large ones are read as each is taken (_read_as_handed);
+    # a mixture's group, and the training process's own small reads, keep one pass of preads.
+    if largest >= MAP_BELOW and not isinstance(reader, MixtureReader):
+        warm_way = "as_taken"
+    else:
+        warm_way = "mapped" if in_worker and largest < MAP_BELOW else "group"
     access = reader.access()
     access.plan_prefetch(ids)
     where = located_runs(reader.locate_in_order, ids, size)
-    pending = _Group(reader, next(where), mapped=mapped, as_handed=as_handed)
+    pending = _Group(reader, next(where), warm_way)
     for k in range(len(groups)):
         samples = pending.result()
         # Whole-shard downloads start once the first group is read by range: started
         # earlier, they take the store's bandwidth from the samples the loop waits for.
         access.start_downloads()
         if k + 1 < len(groups):
-            pending = _Group(reader, next(where), mapped=mapped, as_handed=as_handed)
+            pending = _Group(reader, next(where), warm_way)
             if k + 2 < len(groups) and not pending.warm:  # the group after: queued on the disk
                 access.advise(groups[k + 2])
         yield samples
@@ -111,12 +112,10 @@ class _Group:
         self,
         reader: SampleReader | MixtureReader,
         places: list[tuple[int, int]],
-        *,
-        mapped: bool = False,
-        as_handed: bool = False,
+        warm_way: str = "group",
     ) -> None:
-        self.reader, self.access, self.places, self.mapped = reader, reader.access(), places, mapped
-        self.as_handed = as_handed
+        self.reader, self.access, self.places = reader, reader.access(), places
+        self.warm_way = warm_way  # "group", "mapped" or "as_taken": how it is read when warm
         self.readers = reader.group_readers(places)
         self.remote = []
         if any(isinstance(r, RemoteShard) for r in self.readers.values()):
@@ -139,7 +138,7 @@ class _Group:
         return [(readers[s].fd, *readers[s].span(i)) for s, i in spread(self.places, WARM_PROBES)]
 
     def result(self) -> Iterable[Any]:
-        if self.warm and self.as_handed:
+        if self.warm and self.warm_way == "as_taken":
             return _read_as_handed(self)
         places, data = self.read()
         reader = self.reader
@@ -151,7 +150,8 @@ class _Group:
     def read(self) -> tuple[list[tuple[int, int]], list[bytes]]:
         """The group's places and samples as read, less corrupt ones skipped."""
         if self.warm:
-            got, bad = (_read_mapped if self.mapped else _read_run)(self.readers, self.places)
+            read = _read_mapped if self.warm_way == "mapped" else _read_run
+            got, bad = read(self.readers, self.places)
         else:
             threads, bad = len(self.futures), []
             got = [None] * len(self.places)
@@ -169,10 +169,10 @@ class _Group:
 
 def _read_as_handed(group: _Group) -> Iterator[Any]:
     """A warm group of large samples, each read (a pread, its check) as it is handed over.
-    Read a group at a time, 64 samples of 112 KiB (7 MiB) had left the core's 2 MiB cache by
-    the time collate copied each into the batch: the drop-in path ran 0.88x of a loader that
-    reads each sample as it is asked; read last, a sample is copied while its bytes are still
-    in the cache. The counters are told once, when the group ends (or is left)."""
+    Read a whole group first, the first samples had left the core's cache by the time collate
+    copied them into the batch (docs/stream.md has the figures); read last, a sample is copied
+    while its bytes are still there. The counters are told once, when the group ends or is
+    left."""
     reader, readers, access = group.reader, group.readers, group.access
     decode = None if reader.as_stored else reader.decode
     handed = nbytes = skipped = 0
