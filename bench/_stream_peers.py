@@ -208,6 +208,20 @@ def memory(spec: dict) -> tuple[Any, None]:
     return InMemory(paths, spec["n"]), None
 
 
+def _shard_offsets(root: str) -> list[tuple[Path, list[int]]]:
+    """Each of stoker's shards under ``root`` with its samples' offsets (the last one the end)."""
+    from stoker.stream._format import ShardReader
+
+    out = []
+    for path in sorted(Path(root).glob("*.stk")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            out.append((path, ShardReader(path.name, fd, os.fstat(fd).st_size).offsets.tolist()))
+        finally:
+            os.close(fd)
+    return out
+
+
 class PageCache(torch.utils.data.IterableDataset):
     """The ceiling of the per-sample path reading files: each sample copied out of a map of
     stoker's shards in the page cache, with nothing else (no lookup, no check, no system call,
@@ -218,17 +232,12 @@ class PageCache(torch.utils.data.IterableDataset):
     def __init__(self, root: str) -> None:
         import mmap
 
-        from stoker.stream._format import ShardReader
-
         self.maps, places = [], []
-        for path in sorted(Path(root).glob("*.stk")):
-            fd = os.open(path, os.O_RDONLY)
-            reader = ShardReader(path.name, fd, os.fstat(fd).st_size)
-            view = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
-            offsets = reader.offsets.tolist()
+        for path, offsets in _shard_offsets(root):
+            with open(path, "rb") as f:
+                view = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
             places += [(view, a, b) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
             self.maps.append(view)
-            os.close(fd)
         self.places = places
 
     def __iter__(self) -> Iterator[bytes]:
@@ -250,14 +259,10 @@ class PreadCache(torch.utils.data.IterableDataset):
     this is the faster of the two there; the page-cache ceiling is the faster of both."""
 
     def __init__(self, root: str) -> None:
-        from stoker.stream._format import ShardReader
-
-        self.paths, places = sorted(Path(root).glob("*.stk")), []
-        for k, path in enumerate(self.paths):
-            fd = os.open(path, os.O_RDONLY)
-            offsets = ShardReader(path.name, fd, os.fstat(fd).st_size).offsets.tolist()
+        self.paths, places = [], []
+        for k, (path, offsets) in enumerate(_shard_offsets(root)):
+            self.paths.append(path)
             places += [(k, a, b - a) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-            os.close(fd)
         self.places = places
 
     def __iter__(self) -> Iterator[bytes]:
